@@ -1,0 +1,406 @@
+//! `SessionEvent`: one immutable record around a chat message.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::clock::truncate_micros;
+use crate::error::Result;
+use crate::message::{Message, Role};
+use crate::tokens::{HeuristicEstimator, TokenEstimator};
+use crate::validate::{validate_branch, validate_id};
+
+/// A JSON object: session metadata, state, state deltas.
+pub type StateMap = serde_json::Map<String, Value>;
+
+/// The prompt that opens a synthetic summary turn.
+pub const SUMMARY_PROMPT: &str = "Summarize the conversation we had so far.";
+
+/// Which compaction produced a synthetic event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+#[non_exhaustive]
+pub enum CompactionSource {
+    /// A rolling summary of earlier turns.
+    RecursiveSummarization,
+    /// A JSON summary following the structured schema.
+    StructuredSummary,
+    /// Written by a user or another tool.
+    Custom(String),
+}
+
+impl CompactionSource {
+    /// The stored name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::RecursiveSummarization => "recursive-summarization",
+            Self::StructuredSummary => "structured-summary",
+            Self::Custom(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for CompactionSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<String> for CompactionSource {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "recursive-summarization" => Self::RecursiveSummarization,
+            "structured-summary" => Self::StructuredSummary,
+            _ => Self::Custom(s),
+        }
+    }
+}
+
+impl From<CompactionSource> for String {
+    fn from(c: CompactionSource) -> Self {
+        c.as_str().to_owned()
+    }
+}
+
+/// One event of a session's log: a message plus identity, order and framework flags.
+///
+/// `seq` and `session_id` are assigned by the repository on append; the
+/// builder leaves them empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Unique within its session; appends are idempotent by this id.
+    pub id: String,
+    /// The owning session (set by the repository on append).
+    #[serde(default)]
+    pub session_id: String,
+    /// Position in the session's archive: strictly increasing, never reused (0 before append).
+    #[serde(default)]
+    pub seq: u64,
+    /// When the event happened (data, never used for ordering).
+    pub timestamp: DateTime<Utc>,
+    /// The chat message.
+    pub message: Message,
+    /// Dot path of the agent that produced it (`orch.researcher`); `None` = root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Groups the events of one agent run; rewind works by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation_id: Option<String>,
+    /// The agent that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// State changes this event carries (`key`, `user:key`, `app:key`; `null` removes a key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_delta: Option<StateMap>,
+    /// Set on synthetic events written by compaction (summary turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_source: Option<CompactionSource>,
+    /// Estimated tokens of the message.
+    #[serde(default)]
+    pub token_estimate: u32,
+    /// Free-form metadata (model, latency, ...).
+    #[serde(default, skip_serializing_if = "StateMap::is_empty")]
+    pub metadata: StateMap,
+}
+
+impl SessionEvent {
+    /// An event with the builder's defaults: new UUID, now, no branch, empty metadata.
+    pub fn new(message: Message) -> Self {
+        let token_estimate = HeuristicEstimator.estimate_message(&message);
+        Self {
+            id: Uuid::new_v4().to_string(),
+            session_id: String::new(),
+            seq: 0,
+            timestamp: truncate_micros(Utc::now()),
+            message,
+            branch: None,
+            invocation_id: None,
+            author: None,
+            state_delta: None,
+            compaction_source: None,
+            token_estimate,
+            metadata: StateMap::new(),
+        }
+    }
+
+    /// A builder for an event around `message`.
+    pub fn builder(message: Message) -> SessionEventBuilder {
+        SessionEventBuilder {
+            event: Self::new(message),
+            estimate_set: false,
+        }
+    }
+
+    /// The synthetic summary turn: a synthetic user prompt and a synthetic
+    /// assistant summary, same timestamp, both marked with `source`.
+    pub fn summary_turn(
+        summary: impl Into<String>,
+        source: CompactionSource,
+        timestamp: DateTime<Utc>,
+    ) -> [SessionEvent; 2] {
+        let mut prompt = Self::new(Message::user(SUMMARY_PROMPT));
+        let mut answer = Self::new(Message::assistant(summary));
+        prompt.compaction_source = Some(source.clone());
+        answer.compaction_source = Some(source);
+        for e in [&mut prompt, &mut answer] {
+            e.timestamp = truncate_micros(timestamp);
+        }
+        [prompt, answer]
+    }
+
+    /// Whether compaction wrote this event.
+    pub fn is_synthetic(&self) -> bool {
+        self.compaction_source.is_some()
+    }
+
+    /// The message's role.
+    pub fn role(&self) -> Role {
+        self.message.role()
+    }
+
+    /// Whether this event opens a turn: a root-level, non-synthetic user message.
+    pub fn starts_turn(&self) -> bool {
+        self.branch.is_none() && !self.is_synthetic() && self.role() == Role::User
+    }
+
+    /// Whether an agent on `viewer` sees this event: root events, the
+    /// viewer's own branch and its ancestors; not peers, not descendants.
+    pub fn visible_to(&self, viewer: &str) -> bool {
+        match &self.branch {
+            None => true,
+            Some(b) => {
+                viewer == b
+                    || (viewer.len() > b.len()
+                        && viewer.starts_with(b.as_str())
+                        && viewer.as_bytes()[b.len()] == b'.')
+            }
+        }
+    }
+
+    /// The serialized size of the event in bytes (what the size limit checks).
+    pub fn encoded_len(&self) -> Result<usize> {
+        serde_json::to_vec(self)
+            .map(|v| v.len())
+            .map_err(|e| crate::SessionError::serialization(format!("event {}", self.id), e))
+    }
+
+    /// Checks ids and branch of the event.
+    pub fn validate(&self) -> Result<()> {
+        validate_id("event id", &self.id)?;
+        if let Some(b) = &self.branch {
+            validate_branch(b)?;
+        }
+        if let Some(i) = &self.invocation_id {
+            validate_id("invocation id", i)?;
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`SessionEvent`] with validation.
+///
+/// ```
+/// use session_core::{Message, SessionEvent};
+/// let event = SessionEvent::builder(Message::assistant("Research result"))
+///     .branch("orch.researcher")
+///     .invocation_id("inv-1")
+///     .metadata("model", "gpt-4o")
+///     .build()
+///     .unwrap();
+/// assert!(event.visible_to("orch.researcher"));
+/// assert!(!event.visible_to("orch.writer"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SessionEventBuilder {
+    event: SessionEvent,
+    estimate_set: bool,
+}
+
+impl SessionEventBuilder {
+    /// Sets the event id (default: a new UUID).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.event.id = id.into();
+        self
+    }
+
+    /// Sets the timestamp (default: now).
+    pub fn timestamp(mut self, t: DateTime<Utc>) -> Self {
+        self.event.timestamp = truncate_micros(t);
+        self
+    }
+
+    /// Sets the agent branch (`orch.researcher`).
+    pub fn branch(mut self, branch: impl Into<String>) -> Self {
+        self.event.branch = Some(branch.into());
+        self
+    }
+
+    /// Sets the invocation id grouping one agent run.
+    pub fn invocation_id(mut self, id: impl Into<String>) -> Self {
+        self.event.invocation_id = Some(id.into());
+        self
+    }
+
+    /// Sets the author (agent name).
+    pub fn author(mut self, author: impl Into<String>) -> Self {
+        self.event.author = Some(author.into());
+        self
+    }
+
+    /// Adds one state change carried by the event.
+    pub fn state(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.event
+            .state_delta
+            .get_or_insert_with(StateMap::new)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the whole state delta.
+    pub fn state_delta(mut self, delta: StateMap) -> Self {
+        self.event.state_delta = Some(delta);
+        self
+    }
+
+    /// Adds a metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.event.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Marks the event synthetic, written by `source`.
+    pub fn synthetic(mut self, source: CompactionSource) -> Self {
+        self.event.compaction_source = Some(source);
+        self
+    }
+
+    /// Overrides the token estimate (default: the character heuristic).
+    pub fn token_estimate(mut self, tokens: u32) -> Self {
+        self.event.token_estimate = tokens;
+        self.estimate_set = true;
+        self
+    }
+
+    /// Re-estimates tokens with `estimator` unless an estimate was set explicitly.
+    pub fn estimate_with(mut self, estimator: &dyn TokenEstimator) -> Self {
+        if !self.estimate_set {
+            self.event.token_estimate = estimator.estimate_message(&self.event.message);
+        }
+        self
+    }
+
+    /// Validates and returns the event.
+    pub fn build(self) -> Result<SessionEvent> {
+        self.event.validate()?;
+        Ok(self.event)
+    }
+}
+
+/// Counts turns: root-level, non-synthetic user messages.
+pub fn turn_count<'a>(events: impl IntoIterator<Item = &'a SessionEvent>) -> usize {
+    events.into_iter().filter(|e| e.starts_turn()).count()
+}
+
+/// Splits events into turns. Events before the first turn (synthetic
+/// summaries, system prompts, branched events) form a leading group of their own.
+pub fn split_turns(events: &[SessionEvent]) -> Vec<&[SessionEvent]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, e) in events.iter().enumerate() {
+        if e.starts_turn() && i > start {
+            out.push(&events[start..i]);
+            start = i;
+        }
+    }
+    if start < events.len() {
+        out.push(&events[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_defaults() {
+        let e = SessionEvent::builder(Message::user("hi")).build().unwrap();
+        assert!(Uuid::parse_str(&e.id).is_ok());
+        assert!(e.branch.is_none());
+        assert!(e.metadata.is_empty());
+        assert!(!e.is_synthetic());
+        assert!(e.token_estimate > 0);
+        assert!((Utc::now() - e.timestamp).num_seconds() < 5);
+    }
+
+    #[test]
+    fn builder_rejects_bad_ids() {
+        assert!(SessionEvent::builder(Message::user("x"))
+            .id("a/b")
+            .build()
+            .is_err());
+        assert!(SessionEvent::builder(Message::user("x"))
+            .branch("a..b")
+            .build()
+            .is_err());
+        assert!(SessionEvent::builder(Message::user("x"))
+            .invocation_id("")
+            .build()
+            .is_err());
+    }
+
+    #[test]
+    fn branch_visibility_is_by_segment() {
+        let on = |b: &str| {
+            SessionEvent::builder(Message::user("x"))
+                .branch(b)
+                .build()
+                .unwrap()
+        };
+        let root = SessionEvent::new(Message::user("x"));
+        assert!(root.visible_to("orch.researcher"));
+        assert!(on("orch").visible_to("orch.researcher"));
+        assert!(on("orch.researcher").visible_to("orch.researcher"));
+        assert!(!on("orch.writer").visible_to("orch.researcher"));
+        assert!(!on("orch.res").visible_to("orch.researcher"));
+        assert!(!on("orch.researcher.sub").visible_to("orch.researcher"));
+    }
+
+    #[test]
+    fn turns_count_only_root_real_user_messages() {
+        let t = Utc::now();
+        let [p, s] =
+            SessionEvent::summary_turn("earlier", CompactionSource::RecursiveSummarization, t);
+        let events = vec![
+            p,
+            s,
+            SessionEvent::new(Message::user("q1")),
+            SessionEvent::new(Message::assistant("a1")),
+            SessionEvent::builder(Message::user("sub"))
+                .branch("orch.researcher")
+                .build()
+                .unwrap(),
+            SessionEvent::new(Message::user("q2")),
+        ];
+        assert_eq!(turn_count(&events), 2);
+        let turns = split_turns(&events);
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[0].len(), 2);
+        assert_eq!(turns[1].len(), 3);
+        assert_eq!(turns[2].len(), 1);
+    }
+
+    #[test]
+    fn event_json_round_trips() {
+        let e = SessionEvent::builder(Message::user("x\0y 🦀"))
+            .state("user:name", "Ada")
+            .synthetic(CompactionSource::Custom("mine".into()))
+            .build()
+            .unwrap();
+        let back: SessionEvent = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
+}

@@ -1,0 +1,569 @@
+//! Queries: which events, sessions and search hits to return, and the page they come in.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SessionError};
+use crate::event::SessionEvent;
+use crate::message::Role;
+use crate::session::SessionStatus;
+use crate::validate::{validate_branch, validate_id, Limits};
+
+/// The page size used when none is given.
+pub const DEFAULT_PAGE_SIZE: usize = 10;
+
+/// Which of a session's two views to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventView {
+    /// What the agent sends to its model: compaction replaces it.
+    #[default]
+    Context,
+    /// Every event ever appended, verbatim, in `seq` order.
+    Archive,
+}
+
+/// Whether synthetic (compaction-written) events are returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SyntheticFilter {
+    /// Real and synthetic events.
+    #[default]
+    Include,
+    /// Real events only.
+    Exclude,
+    /// Synthetic events only.
+    Only,
+}
+
+/// Lower-cases text for literal, case-insensitive matching.
+pub fn fold_case(text: &str) -> String {
+    text.to_lowercase()
+}
+
+/// Whether `text` contains `needle_folded` (already passed through [`fold_case`]), literally.
+pub fn contains_folded(text: &str, needle_folded: &str) -> bool {
+    fold_case(text).contains(needle_folded)
+}
+
+/// Criteria for reading events. Filtering happens before `last_n`, and
+/// `last_n` before paging; results are chronological (context order for the
+/// context view, `seq` order for the archive).
+///
+/// ```
+/// use session_core::{EventFilter, EventView, Role};
+/// let f = EventFilter::archive().roles([Role::User]).keyword("paris").page(0, 20);
+/// assert_eq!(f.view, EventView::Archive);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EventFilter {
+    /// Context or archive.
+    pub view: EventView,
+    /// The viewing agent's branch: root events, this branch and its ancestors are visible.
+    pub branch: Option<String>,
+    /// Events at or after this time.
+    pub from: Option<DateTime<Utc>>,
+    /// Events strictly before this time.
+    pub to: Option<DateTime<Utc>>,
+    /// Only the most recent N matching events (returned oldest first).
+    pub last_n: Option<usize>,
+    /// Only these roles (empty = all).
+    pub roles: Vec<Role>,
+    /// Synthetic events in, out or only.
+    pub synthetic: SyntheticFilter,
+    /// Case-insensitive literal substring of the message's search text.
+    pub keyword: Option<String>,
+    /// Only events of this invocation.
+    pub invocation_id: Option<String>,
+    /// Zero-based page.
+    pub page: usize,
+    /// Page size (default 10).
+    pub page_size: usize,
+}
+
+impl Default for EventFilter {
+    fn default() -> Self {
+        Self {
+            view: EventView::Context,
+            branch: None,
+            from: None,
+            to: None,
+            last_n: None,
+            roles: Vec::new(),
+            synthetic: SyntheticFilter::Include,
+            keyword: None,
+            invocation_id: None,
+            page: 0,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+impl EventFilter {
+    /// The context view, first page of 10.
+    pub fn context() -> Self {
+        Self::default()
+    }
+
+    /// The archive view, first page of 10.
+    pub fn archive() -> Self {
+        Self {
+            view: EventView::Archive,
+            ..Self::default()
+        }
+    }
+
+    /// The most recent `n` context events, oldest first, in one page.
+    pub fn last(n: usize) -> Self {
+        Self {
+            last_n: Some(n),
+            page_size: n.max(1),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the view.
+    pub fn view(mut self, view: EventView) -> Self {
+        self.view = view;
+        self
+    }
+
+    /// Sets the viewing branch.
+    pub fn branch(mut self, branch: impl Into<String>) -> Self {
+        self.branch = Some(branch.into());
+        self
+    }
+
+    /// Events in `[from, to)`.
+    pub fn between(mut self, from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> Self {
+        self.from = from;
+        self.to = to;
+        self
+    }
+
+    /// Only the most recent `n` matching events.
+    pub fn last_n(mut self, n: usize) -> Self {
+        self.last_n = Some(n);
+        self
+    }
+
+    /// Only these roles.
+    pub fn roles(mut self, roles: impl IntoIterator<Item = Role>) -> Self {
+        self.roles = roles.into_iter().collect();
+        self
+    }
+
+    /// Synthetic events in, out or only.
+    pub fn synthetic(mut self, synthetic: SyntheticFilter) -> Self {
+        self.synthetic = synthetic;
+        self
+    }
+
+    /// Case-insensitive literal keyword.
+    pub fn keyword(mut self, keyword: impl Into<String>) -> Self {
+        self.keyword = Some(keyword.into());
+        self
+    }
+
+    /// Only events of one invocation.
+    pub fn invocation(mut self, id: impl Into<String>) -> Self {
+        self.invocation_id = Some(id.into());
+        self
+    }
+
+    /// Sets page and page size.
+    pub fn page(mut self, page: usize, page_size: usize) -> Self {
+        self.page = page;
+        self.page_size = page_size;
+        self
+    }
+
+    /// Checks sizes and ids against `limits`.
+    pub fn check(&self, limits: &Limits) -> Result<()> {
+        limits.check_page_size(self.page_size)?;
+        if self.last_n == Some(0) {
+            return Err(SessionError::invalid("last_n", "must be at least 1"));
+        }
+        if let Some(b) = &self.branch {
+            validate_branch(b)?;
+        }
+        if let Some(i) = &self.invocation_id {
+            validate_id("invocation id", i)?;
+        }
+        if self.keyword.as_deref() == Some("") {
+            return Err(SessionError::invalid("keyword", "must not be empty"));
+        }
+        if let (Some(from), Some(to)) = (self.from, self.to) {
+            if from > to {
+                return Err(SessionError::invalid("time range", "`from` is after `to`"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A reusable matcher for this filter's per-event criteria (everything but view, `last_n` and paging).
+    pub fn matcher(&self) -> EventMatcher<'_> {
+        EventMatcher {
+            filter: self,
+            keyword: self.keyword.as_deref().map(fold_case),
+        }
+    }
+
+    /// Applies the whole filter to events already in view order: match, `last_n`, page.
+    pub fn apply<'a>(
+        &self,
+        events: impl IntoIterator<Item = &'a SessionEvent>,
+    ) -> Page<SessionEvent> {
+        let m = self.matcher();
+        let mut matched: Vec<&SessionEvent> = events.into_iter().filter(|e| m.matches(e)).collect();
+        if let Some(n) = self.last_n {
+            let skip = matched.len().saturating_sub(n);
+            matched.drain(..skip);
+        }
+        Page::paginate(matched.into_iter().cloned(), self.page, self.page_size)
+    }
+}
+
+/// Checks one event against an [`EventFilter`]'s criteria.
+#[derive(Debug)]
+pub struct EventMatcher<'a> {
+    filter: &'a EventFilter,
+    keyword: Option<String>,
+}
+
+impl EventMatcher<'_> {
+    /// Whether `e` passes branch, time, role, synthetic, invocation and keyword criteria.
+    pub fn matches(&self, e: &SessionEvent) -> bool {
+        let f = self.filter;
+        if let Some(b) = &f.branch {
+            if !e.visible_to(b) {
+                return false;
+            }
+        }
+        if f.from.is_some_and(|t| e.timestamp < t) || f.to.is_some_and(|t| e.timestamp >= t) {
+            return false;
+        }
+        if !f.roles.is_empty() && !f.roles.contains(&e.role()) {
+            return false;
+        }
+        let synthetic_ok = match f.synthetic {
+            SyntheticFilter::Include => true,
+            SyntheticFilter::Exclude => !e.is_synthetic(),
+            SyntheticFilter::Only => e.is_synthetic(),
+        };
+        if !synthetic_ok {
+            return false;
+        }
+        if let Some(i) = &f.invocation_id {
+            if e.invocation_id.as_ref() != Some(i) {
+                return false;
+            }
+        }
+        if let Some(k) = &self.keyword {
+            if !contains_folded(&e.message.search_text(), k) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// The items, in result order.
+    pub items: Vec<T>,
+    /// The zero-based page number.
+    pub page: usize,
+    /// The page size asked for.
+    pub page_size: usize,
+    /// Whether a later page has items.
+    pub has_more: bool,
+}
+
+impl<T> Page<T> {
+    /// An empty page.
+    pub fn empty(page: usize, page_size: usize) -> Self {
+        Self {
+            items: Vec::new(),
+            page,
+            page_size,
+            has_more: false,
+        }
+    }
+
+    /// Cuts page `page` of `page_size` out of the full ordered result.
+    pub fn paginate(all: impl IntoIterator<Item = T>, page: usize, page_size: usize) -> Self {
+        let Some(offset) = page.checked_mul(page_size) else {
+            return Self::empty(page, page_size);
+        };
+        let mut it = all.into_iter().skip(offset);
+        let items: Vec<T> = it.by_ref().take(page_size).collect();
+        let has_more = it.next().is_some();
+        Self {
+            items,
+            page,
+            page_size,
+            has_more,
+        }
+    }
+
+    /// Maps the items.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            items: self.items.into_iter().map(f).collect(),
+            page: self.page,
+            page_size: self.page_size,
+            has_more: self.has_more,
+        }
+    }
+}
+
+/// Criteria for listing sessions: newest activity first.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SessionQuery {
+    /// Only this app.
+    pub app: Option<String>,
+    /// Only this user.
+    pub user_id: Option<String>,
+    /// Only this resolution key.
+    pub key: Option<String>,
+    /// Only this status.
+    pub status: Option<SessionStatus>,
+    /// Last activity at or after.
+    pub active_from: Option<DateTime<Utc>>,
+    /// Last activity strictly before.
+    pub active_to: Option<DateTime<Utc>>,
+    /// Zero-based page.
+    pub page: usize,
+    /// Page size (default 10).
+    pub page_size: usize,
+}
+
+impl Default for SessionQuery {
+    fn default() -> Self {
+        Self {
+            app: None,
+            user_id: None,
+            key: None,
+            status: None,
+            active_from: None,
+            active_to: None,
+            page: 0,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+impl SessionQuery {
+    /// All sessions, first page.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only this app.
+    pub fn app(mut self, app: impl Into<String>) -> Self {
+        self.app = Some(app.into());
+        self
+    }
+
+    /// Only this user.
+    pub fn user(mut self, user_id: impl Into<String>) -> Self {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
+    /// Only this key.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Only this status.
+    pub fn status(mut self, status: SessionStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Last activity in `[from, to)`.
+    pub fn active_between(
+        mut self,
+        from: Option<DateTime<Utc>>,
+        to: Option<DateTime<Utc>>,
+    ) -> Self {
+        self.active_from = from;
+        self.active_to = to;
+        self
+    }
+
+    /// Sets page and page size.
+    pub fn page(mut self, page: usize, page_size: usize) -> Self {
+        self.page = page;
+        self.page_size = page_size;
+        self
+    }
+
+    /// Checks sizes and ids.
+    pub fn check(&self, limits: &Limits) -> Result<()> {
+        limits.check_page_size(self.page_size)?;
+        if let Some(a) = &self.app {
+            validate_id("app", a)?;
+        }
+        if let Some(u) = &self.user_id {
+            if u != crate::session::GROUP_USER {
+                validate_id("user id", u)?;
+            }
+        }
+        if let Some(k) = &self.key {
+            validate_id("key", k)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `s` passes the criteria (paging aside).
+    pub fn matches(&self, s: &crate::Session) -> bool {
+        self.app.as_ref().is_none_or(|a| &s.app == a)
+            && self.user_id.as_ref().is_none_or(|u| &s.user_id == u)
+            && self.key.as_ref().is_none_or(|k| s.key.as_ref() == Some(k))
+            && self.status.is_none_or(|st| s.status == st)
+            && self.active_from.is_none_or(|t| s.updated_at >= t)
+            && self.active_to.is_none_or(|t| s.updated_at < t)
+    }
+}
+
+/// Where a search looks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchScope {
+    /// The archive of one session.
+    Session(String),
+    /// The archives of all of one user's sessions in one app.
+    User {
+        /// The app.
+        app: String,
+        /// The user.
+        user_id: String,
+    },
+}
+
+/// How search matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SearchMode {
+    /// Case-insensitive literal substring; chronological results. Every backend.
+    #[default]
+    Literal,
+    /// Full-text relevance ranking; only where [`crate::Capabilities::ranked_search`].
+    Ranked,
+}
+
+/// A keyword search over the archive.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SearchQuery {
+    /// Where to look.
+    pub scope: SearchScope,
+    /// The text to find, matched literally.
+    pub text: String,
+    /// Literal or ranked.
+    pub mode: SearchMode,
+    /// Zero-based page.
+    pub page: usize,
+    /// Page size (default 10).
+    pub page_size: usize,
+}
+
+impl SearchQuery {
+    /// A literal search of one session's archive, first page of 10.
+    pub fn in_session(session_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            scope: SearchScope::Session(session_id.into()),
+            text: text.into(),
+            mode: SearchMode::Literal,
+            page: 0,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+
+    /// A literal search of all of a user's sessions in an app.
+    pub fn for_user(
+        app: impl Into<String>,
+        user_id: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            scope: SearchScope::User {
+                app: app.into(),
+                user_id: user_id.into(),
+            },
+            ..Self::in_session("", text)
+        }
+    }
+
+    /// Sets page and page size.
+    pub fn page(mut self, page: usize, page_size: usize) -> Self {
+        self.page = page;
+        self.page_size = page_size;
+        self
+    }
+
+    /// Sets the mode.
+    pub fn mode(mut self, mode: SearchMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Checks sizes, ids and the query text.
+    pub fn check(&self, limits: &Limits) -> Result<()> {
+        limits.check_page_size(self.page_size)?;
+        if self.text.is_empty() {
+            return Err(SessionError::invalid("query", "must not be empty"));
+        }
+        match &self.scope {
+            SearchScope::Session(id) => validate_id("session id", id),
+            SearchScope::User { app, user_id } => {
+                validate_id("app", app)?;
+                if user_id == crate::session::GROUP_USER {
+                    Ok(())
+                } else {
+                    validate_id("user id", user_id)
+                }
+            }
+        }
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// The session the event belongs to.
+    pub session_id: String,
+    /// The matching event.
+    pub event: SessionEvent,
+    /// Relevance in ranked mode; `None` in literal mode.
+    pub score: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paginate_reports_more_and_survives_huge_pages() {
+        let p = Page::paginate(0..25, 1, 10);
+        assert_eq!(p.items, (10..20).collect::<Vec<_>>());
+        assert!(p.has_more);
+        let p = Page::paginate(0..25, 2, 10);
+        assert_eq!(p.items.len(), 5);
+        assert!(!p.has_more);
+        let p = Page::paginate(0..25, usize::MAX, 10);
+        assert!(p.items.is_empty());
+    }
+
+    #[test]
+    fn keyword_is_literal_and_case_insensitive() {
+        let k = fold_case("100%_DONE");
+        assert!(contains_folded("it is 100%_done now", &k));
+        assert!(!contains_folded("it is 100x_done now", &k));
+    }
+}

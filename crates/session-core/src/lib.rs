@@ -1,0 +1,41 @@
+#![doc = include_str!("../README.md")]
+
+mod clock;
+mod error;
+mod event;
+mod filter;
+mod memory;
+mod message;
+mod repository;
+mod service;
+mod session;
+pub mod state;
+mod tokens;
+mod validate;
+
+pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
+pub use error::{BoxError, ErrorKind, Result, SessionError};
+pub use event::{
+    split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, StateMap,
+    SUMMARY_PROMPT,
+};
+pub use filter::{
+    contains_folded, fold_case, EventFilter, EventMatcher, EventView, Page, SearchHit, SearchMode,
+    SearchQuery, SearchScope, SessionQuery, SyntheticFilter, DEFAULT_PAGE_SIZE,
+};
+pub use memory::InMemoryRepository;
+pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
+pub use repository::{
+    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, RewindOutcome,
+    SessionRepository, SessionRepositoryExt,
+};
+pub use service::{
+    AppendHook, CreateSessionRequest, CreateSessionRequestBuilder, DailyReset,
+    DefaultSessionService, Expiry, Owner, ResetPolicy, ResolveRequest, Resolved, SessionService,
+};
+pub use session::{
+    default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, GROUP_USER,
+};
+pub use state::{SharedState, StateScope};
+pub use tokens::{HeuristicEstimator, TokenEstimator};
+pub use validate::{validate_branch, validate_id, Limits, MAX_ID_LEN};

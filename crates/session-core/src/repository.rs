@@ -1,0 +1,344 @@
+//! The storage SPI every backend implements.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::error::{Result, SessionError};
+use crate::event::SessionEvent;
+use crate::filter::{EventFilter, EventView, Page, SearchHit, SearchQuery, SessionQuery};
+use crate::session::{NewSession, Session, SessionUpdate};
+use crate::state::{take_temp, SharedState};
+use crate::validate::{validate_id, Limits};
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// The session's version after the append (unchanged if nothing new was written).
+    pub version: u64,
+    /// The seq of each event of the batch, in batch order (existing seqs for re-sent ids).
+    pub seqs: Vec<u64>,
+    /// How many events were new.
+    pub written: usize,
+}
+
+/// What a rewind did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewindOutcome {
+    /// The session's version after the rewind.
+    pub version: u64,
+    /// How many events left the archive.
+    pub removed: usize,
+}
+
+/// What a backend supports beyond the common contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(clippy::struct_excessive_bools)] // independent yes/no facts about a backend
+pub struct Capabilities {
+    /// The backend's short name (`memory`, `sqlite`, ...).
+    pub backend: &'static str,
+    /// [`crate::SearchMode::Ranked`] is supported.
+    pub ranked_search: bool,
+    /// Expiry is enforced by the engine itself (key TTLs).
+    pub native_ttl: bool,
+    /// Data survives the process.
+    pub durable: bool,
+    /// Several processes may share the store.
+    pub multi_process: bool,
+}
+
+impl Capabilities {
+    /// The capabilities of a backend named `backend` with no extras.
+    pub fn basic(backend: &'static str) -> Self {
+        Self {
+            backend,
+            ranked_search: false,
+            native_ttl: false,
+            durable: false,
+            multi_process: false,
+        }
+    }
+
+    /// Declares ranked search.
+    pub fn with_ranked_search(mut self) -> Self {
+        self.ranked_search = true;
+        self
+    }
+
+    /// Declares engine-enforced expiry.
+    pub fn with_native_ttl(mut self) -> Self {
+        self.native_ttl = true;
+        self
+    }
+
+    /// Declares durable storage.
+    pub fn with_durable(mut self) -> Self {
+        self.durable = true;
+        self
+    }
+
+    /// Declares multi-process sharing.
+    pub fn with_multi_process(mut self) -> Self {
+        self.multi_process = true;
+        self
+    }
+}
+
+/// The storage SPI: sessions, their event log in two views, shared state.
+///
+/// Object safe; use it as `Arc<dyn SessionRepository>`. Every method is
+/// required. Conveniences live on [`SessionRepositoryExt`]. The repository
+/// is unscoped (an operator's view): owner checks are the service's job.
+///
+/// # Contract
+///
+/// **Sessions.** `create` stores a [`NewSession`] at version 0 after
+/// [`NewSession::validate`]; an id held by a live session is
+/// `AlreadyExists` (an expired, unpurged one is replaced). Its initial state
+/// is applied like a state delta. `get`, `events`, `event_version` and
+/// `search` treat an expired session as absent (`NotFound`); writes to one
+/// are `Expired`. `delete` removes the session and all its events (no
+/// tombstone) and returns whether it existed. `list` returns sessions
+/// matching a [`SessionQuery`], newest activity first (ties by id),
+/// expired ones left out. `purge_expired(now)` deletes exactly the
+/// sessions whose expiry is at or before `now`.
+///
+/// **Versions.** Every successful mutating call (an append batch that
+/// writes something, a context replace, a rewind, an update) bumps the
+/// version by exactly one; it never goes back, and readers never see it go
+/// down. Order and concurrency use `seq` and the version, never timestamps.
+///
+/// **Append.** Atomic for the batch: all events are written or none.
+/// Each new event gets the next `seq` (strictly increasing per session,
+/// never reused, even after a rewind), joins the end of the context and the
+/// archive, and has its `state_delta` applied in the same atomic step:
+/// plain keys to the session's state, `user:` keys to the (app, user)
+/// scope, `app:` keys to the app scope; `null` removes a key. `temp:` keys
+/// are never stored ([`prepare_events`] strips them). An event whose id the
+/// session already holds writes nothing and reports its existing seq, so a
+/// client that timed out can always retry. Events are checked with
+/// [`prepare_events`] before anything is written.
+///
+/// **Views.** The context is what the agent sends its model; the archive is
+/// every event appended, in `seq` order. `replace_context(id, events,
+/// expected)` is a compare-and-swap: if the version is not `expected`
+/// it returns `false` and changes nothing; else the context becomes
+/// exactly `events` in the given order (ids the session holds refer to the
+/// stored events; new ids are appended to the archive with new seqs, as
+/// an append would) and the version bumps. Nothing ever leaves the archive
+/// except through delete, rewind and purge.
+///
+/// **Rewind.** `rewind(id, invocation)` finds the first archived event of
+/// that invocation (`NotFound` if none) and removes it and every later
+/// event from the archive and the context; the session-scope state becomes
+/// the session's initial state with the remaining events' deltas replayed.
+///
+/// **Reads.** `events` applies an [`EventFilter`] (see its docs); `search`
+/// matches the query text as a case-insensitive literal substring of
+/// [`crate::Message::search_text`] over the archive, synthetic events
+/// included, chronological (`seq`; across sessions by timestamp, then
+/// session id, then seq). No character of a query has special meaning.
+///
+/// **Text.** Any valid Rust `String` round-trips exactly: NUL and every
+/// Unicode plane included. Timestamps round-trip at microsecond precision.
+///
+/// # Implementing a backend
+///
+/// Validate with [`prepare_events`], [`NewSession::validate`] and the
+/// `check` methods of the queries before touching storage, map engine errors
+/// onto [`SessionError`] in one private function, report corrupt stored rows as
+/// `Serialization` errors naming the session and seq, and run the
+/// `session-testkit` conformance suite against the backend.
+#[async_trait]
+pub trait SessionRepository: Send + Sync {
+    /// What this backend supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Stores a new session.
+    async fn create(&self, session: NewSession) -> Result<Session>;
+
+    /// Reads a session (session-scope state only).
+    async fn get(&self, id: &str) -> Result<Session>;
+
+    /// Changes metadata, state, status or expiry; bumps the version.
+    async fn update(&self, id: &str, update: SessionUpdate) -> Result<Session>;
+
+    /// Deletes a session and all its events; `false` if there was none.
+    async fn delete(&self, id: &str) -> Result<bool>;
+
+    /// Lists sessions, newest activity first.
+    async fn list(&self, query: &SessionQuery) -> Result<Page<Session>>;
+
+    /// Deletes every session expired at `now`; returns how many.
+    async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64>;
+
+    /// Appends a batch of events atomically.
+    async fn append(&self, id: &str, events: Vec<SessionEvent>) -> Result<AppendOutcome>;
+
+    /// Reads events of one view through a filter.
+    async fn events(&self, id: &str, filter: &EventFilter) -> Result<Page<SessionEvent>>;
+
+    /// The session's current version.
+    async fn event_version(&self, id: &str) -> Result<u64>;
+
+    /// Compare-and-swap of the context; `false` = the version moved, nothing changed.
+    async fn replace_context(
+        &self,
+        id: &str,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> Result<bool>;
+
+    /// Removes the events at and after an invocation and replays state.
+    async fn rewind(&self, id: &str, before_invocation_id: &str) -> Result<RewindOutcome>;
+
+    /// Literal (or ranked) keyword search over archives.
+    async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>>;
+
+    /// The `app:` and `user:` scopes of one user in one app.
+    async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState>;
+}
+
+/// Checks and normalizes an append or replace batch: ids valid, each event
+/// within `limits.max_event_bytes`, batch within `limits.max_batch_events`,
+/// `temp:` keys stripped from state deltas (empty deltas become `None`).
+pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<()> {
+    if events.len() > limits.max_batch_events {
+        return Err(SessionError::invalid(
+            "events",
+            format!(
+                "a batch of {} events is over the maximum of {}",
+                events.len(),
+                limits.max_batch_events
+            ),
+        ));
+    }
+    for e in events.iter_mut() {
+        e.validate()?;
+        if let Some(delta) = &mut e.state_delta {
+            take_temp(delta);
+            if delta.is_empty() {
+                e.state_delta = None;
+            }
+        }
+        let len = e.encoded_len()?;
+        if len > limits.max_event_bytes {
+            return Err(SessionError::invalid(
+                "event",
+                format!(
+                    "event {} is {len} bytes serialized; the limit is {}",
+                    e.id, limits.max_event_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Rejects a replacement context that names the same event id twice.
+pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(events.len());
+    for e in events {
+        if !seen.insert(e.id.as_str()) {
+            return Err(SessionError::invalid(
+                "context",
+                format!("event id {} appears twice", e.id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a session id before a backend uses it.
+pub fn check_session_id(id: &str) -> Result<()> {
+    validate_id("session id", id)
+}
+
+/// Conveniences over any [`SessionRepository`].
+#[async_trait]
+pub trait SessionRepositoryExt: SessionRepository {
+    /// Every event of a view, reading page by page.
+    async fn all_events(&self, id: &str, view: EventView) -> Result<Vec<SessionEvent>> {
+        let mut out = Vec::new();
+        let mut page = 0;
+        loop {
+            let p = self
+                .events(id, &EventFilter::default().view(view).page(page, 1000))
+                .await?;
+            out.extend(p.items);
+            if !p.has_more {
+                return Ok(out);
+            }
+            page += 1;
+        }
+    }
+
+    /// Appends one event; returns its seq.
+    async fn append_one(&self, id: &str, event: SessionEvent) -> Result<u64> {
+        let out = self.append(id, vec![event]).await?;
+        out.seqs.first().copied().ok_or_else(|| {
+            SessionError::backend(self.capabilities().backend, "append returned no seq")
+        })
+    }
+}
+
+impl<T: SessionRepository + ?Sized> SessionRepositoryExt for T {}
+
+macro_rules! forward_repository {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<T: SessionRepository + ?Sized> SessionRepository for $ty {
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            async fn create(&self, session: NewSession) -> Result<Session> {
+                (**self).create(session).await
+            }
+            async fn get(&self, id: &str) -> Result<Session> {
+                (**self).get(id).await
+            }
+            async fn update(&self, id: &str, update: SessionUpdate) -> Result<Session> {
+                (**self).update(id, update).await
+            }
+            async fn delete(&self, id: &str) -> Result<bool> {
+                (**self).delete(id).await
+            }
+            async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
+                (**self).list(query).await
+            }
+            async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
+                (**self).purge_expired(now).await
+            }
+            async fn append(&self, id: &str, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+                (**self).append(id, events).await
+            }
+            async fn events(&self, id: &str, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+                (**self).events(id, filter).await
+            }
+            async fn event_version(&self, id: &str) -> Result<u64> {
+                (**self).event_version(id).await
+            }
+            async fn replace_context(
+                &self,
+                id: &str,
+                events: Vec<SessionEvent>,
+                expected_version: u64,
+            ) -> Result<bool> {
+                (**self).replace_context(id, events, expected_version).await
+            }
+            async fn rewind(&self, id: &str, before_invocation_id: &str) -> Result<RewindOutcome> {
+                (**self).rewind(id, before_invocation_id).await
+            }
+            async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
+                (**self).search(query).await
+            }
+            async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState> {
+                (**self).shared_state(app, user_id).await
+            }
+        }
+    )*};
+}
+
+forward_repository!(Arc<T>, Box<T>);

@@ -1,0 +1,276 @@
+//! `Session`: the metadata of one conversation.
+
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SessionError};
+use crate::event::StateMap;
+use crate::validate::validate_id;
+
+/// The app namespace used when none is given.
+pub const DEFAULT_APP: &str = "default";
+
+/// The owner recorded on group sessions: a key resolved without a user is
+/// shared by everyone in the app. `*` can never be a real user id.
+pub const GROUP_USER: &str = "*";
+
+/// How long a session lives when no expiry is given: 60 days.
+pub fn default_ttl() -> Duration {
+    Duration::days(60)
+}
+
+/// Whether a session is in use or retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    /// In use: appended to and returned by `resolve`.
+    Active,
+    /// Ended or reset: still readable and searchable, never resolved again.
+    Archived,
+}
+
+impl SessionStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Archived => "archived",
+        }
+    }
+}
+
+impl fmt::Display for SessionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SessionStatus {
+    type Err = SessionError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "active" => Ok(Self::Active),
+            "archived" => Ok(Self::Archived),
+            other => Err(SessionError::invalid(
+                "status",
+                format!("{other:?} is not one of active, archived"),
+            )),
+        }
+    }
+}
+
+/// The metadata of one conversation. Cheap to clone; the event log is fetched on demand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// The session id.
+    pub id: String,
+    /// The app namespace.
+    pub app: String,
+    /// The owning user ([`GROUP_USER`] for group sessions).
+    pub user_id: String,
+    /// The resolution key (`telegram:chat-123:agent-a`), if any.
+    pub key: Option<String>,
+    /// Active or archived.
+    pub status: SessionStatus,
+    /// When the session was created.
+    pub created_at: DateTime<Utc>,
+    /// Last activity: creation, append, replace, rewind or update.
+    pub updated_at: DateTime<Utc>,
+    /// When it expires; `None` = never.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Free-form metadata.
+    pub metadata: StateMap,
+    /// State. From a repository: session scope only. From a service: session,
+    /// `user:` and `app:` scopes merged (and `temp:` keys of the call).
+    pub state: StateMap,
+    /// Events in the archive.
+    pub event_count: u64,
+    /// Sum of the token estimates of the events in the context.
+    pub context_tokens: u64,
+    /// Bumped by exactly one on every successful mutation; never goes back.
+    pub version: u64,
+}
+
+impl Session {
+    /// Whether the session has expired at `now`.
+    pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+
+    /// Whether this is a group session shared by all users of its app.
+    pub fn is_group(&self) -> bool {
+        self.user_id == GROUP_USER
+    }
+}
+
+/// A fully resolved session to store: what [`crate::SessionRepository::create`] takes.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewSession {
+    /// The id.
+    pub id: String,
+    /// The app namespace.
+    pub app: String,
+    /// The owner.
+    pub user_id: String,
+    /// The resolution key.
+    pub key: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Expiry; `None` = never.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Metadata.
+    pub metadata: StateMap,
+    /// Initial state, applied like an event's state delta (`user:` and `app:`
+    /// keys go to the shared scopes, `temp:` keys are dropped).
+    pub state: StateMap,
+}
+
+impl NewSession {
+    /// A session for `user_id` in `app` with a generated id, created now, expiring in 60 days.
+    pub fn new(app: impl Into<String>, user_id: impl Into<String>, now: DateTime<Utc>) -> Self {
+        Self {
+            id: uuid::Uuid::now_v7().to_string(),
+            app: app.into(),
+            user_id: user_id.into(),
+            key: None,
+            created_at: now,
+            expires_at: Some(now + default_ttl()),
+            metadata: StateMap::new(),
+            state: StateMap::new(),
+        }
+    }
+
+    /// Sets the id.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Sets the resolution key.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the expiry.
+    pub fn with_expires_at(mut self, at: Option<DateTime<Utc>>) -> Self {
+        self.expires_at = at;
+        self
+    }
+
+    /// Sets the metadata.
+    pub fn with_metadata(mut self, metadata: StateMap) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Sets the initial state.
+    pub fn with_state(mut self, state: StateMap) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// Checks ids and expiry; repositories call this before writing.
+    pub fn validate(&self, now: DateTime<Utc>) -> Result<()> {
+        validate_id("session id", &self.id)?;
+        validate_id("app", &self.app)?;
+        if self.user_id != GROUP_USER {
+            validate_id("user id", &self.user_id)?;
+        }
+        if let Some(k) = &self.key {
+            validate_id("key", k)?;
+        }
+        if let Some(at) = self.expires_at {
+            if at <= now {
+                return Err(SessionError::invalid(
+                    "expires_at",
+                    format!("{at} is not in the future"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A change to a session's metadata, state, status or expiry.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SessionUpdate {
+    /// Replaces the metadata.
+    pub metadata: Option<StateMap>,
+    /// Replaces the session-scope state.
+    pub state: Option<StateMap>,
+    /// Sets the status.
+    pub status: Option<SessionStatus>,
+    /// Sets the expiry (`Some(None)` = never expires).
+    pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// Applies only if the session's version equals this; else `Conflict`.
+    pub expected_version: Option<u64>,
+}
+
+impl SessionUpdate {
+    /// An empty update.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the metadata.
+    pub fn metadata(mut self, metadata: StateMap) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// Replaces the session-scope state.
+    pub fn state(mut self, state: StateMap) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Sets the status.
+    pub fn status(mut self, status: SessionStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Sets the expiry.
+    pub fn expires_at(mut self, at: Option<DateTime<Utc>>) -> Self {
+        self.expires_at = Some(at);
+        self
+    }
+
+    /// Requires the session's current version to be `version`.
+    pub fn expect_version(mut self, version: u64) -> Self {
+        self.expected_version = Some(version);
+        self
+    }
+
+    /// Checks the update; repositories call this before writing.
+    pub fn validate(&self, now: DateTime<Utc>) -> Result<()> {
+        if let Some(Some(at)) = self.expires_at {
+            if at <= now {
+                return Err(SessionError::invalid(
+                    "expires_at",
+                    format!("{at} is not in the future"),
+                ));
+            }
+        }
+        if let Some(state) = &self.state {
+            if let Some(k) = state
+                .keys()
+                .find(|k| crate::state::StateScope::of(k) != crate::state::StateScope::Session)
+            {
+                return Err(SessionError::invalid(
+                    "state",
+                    format!(
+                        "key {k:?} is not session scope; shared state changes through event deltas"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! State scopes: session, `user:`, `app:` and `temp:` keys.
+
+use crate::event::{SessionEvent, StateMap};
+use serde::{Deserialize, Serialize};
+
+/// Prefix of keys shared by all sessions of one user in one app.
+pub const USER_PREFIX: &str = "user:";
+/// Prefix of keys shared by all sessions of one app.
+pub const APP_PREFIX: &str = "app:";
+/// Prefix of keys that live only in the returned object and are never persisted.
+pub const TEMP_PREFIX: &str = "temp:";
+
+/// Where a state key lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateScope {
+    /// This session only (no prefix).
+    Session,
+    /// All sessions of the user in the app (`user:`).
+    User,
+    /// All sessions of the app (`app:`).
+    App,
+    /// Never persisted (`temp:`).
+    Temp,
+}
+
+impl StateScope {
+    /// The scope of `key`, by its prefix.
+    pub fn of(key: &str) -> Self {
+        if key.starts_with(USER_PREFIX) {
+            Self::User
+        } else if key.starts_with(APP_PREFIX) {
+            Self::App
+        } else if key.starts_with(TEMP_PREFIX) {
+            Self::Temp
+        } else {
+            Self::Session
+        }
+    }
+}
+
+/// A state delta split by scope; `temp:` keys are dropped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScopedDelta {
+    /// Session-scope changes.
+    pub session: StateMap,
+    /// `user:` changes (keys keep their prefix).
+    pub user: StateMap,
+    /// `app:` changes (keys keep their prefix).
+    pub app: StateMap,
+}
+
+impl ScopedDelta {
+    /// Splits `delta` by key prefix.
+    pub fn split(delta: &StateMap) -> Self {
+        let mut out = Self::default();
+        for (k, v) in delta {
+            let target = match StateScope::of(k) {
+                StateScope::Session => &mut out.session,
+                StateScope::User => &mut out.user,
+                StateScope::App => &mut out.app,
+                StateScope::Temp => continue,
+            };
+            target.insert(k.clone(), v.clone());
+        }
+        out
+    }
+
+    /// Whether nothing is to be persisted.
+    pub fn is_empty(&self) -> bool {
+        self.session.is_empty() && self.user.is_empty() && self.app.is_empty()
+    }
+}
+
+/// The shared scopes of one (app, user): returned by
+/// [`crate::SessionRepository::shared_state`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharedState {
+    /// `app:` keys of the app.
+    pub app: StateMap,
+    /// `user:` keys of the user in the app.
+    pub user: StateMap,
+}
+
+/// Applies `delta` to `target`: each key is set, and a `null` value removes it.
+pub fn apply_delta(target: &mut StateMap, delta: &StateMap) {
+    for (k, v) in delta {
+        if v.is_null() {
+            target.remove(k);
+        } else {
+            target.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Removes `temp:` keys from a delta and returns them.
+pub fn take_temp(delta: &mut StateMap) -> StateMap {
+    let temp_keys: Vec<String> = delta
+        .keys()
+        .filter(|k| StateScope::of(k) == StateScope::Temp)
+        .cloned()
+        .collect();
+    let mut out = StateMap::new();
+    for k in temp_keys {
+        if let Some(v) = delta.remove(&k) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
+/// The session-scope state produced by `initial` plus the deltas of `events`, in order.
+pub fn replay_session_state<'a>(
+    initial: &StateMap,
+    events: impl IntoIterator<Item = &'a SessionEvent>,
+) -> StateMap {
+    let mut state = ScopedDelta::split(initial).session;
+    for e in events {
+        if let Some(d) = &e.state_delta {
+            apply_delta(&mut state, &ScopedDelta::split(d).session);
+        }
+    }
+    state
+}
+
+/// Merges session, user and app scopes into one map (session keys unprefixed, shared keys prefixed).
+pub fn merge_scopes(session: &StateMap, shared: &SharedState) -> StateMap {
+    let mut out = session.clone();
+    for (k, v) in shared.user.iter().chain(shared.app.iter()) {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn map(v: &Value) -> StateMap {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn split_by_prefix_drops_temp() {
+        let d = ScopedDelta::split(&map(
+            &json!({"a": 1, "user:n": "x", "app:v": 2, "temp:t": 3}),
+        ));
+        assert_eq!(d.session, map(&json!({"a": 1})));
+        assert_eq!(d.user, map(&json!({"user:n": "x"})));
+        assert_eq!(d.app, map(&json!({"app:v": 2})));
+    }
+
+    #[test]
+    fn null_removes_a_key() {
+        let mut s = map(&json!({"a": 1, "b": 2}));
+        apply_delta(&mut s, &map(&json!({"a": null, "c": 3})));
+        assert_eq!(s, map(&json!({"b": 2, "c": 3})));
+    }
+}

@@ -1,0 +1,230 @@
+//! The conformance suite every agent-session backend runs.
+//!
+//! Each behaviour of the [`SessionRepository`] contract (and of
+//! [`DefaultSessionService`] over it) is one documented `pub async fn` in
+//! [`cases`], taking a fresh [`Fixture`]. The [`conformance_suite!`] macro
+//! expands the whole list into separate `#[test]`s for one backend, so
+//! `cargo test append_is_idempotent_by_event_id` runs one case everywhere.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use session_core::{InMemoryRepository, SessionRepository, SharedClock};
+//!
+//! async fn memory(clock: SharedClock) -> Option<Arc<dyn SessionRepository>> {
+//!     Some(Arc::new(InMemoryRepository::new().with_clock(clock)))
+//! }
+//!
+//! // In a test file: expands into one #[test] per behaviour.
+//! session_testkit::conformance_suite!(memory);
+//! # fn main() {}
+//! ```
+//!
+//! A factory returns `None` to skip (after saying why, see [`skip`]); under
+//! `CI=true` only Elasticsearch may skip.
+#![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // a test suite: failing loudly is its job
+
+use std::future::Future;
+use std::sync::Arc;
+
+use session_core::{
+    AppendOutcome, Clock as _, DefaultSessionService, EventFilter, EventView, ManualClock, Message,
+    NewSession, Session, SessionEvent, SessionRepository, SessionRepositoryExt, SharedClock,
+};
+
+pub mod cases;
+
+/// A fresh repository under test plus the manual clock it was built with.
+#[derive(Clone)]
+pub struct Fixture {
+    /// The repository under test.
+    pub repo: Arc<dyn SessionRepository>,
+    /// The clock the repository reads; advance it to test expiry and resets.
+    pub clock: Arc<ManualClock>,
+}
+
+impl std::fmt::Debug for Fixture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fixture")
+            .field("backend", &self.repo.capabilities().backend)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The app every case uses unless it tests apps.
+pub const APP: &str = "app";
+
+impl Fixture {
+    /// Wraps a repository and its clock.
+    pub fn new(repo: Arc<dyn SessionRepository>, clock: Arc<ManualClock>) -> Self {
+        Self { repo, clock }
+    }
+
+    /// A service over the repository, on the same clock.
+    pub fn service(&self) -> DefaultSessionService {
+        DefaultSessionService::new(self.repo.clone()).with_clock(self.shared_clock())
+    }
+
+    /// The clock as the trait object repositories take.
+    pub fn shared_clock(&self) -> SharedClock {
+        self.clock.clone()
+    }
+
+    /// A new session of `user` in [`APP`].
+    pub async fn session(&self, user: &str) -> Session {
+        self.session_in(APP, user).await
+    }
+
+    /// A new session of `user` in `app`.
+    pub async fn session_in(&self, app: &str, user: &str) -> Session {
+        self.repo
+            .create(NewSession::new(app, user, self.clock.now()))
+            .await
+            .unwrap()
+    }
+
+    /// Appends and expects success.
+    pub async fn append(&self, id: &str, events: Vec<SessionEvent>) -> AppendOutcome {
+        self.repo.append(id, events).await.unwrap()
+    }
+
+    /// Every archived event.
+    pub async fn archive(&self, id: &str) -> Vec<SessionEvent> {
+        self.repo.all_events(id, EventView::Archive).await.unwrap()
+    }
+
+    /// Every context event.
+    pub async fn context(&self, id: &str) -> Vec<SessionEvent> {
+        self.repo.all_events(id, EventView::Context).await.unwrap()
+    }
+
+    /// The texts of events read through `filter`.
+    pub async fn texts(&self, id: &str, filter: &EventFilter) -> Vec<String> {
+        texts(&self.repo.events(id, filter).await.unwrap().items)
+    }
+}
+
+/// The message texts of events.
+pub fn texts(events: &[SessionEvent]) -> Vec<String> {
+    events.iter().map(|e| e.message.text().to_owned()).collect()
+}
+
+/// A user message event.
+pub fn user(text: &str) -> SessionEvent {
+    SessionEvent::new(Message::user(text))
+}
+
+/// An assistant message event.
+pub fn assistant(text: &str) -> SessionEvent {
+    SessionEvent::new(Message::assistant(text))
+}
+
+/// Says why a backend's tests cannot run here and returns `None` (skip) —
+/// or panics under `CI=true` unless `allowed_in_ci` (only Elasticsearch is).
+pub fn skip<T>(backend: &str, reason: &str, allowed_in_ci: bool) -> Option<T> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci || allowed_in_ci,
+        "{backend} conformance tests cannot run under CI=true: {reason}"
+    );
+    eprintln!("SKIPPED {backend} conformance test: {reason}");
+    None
+}
+
+/// Runs one case: builds a multi-threaded runtime, a manual clock, the
+/// repository from `factory`, and the case over them. Used by [`conformance_suite!`].
+pub fn run_case<F, FF, C, CF>(factory: F, case: C)
+where
+    F: FnOnce(SharedClock) -> FF,
+    FF: Future<Output = Option<Arc<dyn SessionRepository>>>,
+    C: FnOnce(Fixture) -> CF,
+    CF: Future<Output = ()>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let clock = Arc::new(ManualClock::new());
+        if let Some(repo) = factory(clock.clone()).await {
+            case(Fixture::new(repo, clock)).await;
+        }
+    });
+}
+
+/// Expands the whole conformance suite into one `#[test]` per behaviour.
+///
+/// The argument is a path to `async fn(SharedClock) -> Option<Arc<dyn SessionRepository>>`
+/// that builds a fresh, isolated repository on the given clock for each
+/// test (a temp file, a temp dir, a random key prefix), or returns `None`
+/// to skip after [`skip`].
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:path) => {
+        $crate::conformance_suite!(@cases $factory;
+            create_with_given_id,
+            create_with_generated_id,
+            create_duplicate_id_is_already_exists,
+            create_rejects_invalid_ids,
+            expiry_defaults_to_sixty_days,
+            expiry_none_never_expires,
+            expiry_in_the_past_is_rejected,
+            expired_session_reads_as_absent,
+            purge_expired_removes_exactly_the_expired,
+            list_filters_by_app_user_key_status,
+            list_is_paged_newest_activity_first,
+            delete_removes_session_and_events,
+            update_changes_fields_and_checks_version,
+            append_assigns_gapless_increasing_seqs,
+            append_batch_is_atomic,
+            append_bumps_version_once_per_call,
+            append_is_idempotent_by_event_id,
+            append_to_unknown_session_is_not_found,
+            events_context_and_archive_views,
+            events_last_n_returns_most_recent_oldest_first,
+            events_branch_visibility,
+            events_time_range,
+            events_role_filter,
+            events_synthetic_in_out_only,
+            events_filter_before_paging,
+            events_keyword_filter_is_literal,
+            events_round_trip_every_field,
+            turn_count_counts_root_real_user_messages,
+            replace_context_with_current_version,
+            replace_context_with_stale_version_changes_nothing,
+            replace_context_keeps_the_archive,
+            search_is_case_insensitive_over_the_archive,
+            search_is_chronological_and_paged,
+            search_special_characters_match_literally,
+            search_without_match_is_empty,
+            search_across_a_users_sessions,
+            state_session_scope,
+            state_user_scope_is_per_user_per_app,
+            state_app_scope_is_per_app,
+            state_temp_keys_are_never_persisted,
+            state_delta_lands_atomically_with_its_event,
+            rewind_removes_invocation_and_later_events,
+            rewind_unknown_invocation_is_not_found,
+            isolation_wrong_owner_is_not_found,
+            oversize_event_is_rejected,
+            nul_and_astral_text_round_trips,
+            page_size_limits,
+            concurrent_appends_lose_nothing,
+            concurrent_replace_exactly_one_wins,
+            resolve_returns_fresh_session,
+            resolve_idle_timeout_starts_over,
+            resolve_daily_reset,
+            resolve_manual_reset,
+            resolve_group_key_is_shared,
+            end_archives_but_keeps_readable,
+        );
+    };
+    (@cases $factory:path; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::run_case($factory, $crate::cases::$case);
+            }
+        )*
+    };
+}

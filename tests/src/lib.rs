@@ -1,0 +1,1 @@
+//! Cross-crate scenario tests of agent-session: see the `tests/` folder of this package.
