@@ -1,1 +1,106 @@
+#![doc = include_str!("../README.md")]
 
+use std::sync::Arc;
+
+pub use session_core::*;
+
+/// A store URL's scheme and the cargo feature (and crate) that serves it.
+const BACKENDS: &[(&[&str], &str, &str)] = &[
+    (&["sqlite"], "sqlite", "session-sqlite"),
+    (&["fs", "file"], "fs", "session-fs"),
+    (
+        &["redis", "rediss", "redis+cluster"],
+        "redis",
+        "session-redis",
+    ),
+    (&["postgres", "postgresql"], "postgres", "session-postgres"),
+    (
+        &["es+http", "es+https", "elasticsearch"],
+        "es",
+        "session-es",
+    ),
+];
+
+/// The scheme of a store URL: what precedes `://` (or `:` for `sqlite::memory:`).
+fn scheme(url: &str) -> Option<&str> {
+    if let Some((scheme, _)) = url.split_once("://") {
+        return Some(scheme);
+    }
+    url.split_once(':').map(|(scheme, _)| scheme)
+}
+
+/// Opens the store a URL names and returns it as a shared repository.
+///
+/// `memory://` is always available. The other schemes belong to backends
+/// behind cargo features; a scheme whose feature is not compiled in is an
+/// `InvalidInput` error naming the feature to enable.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = agent_session::open("memory://").await.unwrap();
+/// assert_eq!(store.capabilities().backend, "memory");
+/// let err = agent_session::open("nosuch://x").await.unwrap_err();
+/// assert_eq!(err.kind(), agent_session::ErrorKind::InvalidInput);
+/// # });
+/// ```
+#[allow(clippy::unused_async)] // backends behind features connect asynchronously
+pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
+    let Some(scheme) = scheme(url) else {
+        return Err(SessionError::invalid(
+            "store URL",
+            format!("{url:?} has no scheme; try memory://, sqlite://sessions.db, fs://./data, redis://127.0.0.1:6379, postgres://host/db or es+http://host:9200"),
+        ));
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme == "memory" {
+        return Ok(InMemoryRepository::new().shared());
+    }
+    if let Some((_, feature, krate)) = BACKENDS
+        .iter()
+        .find(|(s, _, _)| s.contains(&scheme.as_str()))
+    {
+        return Err(SessionError::invalid(
+            "store URL",
+            format!(
+                "the {scheme}:// store needs the `{feature}` feature of agent-session \
+                 (backend crate {krate}), which is not compiled into this build"
+            ),
+        ));
+    }
+    Err(SessionError::invalid(
+        "store URL",
+        format!("unknown scheme {scheme:?}; known: memory, sqlite, fs, redis, postgres, es+http"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn disabled_backend_names_its_feature() {
+        let err = open("redis://127.0.0.1:6379/0").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("`redis` feature"), "{err}");
+        let err = open("es+http://localhost:9200").await.unwrap_err();
+        assert!(err.to_string().contains("`es` feature"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn unknown_and_missing_schemes_are_invalid_input() {
+        for url in ["ftp://x", "no-scheme-here", ""] {
+            let err = open(url).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_scheme_opens_a_fresh_store() {
+        let a = open("memory://").await.unwrap();
+        let b = open("MEMORY://").await.unwrap();
+        a.create(NewSession::new("app", "u", chrono::Utc::now()).with_id("s"))
+            .await
+            .unwrap();
+        assert!(b.get("s").await.is_err(), "each open is its own store");
+    }
+}

@@ -342,3 +342,11 @@ macro_rules! forward_repository {
 }
 
 forward_repository!(Arc<T>, Box<T>);
+
+impl std::fmt::Debug for dyn SessionRepository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRepository")
+            .field("backend", &self.capabilities().backend)
+            .finish_non_exhaustive()
+    }
+}
