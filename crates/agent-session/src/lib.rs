@@ -4,6 +4,9 @@ use std::sync::Arc;
 
 pub use session_core::*;
 
+#[cfg(feature = "sqlite")]
+pub use session_sqlite::{SqliteRepository, SqliteRepositoryBuilder, Synchronous};
+
 /// A store URL's scheme and the cargo feature (and crate) that serves it.
 const BACKENDS: &[(&[&str], &str, &str)] = &[
     (&["sqlite"], "sqlite", "session-sqlite"),
@@ -43,7 +46,7 @@ fn scheme(url: &str) -> Option<&str> {
 /// assert_eq!(err.kind(), agent_session::ErrorKind::InvalidInput);
 /// # });
 /// ```
-#[allow(clippy::unused_async)] // backends behind features connect asynchronously
+#[cfg_attr(not(feature = "sqlite"), allow(clippy::unused_async))] // backends connect asynchronously
 pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     let Some(scheme) = scheme(url) else {
         return Err(SessionError::invalid(
@@ -54,6 +57,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     let scheme = scheme.to_ascii_lowercase();
     if scheme == "memory" {
         return Ok(InMemoryRepository::new().shared());
+    }
+    #[cfg(feature = "sqlite")]
+    if scheme == "sqlite" {
+        return Ok(Arc::new(SqliteRepository::from_url(url).await?));
     }
     if let Some((_, feature, krate)) = BACKENDS
         .iter()
@@ -92,6 +99,30 @@ mod tests {
             let err = open(url).await.unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidInput, "{url}");
         }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test(flavor = "multi_thread")]
+    async fn sqlite_scheme_opens_a_file_that_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let a = open(&url).await.unwrap();
+        assert_eq!(a.capabilities().backend, "sqlite");
+        a.create(NewSession::new("app", "u", chrono::Utc::now()).with_id("s"))
+            .await
+            .unwrap();
+        drop(a);
+        let b = open(&url).await.unwrap();
+        assert_eq!(b.get("s").await.unwrap().user_id, "u");
+        let mem = open("sqlite::memory:").await.unwrap();
+        assert!(mem.get("s").await.is_err());
+    }
+
+    #[cfg(not(feature = "sqlite"))]
+    #[tokio::test]
+    async fn sqlite_without_its_feature_names_it() {
+        let err = open("sqlite://x.db").await.unwrap_err();
+        assert!(err.to_string().contains("`sqlite` feature"), "{err}");
     }
 
     #[tokio::test]

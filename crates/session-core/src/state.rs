@@ -113,11 +113,20 @@ pub fn replay_session_state<'a>(
     initial: &StateMap,
     events: impl IntoIterator<Item = &'a SessionEvent>,
 ) -> StateMap {
+    replay_deltas(
+        initial,
+        events.into_iter().filter_map(|e| e.state_delta.as_ref()),
+    )
+}
+
+/// The session-scope state produced by `initial` plus `deltas`, in order.
+pub fn replay_deltas<'a>(
+    initial: &StateMap,
+    deltas: impl IntoIterator<Item = &'a StateMap>,
+) -> StateMap {
     let mut state = ScopedDelta::split(initial).session;
-    for e in events {
-        if let Some(d) = &e.state_delta {
-            apply_delta(&mut state, &ScopedDelta::split(d).session);
-        }
+    for d in deltas {
+        apply_delta(&mut state, &ScopedDelta::split(d).session);
     }
     state
 }

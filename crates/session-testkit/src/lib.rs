@@ -7,11 +7,11 @@
 //! `cargo test append_is_idempotent_by_event_id` runs one case everywhere.
 //!
 //! ```
-//! use std::sync::Arc;
-//! use session_core::{InMemoryRepository, SessionRepository, SharedClock};
+//! use session_core::{InMemoryRepository, SharedClock};
+//! use session_testkit::TestStore;
 //!
-//! async fn memory(clock: SharedClock) -> Option<Arc<dyn SessionRepository>> {
-//!     Some(Arc::new(InMemoryRepository::new().with_clock(clock)))
+//! async fn memory(clock: SharedClock) -> Option<TestStore> {
+//!     Some(TestStore::new(InMemoryRepository::new().with_clock(clock)))
 //! }
 //!
 //! // In a test file: expands into one #[test] per behaviour.
@@ -118,6 +118,29 @@ pub fn assistant(text: &str) -> SessionEvent {
     SessionEvent::new(Message::assistant(text))
 }
 
+/// What a factory hands the suite: the repository under test, plus an
+/// optional guard (a temp dir, a cleanup handle) dropped after the test.
+pub struct TestStore {
+    repo: Arc<dyn SessionRepository>,
+    guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl TestStore {
+    /// A store with nothing to clean up.
+    pub fn new(repo: impl SessionRepository + 'static) -> Self {
+        Self {
+            repo: Arc::new(repo),
+            guard: None,
+        }
+    }
+
+    /// Keeps `guard` alive for the test's duration (e.g. a `tempfile::TempDir`).
+    pub fn with_guard(mut self, guard: impl std::any::Any + Send + Sync) -> Self {
+        self.guard = Some(Box::new(guard));
+        self
+    }
+}
+
 /// Says why a backend's tests cannot run here and returns `None` (skip) —
 /// or panics under `CI=true` unless `allowed_in_ci` (only Elasticsearch is).
 pub fn skip<T>(backend: &str, reason: &str, allowed_in_ci: bool) -> Option<T> {
@@ -135,7 +158,7 @@ pub fn skip<T>(backend: &str, reason: &str, allowed_in_ci: bool) -> Option<T> {
 pub fn run_case<F, FF, C, CF>(factory: F, case: C)
 where
     F: FnOnce(SharedClock) -> FF,
-    FF: Future<Output = Option<Arc<dyn SessionRepository>>>,
+    FF: Future<Output = Option<TestStore>>,
     C: FnOnce(Fixture) -> CF,
     CF: Future<Output = ()>,
 {
@@ -146,15 +169,16 @@ where
         .unwrap();
     rt.block_on(async move {
         let clock = Arc::new(ManualClock::new());
-        if let Some(repo) = factory(clock.clone()).await {
-            case(Fixture::new(repo, clock)).await;
+        if let Some(store) = factory(clock.clone()).await {
+            case(Fixture::new(store.repo.clone(), clock)).await;
+            drop(store.guard);
         }
     });
 }
 
 /// Expands the whole conformance suite into one `#[test]` per behaviour.
 ///
-/// The argument is a path to `async fn(SharedClock) -> Option<Arc<dyn SessionRepository>>`
+/// The argument is a path to `async fn(SharedClock) -> Option<TestStore>`
 /// that builds a fresh, isolated repository on the given clock for each
 /// test (a temp file, a temp dir, a random key prefix), or returns `None`
 /// to skip after [`skip`].

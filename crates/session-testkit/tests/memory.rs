@@ -1,11 +1,10 @@
 //! The conformance suite against the reference backend, `InMemoryRepository`.
 
-use std::sync::Arc;
+use session_core::{InMemoryRepository, SharedClock};
+use session_testkit::TestStore;
 
-use session_core::{InMemoryRepository, SessionRepository, SharedClock};
-
-async fn memory(clock: SharedClock) -> Option<Arc<dyn SessionRepository>> {
-    Some(Arc::new(InMemoryRepository::new().with_clock(clock)))
+async fn memory(clock: SharedClock) -> Option<TestStore> {
+    Some(TestStore::new(InMemoryRepository::new().with_clock(clock)))
 }
 
 session_testkit::conformance_suite!(memory);

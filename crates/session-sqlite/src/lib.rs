@@ -1,0 +1,431 @@
+#![doc = include_str!("../README.md")]
+
+mod schema;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use session_core::{
+    check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
+    Capabilities, EventFilter, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery,
+    Session, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionUpdate,
+    SharedClock, SharedState, GROUP_USER,
+};
+
+pub use schema::SCHEMA_VERSION;
+
+use crate::store::map_err;
+
+pub(crate) const BACKEND: &str = "sqlite";
+
+/// How hard SQLite works to make a commit durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// `synchronous = NORMAL` in WAL mode: a committed append survives a
+    /// crash of the process; a power loss or OS crash may lose the last
+    /// commits (never corrupts the file). The default.
+    #[default]
+    Normal,
+    /// `synchronous = FULL`: every commit is fsynced and also survives power loss, at a write-speed cost.
+    Full,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Location {
+    File(PathBuf),
+    Memory,
+}
+
+/// Options for opening a [`SqliteRepository`].
+#[derive(Debug, Clone)]
+pub struct SqliteRepositoryBuilder {
+    location: Location,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    readers: usize,
+    clock: SharedClock,
+    limits: Limits,
+}
+
+impl SqliteRepositoryBuilder {
+    /// Durability of commits (default [`Synchronous::Normal`]).
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+
+    /// How long a write waits for another process's write lock (default 5 s).
+    pub fn busy_timeout(mut self, t: Duration) -> Self {
+        self.busy_timeout = t;
+        self
+    }
+
+    /// How many read-only connections serve reads beside the writer (default 4; files only).
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n;
+        self
+    }
+
+    /// The clock for expiry and activity times.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Event and page size limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Opens (creating if needed) the database and runs migrations.
+    pub async fn open(self) -> session_core::Result<SqliteRepository> {
+        tokio::task::spawn_blocking(move || self.open_blocking())
+            .await
+            .map_err(|e| SessionError::backend(BACKEND, e))?
+    }
+
+    fn connection(&self) -> session_core::Result<Connection> {
+        let conn = match &self.location {
+            Location::File(p) => Connection::open(p),
+            Location::Memory => Connection::open_in_memory(),
+        }
+        .map_err(|e| match &self.location {
+            Location::File(p) => SessionError::unavailable(
+                BACKEND,
+                format!("cannot open SQLite database {}: {e}", p.display()),
+            ),
+            Location::Memory => map_err(e),
+        })?;
+        conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
+        conn.pragma_update(None, "synchronous", self.synchronous.pragma())
+            .map_err(map_err)?;
+        Ok(conn)
+    }
+
+    fn open_blocking(self) -> session_core::Result<SqliteRepository> {
+        let mut writer = self.connection()?;
+        if let Location::File(_) = self.location {
+            let mode: String = writer
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(map_err)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(SessionError::backend(
+                    BACKEND,
+                    format!("could not switch the database to WAL mode (got {mode})"),
+                ));
+            }
+        }
+        schema::migrate(&mut writer)?;
+        let mut readers = Vec::new();
+        if let Location::File(p) = &self.location {
+            for _ in 0..self.readers {
+                let conn = Connection::open_with_flags(
+                    p,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(map_err)?;
+                conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
+                readers.push(Mutex::new(conn));
+            }
+        }
+        Ok(SqliteRepository {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers,
+                next_reader: AtomicUsize::new(0),
+                clock: self.clock,
+                limits: self.limits,
+                location: self.location,
+            }),
+        })
+    }
+}
+
+/// A [`SessionRepository`] in one SQLite file (or in memory).
+///
+/// WAL journal; one writer connection whose transactions all start with
+/// `BEGIN IMMEDIATE`; read-only connections so reads never wait behind the
+/// writer; every SQLite call runs on tokio's blocking pool, never on an
+/// async worker thread. Search uses an FTS5 trigram index.
+#[derive(Clone)]
+pub struct SqliteRepository {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    clock: SharedClock,
+    limits: Limits,
+    location: Location,
+}
+
+impl std::fmt::Debug for SqliteRepository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteRepository")
+            .field("location", &self.inner.location)
+            .field("readers", &self.inner.readers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteRepository {
+    /// Options for a database file at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteRepositoryBuilder {
+        Self::builder_at(Location::File(path.as_ref().to_path_buf()))
+    }
+
+    /// Options for a private in-memory database (gone when the repository is dropped).
+    pub fn memory_builder() -> SqliteRepositoryBuilder {
+        Self::builder_at(Location::Memory)
+    }
+
+    fn builder_at(location: Location) -> SqliteRepositoryBuilder {
+        SqliteRepositoryBuilder {
+            location,
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            readers: 4,
+            clock: system_clock(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// Opens (creating if needed) the database file at `path` with default options.
+    pub async fn open(path: impl AsRef<Path>) -> session_core::Result<Self> {
+        Self::builder(path).open().await
+    }
+
+    /// Opens a private in-memory database.
+    pub async fn in_memory() -> session_core::Result<Self> {
+        Self::memory_builder().open().await
+    }
+
+    /// Opens the database a URL names: `sqlite://path/to/file.db`,
+    /// `sqlite:relative.db`, `sqlite::memory:` or `sqlite://:memory:`.
+    pub async fn from_url(url: &str) -> session_core::Result<Self> {
+        let rest = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .ok_or_else(|| {
+                SessionError::invalid("store URL", format!("{url:?} is not a sqlite: URL"))
+            })?;
+        let path = rest.split('?').next().unwrap_or_default();
+        match path {
+            ":memory:" => Self::in_memory().await,
+            "" => Err(SessionError::invalid(
+                "store URL",
+                "sqlite:// needs a file path, e.g. sqlite://sessions.db",
+            )),
+            p => Self::open(p).await,
+        }
+    }
+
+    /// Brings the schema up to date. Runs on open; idempotent.
+    pub async fn migrate(&self) -> session_core::Result<i64> {
+        self.blocking(|inner| schema::migrate(&mut inner.writer.lock()))
+            .await
+    }
+
+    async fn blocking<T, F>(&self, f: F) -> session_core::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> session_core::Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| SessionError::backend(BACKEND, e))?
+    }
+
+    async fn write<T, F>(&self, f: F) -> session_core::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, DateTime<Utc>, &Limits) -> session_core::Result<T>
+            + Send
+            + 'static,
+    {
+        self.blocking(move |inner| {
+            let mut conn = inner.writer.lock();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = inner.clock.now();
+            let out = f(&tx, now, &inner.limits)?;
+            tx.commit().map_err(map_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn read<T, F>(&self, f: F) -> session_core::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, DateTime<Utc>) -> session_core::Result<T> + Send + 'static,
+    {
+        self.blocking(move |inner| {
+            let now = inner.clock.now();
+            let mut conn = if inner.readers.is_empty() {
+                inner.writer.lock()
+            } else {
+                let i = inner.next_reader.fetch_add(1, Ordering::Relaxed) % inner.readers.len();
+                inner.readers[i].lock()
+            };
+            // One snapshot for every statement of the read.
+            let tx = conn.transaction().map_err(map_err)?;
+            let out = f(&tx, now)?;
+            tx.finish().map_err(map_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl SessionRepository for SqliteRepository {
+    fn capabilities(&self) -> Capabilities {
+        let c = Capabilities::basic(BACKEND).with_ranked_search();
+        match self.inner.location {
+            Location::File(_) => c.with_durable().with_multi_process(),
+            Location::Memory => c,
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "create", app = %session.app, session_id = %session.id))]
+    async fn create(&self, session: NewSession) -> session_core::Result<Session> {
+        let now = self.inner.clock.now();
+        session.validate(now)?;
+        self.write(move |tx, now, _| store::create(tx, session, now))
+            .await
+    }
+
+    async fn get(&self, id: &str) -> session_core::Result<Session> {
+        check_session_id(id)?;
+        let id = id.to_owned();
+        self.read(move |c, now| store::get(c, &id, now)).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "update", session_id = %id))]
+    async fn update(&self, id: &str, update: SessionUpdate) -> session_core::Result<Session> {
+        check_session_id(id)?;
+        update.validate(self.inner.clock.now())?;
+        let id = id.to_owned();
+        self.write(move |tx, now, _| store::update(tx, &id, &update, now))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "delete", session_id = %id))]
+    async fn delete(&self, id: &str) -> session_core::Result<bool> {
+        check_session_id(id)?;
+        let id = id.to_owned();
+        self.write(move |tx, _, _| store::delete(tx, &id)).await
+    }
+
+    async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
+        query.check(&self.inner.limits)?;
+        let query = query.clone();
+        self.read(move |c, now| store::list(c, &query, now)).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "purge_expired"))]
+    async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
+        self.write(move |tx, _, _| store::purge_expired(tx, now))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "append", session_id = %id, events = events.len()))]
+    async fn append(
+        &self,
+        id: &str,
+        mut events: Vec<SessionEvent>,
+    ) -> session_core::Result<AppendOutcome> {
+        check_session_id(id)?;
+        prepare_events(&mut events, &self.inner.limits)?;
+        let id = id.to_owned();
+        self.write(move |tx, now, _| store::append(tx, &id, events, now))
+            .await
+    }
+
+    async fn events(
+        &self,
+        id: &str,
+        filter: &EventFilter,
+    ) -> session_core::Result<Page<SessionEvent>> {
+        check_session_id(id)?;
+        filter.check(&self.inner.limits)?;
+        let id = id.to_owned();
+        let filter = filter.clone();
+        self.read(move |c, now| store::events(c, &id, &filter, now))
+            .await
+    }
+
+    async fn event_version(&self, id: &str) -> session_core::Result<u64> {
+        check_session_id(id)?;
+        let id = id.to_owned();
+        self.read(move |c, now| store::event_version(c, &id, now))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "replace_context", session_id = %id, events = events.len()))]
+    async fn replace_context(
+        &self,
+        id: &str,
+        mut events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> session_core::Result<bool> {
+        check_session_id(id)?;
+        prepare_events(&mut events, &self.inner.limits)?;
+        check_unique_ids(&events)?;
+        let id = id.to_owned();
+        self.write(move |tx, now, _| store::replace_context(tx, &id, events, expected_version, now))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "rewind", session_id = %id))]
+    async fn rewind(
+        &self,
+        id: &str,
+        before_invocation_id: &str,
+    ) -> session_core::Result<RewindOutcome> {
+        check_session_id(id)?;
+        validate_id("invocation id", before_invocation_id)?;
+        let id = id.to_owned();
+        let inv = before_invocation_id.to_owned();
+        self.write(move |tx, now, _| store::rewind(tx, &id, &inv, now))
+            .await
+    }
+
+    async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
+        query.check(&self.inner.limits)?;
+        let query = query.clone();
+        self.read(move |c, now| store::search(c, &query, now)).await
+    }
+
+    async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {
+        validate_id("app", app)?;
+        if user_id != GROUP_USER {
+            validate_id("user id", user_id)?;
+        }
+        let (app, user_id) = (app.to_owned(), user_id.to_owned());
+        self.read(move |c, _| store::shared_state(c, &app, &user_id))
+            .await
+    }
+}

@@ -1,0 +1,52 @@
+//! Forward-only schema migrations, kept in `migrations/*.sql`.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use session_core::SessionError;
+
+use crate::store::map_err;
+use crate::BACKEND;
+
+/// Every migration, in order: (version, SQL).
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when
+/// several processes open the same file at once (`BEGIN IMMEDIATE` serializes them).
+pub(crate) fn migrate(conn: &mut Connection) -> session_core::Result<i64> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_err)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .map_err(map_err)?;
+    let current: i64 = tx
+        .query_row("SELECT MAX(version) FROM schema_version", [], |r| {
+            r.get::<_, Option<i64>>(0)
+        })
+        .optional()
+        .map_err(map_err)?
+        .flatten()
+        .unwrap_or(0);
+    if current > SCHEMA_VERSION {
+        return Err(SessionError::backend(
+            BACKEND,
+            format!(
+                "the database has schema version {current}, newer than the {SCHEMA_VERSION} this build knows; upgrade agent-session"
+            ),
+        ));
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.execute_batch(sql).map_err(map_err)?;
+        tx.execute(
+            "INSERT INTO schema_version (version, applied_at) VALUES (?1, datetime('now'))",
+            [version],
+        )
+        .map_err(map_err)?;
+        tracing::info!(backend = BACKEND, version, "applied schema migration");
+    }
+    tx.commit().map_err(map_err)?;
+    Ok(SCHEMA_VERSION)
+}
