@@ -74,10 +74,10 @@ pub struct SessionEvent {
     /// Unique within its session; appends are idempotent by this id.
     pub id: String,
     /// The owning session (set by the repository on append).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub session_id: String,
     /// Position in the session's archive: strictly increasing, never reused (0 before append).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub seq: u64,
     /// When the event happened (data, never used for ordering).
     pub timestamp: DateTime<Utc>,
@@ -180,10 +180,9 @@ impl SessionEvent {
         }
     }
 
-    /// The serialized size of the event in bytes (what the size limit checks).
-    pub fn encoded_len(&self) -> Result<usize> {
-        serde_json::to_vec(self)
-            .map(|v| v.len())
+    /// The event as JSON (what the size limit measures and what stores may keep as is).
+    pub fn encode(&self) -> Result<String> {
+        serde_json::to_string(self)
             .map_err(|e| crate::SessionError::serialization(format!("event {}", self.id), e))
     }
 
@@ -198,6 +197,11 @@ impl SessionEvent {
         }
         Ok(())
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Builds a [`SessionEvent`] with validation.

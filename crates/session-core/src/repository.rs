@@ -204,7 +204,11 @@ pub trait SessionRepository: Send + Sync {
 /// Checks and normalizes an append or replace batch: ids valid, each event
 /// within `limits.max_event_bytes`, batch within `limits.max_batch_events`,
 /// `temp:` keys stripped from state deltas (empty deltas become `None`).
-pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<()> {
+///
+/// Returns each event's JSON encoding as checked against the size limit
+/// (`seq` and `session_id` are left out while unset), which a backend may
+/// store as is instead of encoding again.
+pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<Vec<String>> {
     if events.len() > limits.max_batch_events {
         return Err(SessionError::invalid(
             "events",
@@ -215,6 +219,7 @@ pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<()
             ),
         ));
     }
+    let mut encoded = Vec::with_capacity(events.len());
     for e in events.iter_mut() {
         e.validate()?;
         if let Some(delta) = &mut e.state_delta {
@@ -223,7 +228,10 @@ pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<()
                 e.state_delta = None;
             }
         }
-        let len = e.encoded_len()?;
+        e.seq = 0;
+        e.session_id.clear();
+        let json = e.encode()?;
+        let len = json.len();
         if len > limits.max_event_bytes {
             return Err(SessionError::invalid(
                 "event",
@@ -233,8 +241,9 @@ pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<()
                 ),
             ));
         }
+        encoded.push(json);
     }
-    Ok(())
+    Ok(encoded)
 }
 
 /// Rejects a replacement context that names the same event id twice.

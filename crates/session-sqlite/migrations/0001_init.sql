@@ -26,7 +26,7 @@ CREATE INDEX sessions_by_expiry ON sessions (expires_at) WHERE expires_at IS NOT
 
 -- One row per archived event; ctx_pos is its place in the context (NULL = not in the context).
 CREATE TABLE events (
-    rowid          INTEGER PRIMARY KEY,
+    rowid          INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id     TEXT    NOT NULL,
     seq            INTEGER NOT NULL,
     id             TEXT    NOT NULL,
@@ -45,13 +45,21 @@ CREATE UNIQUE INDEX events_by_id ON events (session_id, id);
 CREATE INDEX events_by_ctx ON events (session_id, ctx_pos) WHERE ctx_pos IS NOT NULL;
 CREATE INDEX events_by_invocation ON events (session_id, invocation_id) WHERE invocation_id IS NOT NULL;
 
--- Trigram index of each event's search text (rowid = events.rowid).
+-- Trigram index of each event's search text (rowid = events.rowid). Events
+-- are indexed in batches: rowids up to fts_state.indexed_through are in the
+-- index; searches scan the (bounded) tail above it directly.
 CREATE VIRTUAL TABLE events_fts USING fts5 (
     text,
     content = '',
     contentless_delete = 1,
     tokenize = 'trigram case_sensitive 0'
 );
+
+CREATE TABLE fts_state (
+    id               INTEGER PRIMARY KEY CHECK (id = 1),
+    indexed_through  INTEGER NOT NULL
+);
+INSERT INTO fts_state (id, indexed_through) VALUES (1, 0);
 
 CREATE TABLE app_state (
     app   TEXT PRIMARY KEY NOT NULL,

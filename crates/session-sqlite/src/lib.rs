@@ -14,9 +14,9 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use session_core::{
     check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
-    Capabilities, EventFilter, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery,
-    Session, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionUpdate,
-    SharedClock, SharedState, GROUP_USER,
+    Capabilities, EventFilter, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode,
+    SearchQuery, Session, SessionError, SessionEvent, SessionQuery, SessionRepository,
+    SessionUpdate, SharedClock, SharedState, GROUP_USER,
 };
 
 pub use schema::SCHEMA_VERSION;
@@ -59,11 +59,20 @@ pub struct SqliteRepositoryBuilder {
     synchronous: Synchronous,
     busy_timeout: Duration,
     readers: usize,
+    index_batch: usize,
     clock: SharedClock,
     limits: Limits,
 }
 
 impl SqliteRepositoryBuilder {
+    /// Index events for search in batches of this many (default 256; 1 =
+    /// index inside every append). Searches always see every committed event:
+    /// the not-yet-indexed tail is scanned directly.
+    pub fn index_batch(mut self, n: usize) -> Self {
+        self.index_batch = n.max(1);
+        self
+    }
+
     /// Durability of commits (default [`Synchronous::Normal`]).
     pub fn synchronous(mut self, s: Synchronous) -> Self {
         self.synchronous = s;
@@ -150,6 +159,7 @@ impl SqliteRepositoryBuilder {
                 writer: Mutex::new(writer),
                 readers,
                 next_reader: AtomicUsize::new(0),
+                index_batch: i64::try_from(self.index_batch).unwrap_or(i64::MAX),
                 clock: self.clock,
                 limits: self.limits,
                 location: self.location,
@@ -173,6 +183,7 @@ struct Inner {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    index_batch: i64,
     clock: SharedClock,
     limits: Limits,
     location: Location,
@@ -204,6 +215,7 @@ impl SqliteRepository {
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
+            index_batch: 256,
             clock: system_clock(),
             limits: Limits::default(),
         }
@@ -358,9 +370,10 @@ impl SessionRepository for SqliteRepository {
         mut events: Vec<SessionEvent>,
     ) -> session_core::Result<AppendOutcome> {
         check_session_id(id)?;
-        prepare_events(&mut events, &self.inner.limits)?;
+        let bodies = prepare_events(&mut events, &self.inner.limits)?;
         let id = id.to_owned();
-        self.write(move |tx, now, _| store::append(tx, &id, events, now))
+        let batch = self.inner.index_batch;
+        self.write(move |tx, now, _| store::append(tx, &id, &events, &bodies, now, batch))
             .await
     }
 
@@ -392,11 +405,14 @@ impl SessionRepository for SqliteRepository {
         expected_version: u64,
     ) -> session_core::Result<bool> {
         check_session_id(id)?;
-        prepare_events(&mut events, &self.inner.limits)?;
+        let bodies = prepare_events(&mut events, &self.inner.limits)?;
         check_unique_ids(&events)?;
         let id = id.to_owned();
-        self.write(move |tx, now, _| store::replace_context(tx, &id, events, expected_version, now))
-            .await
+        let batch = self.inner.index_batch;
+        self.write(move |tx, now, _| {
+            store::replace_context(tx, &id, &events, &bodies, expected_version, now, batch)
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "rewind", session_id = %id))]
@@ -415,6 +431,10 @@ impl SessionRepository for SqliteRepository {
 
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
         query.check(&self.inner.limits)?;
+        if query.mode == SearchMode::Ranked {
+            // Ranking needs every event in the index: catch up first.
+            self.write(|tx, _, _| store::index_pending(tx, 1)).await?;
+        }
         let query = query.clone();
         self.read(move |c, now| store::search(c, &query, now)).await
     }

@@ -1,8 +1,6 @@
 //! The blocking SQL behind `SqliteRepository`: one function per operation,
 //! each running on a connection the caller holds (inside a transaction for writes).
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
@@ -162,12 +160,32 @@ fn ensure_live(conn: &Connection, id: &str, now: DateTime<Utc>) -> Result<()> {
 
 /// The mutable head of a session, read at the start of every write.
 struct Head {
+    id: String,
     app: String,
     user_id: String,
-    state: StateMap,
+    state_json: String,
+    state: Option<StateMap>,
     version: i64,
     last_seq: i64,
     next_ctx_pos: i64,
+}
+
+impl Head {
+    /// The session-scope state, parsed on first use (appends without deltas never parse it).
+    fn state(&mut self) -> Result<&mut StateMap> {
+        if self.state.is_none() {
+            let id = &self.id;
+            self.state = Some(parse_map(&self.state_json, || {
+                format!("session {id} state")
+            })?);
+        }
+        Ok(self.state.get_or_insert_with(StateMap::new))
+    }
+
+    /// The state to write back, if any delta touched it.
+    fn changed_state(&self) -> Result<Option<String>> {
+        self.state.as_ref().map(|s| to_json(s, "state")).transpose()
+    }
 }
 
 fn head(tx: &Transaction<'_>, id: &str, now: DateTime<Utc>) -> Result<Head> {
@@ -197,9 +215,11 @@ fn head(tx: &Transaction<'_>, id: &str, now: DateTime<Utc>) -> Result<Head> {
         return Err(SessionError::Expired { id: id.to_owned() });
     }
     Ok(Head {
+        id: id.to_owned(),
         app,
         user_id,
-        state: parse_map(&state, || format!("session {id} state"))?,
+        state_json: state,
+        state: None,
         version,
         last_seq,
         next_ctx_pos,
@@ -274,50 +294,95 @@ fn index_text(e: &SessionEvent) -> String {
     e.message.search_text().replace('\0', " ")
 }
 
-/// Writes one new event at `seq` (and `ctx_pos`, if it joins the context).
+/// Writes one new event at `seq` (and `ctx_pos`, if it joins the context)
+/// unless the session already holds its id; returns whether it was written.
+/// `body` is the event's JSON from `prepare_events`.
 fn insert_event(
     tx: &Transaction<'_>,
     session_id: &str,
     seq: i64,
     ctx_pos: Option<i64>,
-    event: &mut SessionEvent,
-) -> Result<()> {
-    event.seq = u64::try_from(seq).unwrap_or(0);
-    session_id.clone_into(&mut event.session_id);
-    let body = serde_json::to_string(&*event)
-        .map_err(|e| SessionError::serialization(format!("event {}", event.id), e))?;
+    event: &SessionEvent,
+    body: &str,
+) -> Result<bool> {
     let delta = event
         .state_delta
         .as_ref()
         .map(|d| to_json(d, "state delta"))
         .transpose()?;
-    tx.prepare_cached(
-        "INSERT INTO events (session_id, seq, id, ctx_pos, timestamp, role, branch, invocation_id, \
-         synthetic, token_estimate, state_delta, body) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    )
-    .sql()?
-    .execute(params![
-        session_id,
-        seq,
-        event.id,
-        ctx_pos,
-        micros(event.timestamp),
-        event.role().as_str(),
-        event.branch,
-        event.invocation_id,
-        event.is_synthetic(),
-        event.token_estimate,
-        delta,
-        body,
-    ])
-    .sql()?;
-    let rowid = tx.last_insert_rowid();
-    tx.prepare_cached("INSERT INTO events_fts (rowid, text) VALUES (?1, ?2)")
+    let n = tx
+        .prepare_cached(
+            "INSERT INTO events (session_id, seq, id, ctx_pos, timestamp, role, branch, invocation_id, \
+             synthetic, token_estimate, state_delta, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+             ON CONFLICT (session_id, id) DO NOTHING",
+        )
         .sql()?
-        .execute(params![rowid, index_text(event)])
+        .execute(params![
+            session_id,
+            seq,
+            event.id,
+            ctx_pos,
+            micros(event.timestamp),
+            event.role().as_str(),
+            event.branch,
+            event.invocation_id,
+            event.is_synthetic(),
+            event.token_estimate,
+            delta,
+            body,
+        ])
         .sql()?;
-    Ok(())
+    Ok(n == 1)
+}
+
+/// Adds every event above the index watermark to the trigram index, when at
+/// least `min_pending` are waiting; returns how many were indexed.
+pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<usize> {
+    let (mark, max): (i64, i64) = tx
+        .prepare_cached(
+            "SELECT indexed_through, (SELECT COALESCE(MAX(rowid), 0) FROM events) FROM fts_state",
+        )
+        .sql()?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .sql()?;
+    if max <= mark || max - mark < min_pending {
+        return Ok(0);
+    }
+    let mut rows = Vec::new();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT rowid, session_id, seq, body FROM events WHERE rowid > ?1 ORDER BY rowid",
+            )
+            .sql()?;
+        let mut q = stmt.query([mark]).sql()?;
+        while let Some(row) = q.next().sql()? {
+            let rowid: i64 = row.get(0).sql()?;
+            let body: String = row.get(3).sql()?;
+            let text = if let Ok(e) = serde_json::from_str::<SessionEvent>(&body) {
+                index_text(&e)
+            } else {
+                // Reads of this row report it; the index just leaves it out.
+                let session: String = row.get(1).sql()?;
+                let seq: i64 = row.get(2).sql()?;
+                tracing::warn!(backend = BACKEND, session_id = %session, seq, "corrupt event left out of the search index");
+                String::new()
+            };
+            rows.push((rowid, text));
+        }
+    }
+    let mut insert = tx
+        .prepare_cached("INSERT INTO events_fts (rowid, text) VALUES (?1, ?2)")
+        .sql()?;
+    for (rowid, text) in &rows {
+        insert.execute(params![rowid, text]).sql()?;
+    }
+    tx.prepare_cached("UPDATE fts_state SET indexed_through = ?1")
+        .sql()?
+        .execute([max])
+        .sql()?;
+    Ok(rows.len())
 }
 
 fn existing_seq(tx: &Transaction<'_>, session_id: &str, event_id: &str) -> Result<Option<i64>> {
@@ -331,7 +396,8 @@ fn existing_seq(tx: &Transaction<'_>, session_id: &str, event_id: &str) -> Resul
 /// Deletes a session's events and index entries (and optionally the session row).
 fn purge_session(tx: &Transaction<'_>, id: &str) -> Result<usize> {
     tx.prepare_cached(
-        "DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE session_id = ?1)",
+        "DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE session_id = ?1 \
+         AND rowid <= (SELECT indexed_through FROM fts_state))",
     )
     .sql()?
     .execute([id])
@@ -545,62 +611,59 @@ pub(crate) fn list(
 pub(crate) fn append(
     tx: &Transaction<'_>,
     id: &str,
-    mut events: Vec<SessionEvent>,
+    events: &[SessionEvent],
+    bodies: &[String],
     now: DateTime<Utc>,
+    index_batch: i64,
 ) -> Result<AppendOutcome> {
     let mut h = head(tx, id, now)?;
     let mut seqs = Vec::with_capacity(events.len());
-    let mut in_batch: HashMap<String, i64> = HashMap::new();
     let mut shared = SharedDelta::default();
     let mut tokens = 0i64;
-    let mut written = 0usize;
-    for e in &mut events {
-        if let Some(&seq) = in_batch.get(&e.id) {
-            seqs.push(u64::try_from(seq).unwrap_or(0));
+    let mut written = 0i64;
+    for (e, body) in events.iter().zip(bodies) {
+        let seq = h.last_seq + 1;
+        if !insert_event(tx, id, seq, Some(h.next_ctx_pos), e, body)? {
+            let existing = existing_seq(tx, id, &e.id)?.unwrap_or(0);
+            seqs.push(u64::try_from(existing).unwrap_or(0));
             continue;
         }
-        if let Some(seq) = existing_seq(tx, id, &e.id)? {
-            seqs.push(u64::try_from(seq).unwrap_or(0));
-            continue;
-        }
-        h.last_seq += 1;
-        let seq = h.last_seq;
-        insert_event(tx, id, seq, Some(h.next_ctx_pos), e)?;
+        h.last_seq = seq;
         h.next_ctx_pos += 1;
         if let Some(d) = &e.state_delta {
             let split = ScopedDelta::split(d);
-            apply_delta(&mut h.state, &split.session);
+            apply_delta(h.state()?, &split.session);
             shared.add(&split);
         }
-        in_batch.insert(e.id.clone(), seq);
         tokens += i64::from(e.token_estimate);
         written += 1;
         seqs.push(u64::try_from(seq).unwrap_or(0));
     }
     if written > 0 {
         tx.prepare_cached(
-            "UPDATE sessions SET state = ?2, version = version + 1, last_seq = ?3, next_ctx_pos = ?4, \
-             event_count = event_count + ?5, context_tokens = context_tokens + ?6, \
+            "UPDATE sessions SET state = COALESCE(?2, state), version = version + 1, last_seq = ?3, \
+             next_ctx_pos = ?4, event_count = event_count + ?5, context_tokens = context_tokens + ?6, \
              updated_at = MAX(updated_at, ?7) WHERE id = ?1",
         )
         .sql()?
         .execute(params![
             id,
-            to_json(&h.state, "state")?,
+            h.changed_state()?,
             h.last_seq,
             h.next_ctx_pos,
-            i64::try_from(written).unwrap_or(i64::MAX),
+            written,
             tokens,
             micros(now)
         ])
         .sql()?;
         shared.write(tx, &h.app, &h.user_id)?;
+        index_pending(tx, index_batch)?;
         h.version += 1;
     }
     Ok(AppendOutcome {
         version: u64::try_from(h.version).unwrap_or(0),
         seqs,
-        written,
+        written: usize::try_from(written).unwrap_or(0),
     })
 }
 
@@ -620,9 +683,11 @@ pub(crate) fn event_version(conn: &Connection, id: &str, now: DateTime<Utc>) -> 
 pub(crate) fn replace_context(
     tx: &Transaction<'_>,
     id: &str,
-    mut events: Vec<SessionEvent>,
+    events: &[SessionEvent],
+    bodies: &[String],
     expected_version: u64,
     now: DateTime<Utc>,
+    index_batch: i64,
 ) -> Result<bool> {
     let mut h = head(tx, id, now)?;
     if u64::try_from(h.version).ok() != Some(expected_version) {
@@ -636,7 +701,7 @@ pub(crate) fn replace_context(
     .sql()?;
     let mut shared = SharedDelta::default();
     let mut added = 0i64;
-    for e in &mut events {
+    for (e, body) in events.iter().zip(bodies) {
         let pos = h.next_ctx_pos;
         h.next_ctx_pos += 1;
         let moved = tx
@@ -646,18 +711,18 @@ pub(crate) fn replace_context(
             .sql()?;
         if moved == 0 {
             h.last_seq += 1;
-            insert_event(tx, id, h.last_seq, Some(pos), e)?;
+            insert_event(tx, id, h.last_seq, Some(pos), e, body)?;
             if let Some(d) = &e.state_delta {
                 let split = ScopedDelta::split(d);
-                apply_delta(&mut h.state, &split.session);
+                apply_delta(h.state()?, &split.session);
                 shared.add(&split);
             }
             added += 1;
         }
     }
     tx.prepare_cached(
-        "UPDATE sessions SET state = ?2, version = version + 1, last_seq = ?3, next_ctx_pos = ?4, \
-         event_count = event_count + ?5, \
+        "UPDATE sessions SET state = COALESCE(?2, state), version = version + 1, last_seq = ?3, \
+         next_ctx_pos = ?4, event_count = event_count + ?5, \
          context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM events \
                            WHERE session_id = ?1 AND ctx_pos IS NOT NULL), \
          updated_at = MAX(updated_at, ?6) WHERE id = ?1",
@@ -665,7 +730,7 @@ pub(crate) fn replace_context(
     .sql()?
     .execute(params![
         id,
-        to_json(&h.state, "state")?,
+        h.changed_state()?,
         h.last_seq,
         h.next_ctx_pos,
         added,
@@ -673,6 +738,7 @@ pub(crate) fn replace_context(
     ])
     .sql()?;
     shared.write(tx, &h.app, &h.user_id)?;
+    index_pending(tx, index_batch)?;
     Ok(true)
 }
 
@@ -695,8 +761,8 @@ pub(crate) fn rewind(
         });
     };
     tx.prepare_cached(
-        "DELETE FROM events_fts WHERE rowid IN \
-         (SELECT rowid FROM events WHERE session_id = ?1 AND seq >= ?2)",
+        "DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE session_id = ?1 \
+         AND seq >= ?2 AND rowid <= (SELECT indexed_through FROM fts_state))",
     )
     .sql()?
     .execute(params![id, from])
@@ -960,12 +1026,19 @@ pub(crate) fn search(
     }
     let needle = fold_case(&q.text);
     let sql = if q.text.chars().count() >= 3 && !q.text.contains('\0') {
+        // Indexed events through the trigram index, plus the not-yet-indexed
+        // tail (at most one index batch), read in the same snapshot.
         values.push(fts_phrase(&q.text).into());
+        let order = order.replace("e.", "");
         format!(
-            "SELECT e.session_id, e.seq, e.body FROM events e \
-             WHERE {scope_sql} AND e.rowid IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?{}) \
-             ORDER BY {order}",
-            values.len()
+            "SELECT session_id, seq, body FROM ( \
+               SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
+                 AND e.rowid IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?{n}) \
+               UNION ALL \
+               SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
+                 AND e.rowid > (SELECT indexed_through FROM fts_state) \
+             ) ORDER BY {order}",
+            n = values.len()
         )
     } else if like_safe(&q.text) {
         values.push(like_pattern(&q.text).into());

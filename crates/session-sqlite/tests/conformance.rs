@@ -1,4 +1,7 @@
-//! The conformance suite against SQLite: one temporary database file per test.
+//! The conformance suite against SQLite: one temporary database per test,
+//! with the default search-index batching, indexing inside every append
+//! (in memory), and small batches so that searches mix indexed events with
+//! the not-yet-indexed tail.
 
 use session_core::SharedClock;
 use session_sqlite::SqliteRepository;
@@ -22,6 +25,7 @@ mod in_memory {
     async fn sqlite_memory(clock: SharedClock) -> Option<TestStore> {
         let repo = SqliteRepository::memory_builder()
             .clock(clock)
+            .index_batch(1)
             .open()
             .await
             .expect("open sqlite in memory");
@@ -29,4 +33,21 @@ mod in_memory {
     }
 
     session_testkit::conformance_suite!(sqlite_memory);
+}
+
+mod small_index_batches {
+    use super::*;
+
+    async fn sqlite_batch_3(clock: SharedClock) -> Option<TestStore> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = SqliteRepository::builder(dir.path().join("sessions.db"))
+            .clock(clock)
+            .index_batch(3)
+            .open()
+            .await
+            .expect("open sqlite");
+        Some(TestStore::new(repo).with_guard(dir))
+    }
+
+    session_testkit::conformance_suite!(sqlite_batch_3);
 }

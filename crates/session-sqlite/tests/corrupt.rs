@@ -1,0 +1,105 @@
+//! Corrupt stored rows are reported as `Serialization` errors naming the
+//! session and seq, only on the reads that touch them; nothing panics.
+#![allow(clippy::unwrap_used)]
+
+use session_core::{
+    ErrorKind, EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
+};
+use session_sqlite::SqliteRepository;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_event_body_is_a_serialization_error_naming_session_and_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("corrupt.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let now = chrono::Utc::now();
+    let bad = repo
+        .create(NewSession::new("app", "alice", now).with_id("bad"))
+        .await
+        .unwrap();
+    let good = repo
+        .create(NewSession::new("app", "alice", now).with_id("good"))
+        .await
+        .unwrap();
+    for id in [&bad.id, &good.id] {
+        let events = (1..=3)
+            .map(|i| SessionEvent::new(Message::user(format!("apple {i}"))))
+            .collect();
+        repo.append(id, events).await.unwrap();
+    }
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute(
+        "UPDATE events SET body = '{not json' WHERE session_id = 'bad' AND seq = 2",
+        [],
+    )
+    .unwrap();
+
+    let err = repo
+        .events("bad", &EventFilter::archive())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("session bad") && msg.contains("seq 2"),
+        "{msg}"
+    );
+    let err = repo
+        .search(&SearchQuery::in_session("bad", "apple"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+
+    // Reads that do not touch the row, and other sessions, still work.
+    let last = repo.events("bad", &EventFilter::last(1)).await.unwrap();
+    assert_eq!(last.items[0].message.text(), "apple 3");
+    assert_eq!(repo.get("bad").await.unwrap().event_count, 3);
+    assert_eq!(
+        repo.events("good", &EventFilter::archive())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+    assert_eq!(
+        repo.search(&SearchQuery::in_session("good", "apple"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+    // Writes still work too.
+    repo.append("bad", vec![SessionEvent::new(Message::user("more"))])
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_session_row_is_reported_not_panicked_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("corrupt.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    repo.create(NewSession::new("app", "alice", chrono::Utc::now()).with_id("s1"))
+        .await
+        .unwrap();
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute(
+        "UPDATE sessions SET metadata = '[1,' , status = 'weird' WHERE id = 's1'",
+        [],
+    )
+    .unwrap();
+    let err = repo.get("s1").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+    assert!(err.to_string().contains("session s1"), "{err}");
+    // An append reads only the state it changes, so it still works.
+    repo.append("s1", vec![SessionEvent::new(Message::user("x"))])
+        .await
+        .unwrap();
+    let listed = repo
+        .list(&session_core::SessionQuery::new())
+        .await
+        .unwrap_err();
+    assert_eq!(listed.kind(), ErrorKind::Serialization);
+}
