@@ -46,6 +46,17 @@ async fn library(path: &Path) -> Arc<SqliteRepository> {
     Arc::new(SqliteRepository::open(path).await.unwrap())
 }
 
+/// The library with indexing deferred past the benchmark (only searches would index).
+async fn library_unindexed(path: &Path) -> Arc<SqliteRepository> {
+    Arc::new(
+        SqliteRepository::builder(path)
+            .index_batch(usize::MAX)
+            .open()
+            .await
+            .unwrap(),
+    )
+}
+
 async fn new_session(repo: &SqliteRepository) -> String {
     repo.create(NewSession::new("bench", "u", chrono::Utc::now()))
         .await
@@ -136,25 +147,34 @@ fn w1_append(c: &mut Criterion) {
     let mut g = c.benchmark_group("w1_append_one_session");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
     g.throughput(Throughput::Elements(N as u64));
-    g.bench_function("library", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let dir = tempfile::tempdir().unwrap();
-                let repo = rt.block_on(library(&dir.path().join("b.db")));
-                let id = rt.block_on(new_session(&repo));
-                let events: Vec<SessionEvent> = (0..N).map(event).collect();
-                let start = Instant::now();
-                rt.block_on(async {
-                    for e in events {
-                        repo.append(&id, vec![e]).await.unwrap();
-                    }
-                });
-                total += start.elapsed();
-            }
-            total
+    for (name, unindexed) in [("library", false), ("library_index_deferred", true)] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let dir = tempfile::tempdir().unwrap();
+                    let path = dir.path().join("b.db");
+                    let repo = rt.block_on(async {
+                        if unindexed {
+                            library_unindexed(&path).await
+                        } else {
+                            library(&path).await
+                        }
+                    });
+                    let id = rt.block_on(new_session(&repo));
+                    let events: Vec<SessionEvent> = (0..N).map(event).collect();
+                    let start = Instant::now();
+                    rt.block_on(async {
+                        for e in events {
+                            repo.append(&id, vec![e]).await.unwrap();
+                        }
+                    });
+                    total += start.elapsed();
+                }
+                total
+            });
         });
-    });
+    }
     for (name, index) in [("raw_with_fts", true), ("raw_without_fts", false)] {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -240,33 +260,60 @@ async fn filled(repo: &SqliteRepository, n: usize) -> String {
 }
 
 /// W3 (last 20 of a large and of a small session) and W4 (keyword search over 100,000 events).
-fn w3_w4_reads(c: &mut Criterion) {
-    let rt = rt();
+struct ReadSetup {
+    _dir: tempfile::TempDir,
+    repo: Arc<SqliteRepository>,
+    raw: Connection,
+    big: String,
+    small: String,
+}
+
+fn read_setup(rt: &Runtime) -> ReadSetup {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("reads.db");
     let repo = rt.block_on(library(&path));
     let big = rt.block_on(filled(&repo, 100_000));
     let small = rt.block_on(filled(&repo, 1_000));
     let raw = Connection::open(&path).unwrap();
+    ReadSetup {
+        _dir: dir,
+        repo,
+        raw,
+        big,
+        small,
+    }
+}
+
+fn w3_w4_reads(c: &mut Criterion) {
+    let rt = rt();
+    // Built on first use, so that filtering other workloads skips it.
+    let setup = std::cell::OnceCell::new();
+    let setup = || setup.get_or_init(|| read_setup(&rt));
 
     let mut g = c.benchmark_group("w3_last_20");
-    for (name, id) in [("100k", &big), ("1k", &small)] {
-        g.bench_with_input(BenchmarkId::new("library", name), id, |b, id| {
+    for (name, big) in [("100k", true), ("1k", false)] {
+        let id = |s: &ReadSetup| if big { s.big.clone() } else { s.small.clone() };
+        g.bench_function(BenchmarkId::new("library", name), |b| {
+            let s = setup();
+            let id = id(s);
             b.iter(|| {
-                rt.block_on(repo.events(id, &EventFilter::last(20)))
+                rt.block_on(s.repo.events(&id, &EventFilter::last(20)))
                     .unwrap()
             });
         });
-        g.bench_with_input(BenchmarkId::new("raw", name), id, |b, id| {
+        g.bench_function(BenchmarkId::new("raw", name), |b| {
+            let s = setup();
+            let id = id(s);
             b.iter(|| {
-                let mut stmt = raw
+                let mut stmt = s
+                    .raw
                     .prepare_cached(
                         "SELECT seq, body FROM events WHERE session_id = ?1 AND ctx_pos IS NOT NULL \
                          ORDER BY ctx_pos DESC LIMIT 20",
                     )
                     .unwrap();
                 let rows: Vec<SessionEvent> = stmt
-                    .query_map([id], |r| r.get::<_, String>(1))
+                    .query_map([&id], |r| r.get::<_, String>(1))
                     .unwrap()
                     .map(|b| serde_json::from_str(&b.unwrap()).unwrap())
                     .collect();
@@ -278,24 +325,27 @@ fn w3_w4_reads(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("w4_search_100k");
     g.bench_function("library", |b| {
+        let s = setup();
         b.iter(|| {
             let hits = rt
-                .block_on(repo.search(&SearchQuery::in_session(&big, "zanzibar")))
+                .block_on(s.repo.search(&SearchQuery::in_session(&s.big, "zanzibar")))
                 .unwrap();
             assert_eq!(hits.items.len(), 10);
             hits
         });
     });
     g.bench_function("raw", |b| {
+        let s = setup();
         b.iter(|| {
-            let mut stmt = raw
+            let mut stmt = s
+                .raw
                 .prepare_cached(
                     "SELECT e.seq, e.body FROM events e WHERE e.session_id = ?1 AND e.rowid IN \
                      (SELECT rowid FROM events_fts WHERE events_fts MATCH '\"zanzibar\"') ORDER BY e.seq LIMIT 11",
                 )
                 .unwrap();
             let rows: Vec<SessionEvent> = stmt
-                .query_map([&big], |r| r.get::<_, String>(1))
+                .query_map([&s.big], |r| r.get::<_, String>(1))
                 .unwrap()
                 .map(|b| serde_json::from_str(&b.unwrap()).unwrap())
                 .collect();

@@ -4,7 +4,7 @@ mod schema;
 mod store;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,6 +160,7 @@ impl SqliteRepositoryBuilder {
                 readers,
                 next_reader: AtomicUsize::new(0),
                 index_batch: i64::try_from(self.index_batch).unwrap_or(i64::MAX),
+                index_mark_hint: AtomicI64::new(0),
                 clock: self.clock,
                 limits: self.limits,
                 location: self.location,
@@ -184,9 +185,19 @@ struct Inner {
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
     index_batch: i64,
+    index_mark_hint: AtomicI64,
     clock: SharedClock,
     limits: Limits,
     location: Location,
+}
+
+impl Inner {
+    fn indexing(&self) -> store::Indexing<'_> {
+        store::Indexing {
+            batch: self.index_batch,
+            mark_hint: &self.index_mark_hint,
+        }
+    }
 }
 
 impl std::fmt::Debug for SqliteRepository {
@@ -271,7 +282,7 @@ impl SqliteRepository {
     async fn write<T, F>(&self, f: F) -> session_core::Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>, DateTime<Utc>, &Limits) -> session_core::Result<T>
+        F: FnOnce(&Transaction<'_>, DateTime<Utc>, &Inner) -> session_core::Result<T>
             + Send
             + 'static,
     {
@@ -281,7 +292,7 @@ impl SqliteRepository {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
             let now = inner.clock.now();
-            let out = f(&tx, now, &inner.limits)?;
+            let out = f(&tx, now, inner)?;
             tx.commit().map_err(map_err)?;
             Ok(out)
         })
@@ -372,9 +383,10 @@ impl SessionRepository for SqliteRepository {
         check_session_id(id)?;
         let bodies = prepare_events(&mut events, &self.inner.limits)?;
         let id = id.to_owned();
-        let batch = self.inner.index_batch;
-        self.write(move |tx, now, _| store::append(tx, &id, &events, &bodies, now, batch))
-            .await
+        self.write(move |tx, now, inner| {
+            store::append(tx, &id, &events, &bodies, now, &inner.indexing())
+        })
+        .await
     }
 
     async fn events(
@@ -408,9 +420,16 @@ impl SessionRepository for SqliteRepository {
         let bodies = prepare_events(&mut events, &self.inner.limits)?;
         check_unique_ids(&events)?;
         let id = id.to_owned();
-        let batch = self.inner.index_batch;
-        self.write(move |tx, now, _| {
-            store::replace_context(tx, &id, &events, &bodies, expected_version, now, batch)
+        self.write(move |tx, now, inner| {
+            store::replace_context(
+                tx,
+                &id,
+                &events,
+                &bodies,
+                expected_version,
+                now,
+                &inner.indexing(),
+            )
         })
         .await
     }

@@ -1,6 +1,8 @@
 //! The blocking SQL behind `SqliteRepository`: one function per operation,
 //! each running on a connection the caller holds (inside a transaction for writes).
 
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
@@ -336,9 +338,29 @@ fn insert_event(
     Ok(n == 1)
 }
 
+/// How appends keep the search index up to date: in batches of `batch`,
+/// with `mark_hint` (never above the stored watermark, except after a
+/// rolled-back commit) saving the watermark read on most appends.
+pub(crate) struct Indexing<'a> {
+    pub(crate) batch: i64,
+    pub(crate) mark_hint: &'a AtomicI64,
+}
+
+impl Indexing<'_> {
+    /// Indexes the pending events if a batch is full, judged by the rowid just written.
+    fn after_insert(&self, tx: &Transaction<'_>) -> Result<()> {
+        if tx.last_insert_rowid() - self.mark_hint.load(Ordering::Relaxed) < self.batch {
+            return Ok(());
+        }
+        let mark = index_pending(tx, self.batch)?;
+        self.mark_hint.fetch_max(mark, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 /// Adds every event above the index watermark to the trigram index, when at
-/// least `min_pending` are waiting; returns how many were indexed.
-pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<usize> {
+/// least `min_pending` are waiting; returns the watermark after.
+pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<i64> {
     let (mark, max): (i64, i64) = tx
         .prepare_cached(
             "SELECT indexed_through, (SELECT COALESCE(MAX(rowid), 0) FROM events) FROM fts_state",
@@ -347,7 +369,7 @@ pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<us
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .sql()?;
     if max <= mark || max - mark < min_pending {
-        return Ok(0);
+        return Ok(mark);
     }
     let mut rows = Vec::new();
     {
@@ -382,7 +404,12 @@ pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<us
         .sql()?
         .execute([max])
         .sql()?;
-    Ok(rows.len())
+    tracing::debug!(
+        backend = BACKEND,
+        events = rows.len(),
+        "indexed a batch for search"
+    );
+    Ok(max)
 }
 
 fn existing_seq(tx: &Transaction<'_>, session_id: &str, event_id: &str) -> Result<Option<i64>> {
@@ -614,7 +641,7 @@ pub(crate) fn append(
     events: &[SessionEvent],
     bodies: &[String],
     now: DateTime<Utc>,
-    index_batch: i64,
+    indexing: &Indexing<'_>,
 ) -> Result<AppendOutcome> {
     let mut h = head(tx, id, now)?;
     let mut seqs = Vec::with_capacity(events.len());
@@ -657,7 +684,7 @@ pub(crate) fn append(
         ])
         .sql()?;
         shared.write(tx, &h.app, &h.user_id)?;
-        index_pending(tx, index_batch)?;
+        indexing.after_insert(tx)?;
         h.version += 1;
     }
     Ok(AppendOutcome {
@@ -687,7 +714,7 @@ pub(crate) fn replace_context(
     bodies: &[String],
     expected_version: u64,
     now: DateTime<Utc>,
-    index_batch: i64,
+    indexing: &Indexing<'_>,
 ) -> Result<bool> {
     let mut h = head(tx, id, now)?;
     if u64::try_from(h.version).ok() != Some(expected_version) {
@@ -738,7 +765,9 @@ pub(crate) fn replace_context(
     ])
     .sql()?;
     shared.write(tx, &h.app, &h.user_id)?;
-    index_pending(tx, index_batch)?;
+    if added > 0 {
+        indexing.after_insert(tx)?;
+    }
     Ok(true)
 }
 
