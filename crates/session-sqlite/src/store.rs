@@ -1064,10 +1064,12 @@ pub(crate) fn search(
                SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
                  AND e.rowid IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?{n}) \
                UNION ALL \
-               SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
+               SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {tail_scope} \
                  AND e.rowid > (SELECT indexed_through FROM fts_state) \
              ) ORDER BY {order}",
-            n = values.len()
+            n = values.len(),
+            // `+` keeps the planner on the rowid range (the short tail) instead of the session index.
+            tail_scope = scope_sql.replacen("e.session_id", "+e.session_id", 1),
         )
     } else if like_safe(&q.text) {
         values.push(like_pattern(&q.text).into());
