@@ -1,22 +1,71 @@
 //! Scenario: one agent run end to end through the facade, as an agent developer writes it.
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use std::sync::Arc;
+
 use agent_session::{
     CreateSessionRequest, DefaultSessionService, EventFilter, Message, Owner, ResetPolicy,
-    ResolveRequest, SearchQuery, SessionEvent, SessionService, ToolCall,
+    ResolveRequest, SearchQuery, SessionEvent, SessionRepository, SessionService, ToolCall,
 };
 use serde_json::json;
 
-async fn service() -> DefaultSessionService {
-    DefaultSessionService::new(agent_session::open("memory://").await.unwrap())
+/// Every store URL this build can open here: memory, a temporary SQLite
+/// file, and a fresh schema on the PostgreSQL at `POSTGRES_URL`.
+async fn stores() -> Vec<(
+    String,
+    Arc<dyn SessionRepository>,
+    Option<tempfile::TempDir>,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}", dir.path().join("s.db").display());
+    let mut out = vec![
+        (
+            "memory://".to_owned(),
+            agent_session::open("memory://").await.unwrap(),
+            None,
+        ),
+        (
+            sqlite.clone(),
+            agent_session::open(&sqlite).await.unwrap(),
+            Some(dir),
+        ),
+    ];
+    let pg = std::env::var("POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let pg = format!("{pg}?schema=scenario_{}", uuid::Uuid::new_v4().simple());
+    match agent_session::open(&pg).await {
+        Ok(store) => out.push((pg, store, None)),
+        Err(e) => {
+            session_testkit::skip::<()>("postgres", &format!("{e}"), false);
+        }
+    }
+    out
+}
+
+async fn drop_pg_schema(url: &str) {
+    if let Some((_, schema)) = url.split_once("?schema=") {
+        if let Ok(repo) = agent_session::PostgresRepository::builder(url.split('?').next().unwrap())
+            .schema(schema)
+            .connect()
+            .await
+        {
+            repo.drop_schema().await.unwrap();
+        }
+    }
 }
 
 /// A run with a tool call, a sub-agent branch and a state change is stored
 /// so that the next model call gets valid OpenAI messages back, the
 /// sub-agent's peer does not see its work, and recall search finds it.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn tool_call_run_round_trips_to_openai_messages() {
-    let svc = service().await;
+    for (url, store, _dir) in stores().await {
+        tool_call_run(DefaultSessionService::new(store)).await;
+        drop_pg_schema(&url).await;
+    }
+}
+
+async fn tool_call_run(svc: DefaultSessionService) {
     let alice = Owner::user("alice");
     let resolved = svc
         .resolve(
@@ -95,9 +144,15 @@ async fn tool_call_run_round_trips_to_openai_messages() {
 
 /// A client that timed out re-sends the same batch: nothing is duplicated,
 /// and a bad run is rewound away leaving the earlier turn intact.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn retry_then_rewind_a_bad_run() {
-    let svc = service().await;
+    for (url, store, _dir) in stores().await {
+        retry_then_rewind(DefaultSessionService::new(store)).await;
+        drop_pg_schema(&url).await;
+    }
+}
+
+async fn retry_then_rewind(svc: DefaultSessionService) {
     let alice = Owner::user("alice");
     let s = svc
         .create(CreateSessionRequest::builder("alice").build().unwrap())

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 pub use session_core::*;
 
+#[cfg(feature = "postgres")]
+pub use session_postgres::{PostgresRepository, PostgresRepositoryBuilder};
 #[cfg(feature = "sqlite")]
 pub use session_sqlite::{SqliteRepository, SqliteRepositoryBuilder, Synchronous};
 
@@ -46,7 +48,10 @@ fn scheme(url: &str) -> Option<&str> {
 /// assert_eq!(err.kind(), agent_session::ErrorKind::InvalidInput);
 /// # });
 /// ```
-#[cfg_attr(not(feature = "sqlite"), allow(clippy::unused_async))] // backends connect asynchronously
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(clippy::unused_async)
+)] // backends connect asynchronously
 pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     let Some(scheme) = scheme(url) else {
         return Err(SessionError::invalid(
@@ -61,6 +66,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     #[cfg(feature = "sqlite")]
     if scheme == "sqlite" {
         return Ok(Arc::new(SqliteRepository::from_url(url).await?));
+    }
+    #[cfg(feature = "postgres")]
+    if scheme == "postgres" || scheme == "postgresql" {
+        return Ok(Arc::new(PostgresRepository::connect(url).await?));
     }
     if let Some((_, feature, krate)) = BACKENDS
         .iter()

@@ -1,0 +1,1102 @@
+//! The SQL behind `PostgresRepository`, one async function per operation.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Client, Transaction};
+use session_core::state::{apply_delta, replay_deltas, ScopedDelta};
+use session_core::{
+    contains_folded, fold_case, AppendOutcome, EventFilter, EventView, NewSession, Page,
+    RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionError,
+    SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
+    SyntheticFilter,
+};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+/// A failure inside a store function: an engine error (kept whole, so the
+/// caller can retry serialization failures) or an already-typed error.
+#[derive(Debug)]
+pub(crate) enum StoreError {
+    Pg(tokio_postgres::Error),
+    Session(SessionError),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Pg(e)
+    }
+}
+
+impl From<SessionError> for StoreError {
+    fn from(e: SessionError) -> Self {
+        Self::Session(e)
+    }
+}
+
+type R<T> = Result<T, StoreError>;
+
+/// The qualified table names of one schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Tables {
+    pub(crate) sessions: String,
+    pub(crate) events: String,
+    pub(crate) app_state: String,
+    pub(crate) user_state: String,
+}
+
+impl Tables {
+    pub(crate) fn new(schema: &str) -> Self {
+        let q = |t: &str| format!("\"{schema}\".{t}");
+        Self {
+            sessions: q("sessions"),
+            events: q("events"),
+            app_state: q("app_state"),
+            user_state: q("user_state"),
+        }
+    }
+}
+
+fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+fn from_micros(us: i64, what: &str) -> Result<DateTime<Utc>, SessionError> {
+    DateTime::from_timestamp_micros(us).ok_or_else(|| {
+        SessionError::serialization(what.to_owned(), format!("timestamp {us} is out of range"))
+    })
+}
+
+fn to_json(map: &StateMap, what: &str) -> Result<String, SessionError> {
+    serde_json::to_string(map).map_err(|e| SessionError::serialization(what.to_owned(), e))
+}
+
+fn parse_map(text: &str, what: impl FnOnce() -> String) -> Result<StateMap, SessionError> {
+    serde_json::from_str(text).map_err(|e| SessionError::serialization(what(), e))
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+const SESSION_COLUMNS: &str = "id, app, user_id, key, status, created_at, updated_at, expires_at, \
+     metadata, state, event_count, context_tokens, version";
+
+fn decode_session(row: &Row) -> R<Session> {
+    let id: String = row.try_get(0)?;
+    let ctx = |field: &str| format!("session {id} {field}");
+    let status: String = row.try_get(4)?;
+    let status = match status.as_str() {
+        "active" => SessionStatus::Active,
+        "archived" => SessionStatus::Archived,
+        other => {
+            return Err(SessionError::serialization(
+                ctx("status"),
+                format!("unknown status {other:?}"),
+            )
+            .into())
+        }
+    };
+    let expires_at: Option<i64> = row.try_get(7)?;
+    Ok(Session {
+        app: row.try_get(1)?,
+        user_id: row.try_get(2)?,
+        key: row.try_get(3)?,
+        status,
+        created_at: from_micros(row.try_get(5)?, &ctx("created_at"))?,
+        updated_at: from_micros(row.try_get(6)?, &ctx("updated_at"))?,
+        expires_at: expires_at
+            .map(|t| from_micros(t, &ctx("expires_at")))
+            .transpose()?,
+        metadata: parse_map(&row.try_get::<_, String>(8)?, || ctx("metadata"))?,
+        state: parse_map(&row.try_get::<_, String>(9)?, || ctx("state"))?,
+        event_count: count(row.try_get(10)?),
+        context_tokens: count(row.try_get(11)?),
+        version: count(row.try_get(12)?),
+        id: id.clone(),
+    })
+}
+
+fn expired(expires_at: Option<i64>, now: DateTime<Utc>) -> bool {
+    expires_at.is_some_and(|t| t <= micros(now))
+}
+
+pub(crate) async fn get(c: &Client, t: &Tables, id: &str, now: DateTime<Utc>) -> R<Session> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    match c.query_opt(&stmt, &[&id]).await? {
+        Some(row) if !expired(row.try_get(7)?, now) => decode_session(&row),
+        _ => Err(SessionError::session_not_found(id).into()),
+    }
+}
+
+async fn ensure_live(c: &Client, t: &Tables, id: &str, now: DateTime<Utc>) -> R<()> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT expires_at FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    match c.query_opt(&stmt, &[&id]).await? {
+        Some(row) if !expired(row.try_get(0)?, now) => Ok(()),
+        _ => Err(SessionError::session_not_found(id).into()),
+    }
+}
+
+struct Head {
+    id: String,
+    app: String,
+    user_id: String,
+    state_json: String,
+    state: Option<StateMap>,
+    version: i64,
+    last_seq: i64,
+    next_ctx_pos: i64,
+}
+
+impl Head {
+    fn state(&mut self) -> Result<&mut StateMap, SessionError> {
+        if self.state.is_none() {
+            let id = &self.id;
+            self.state = Some(parse_map(&self.state_json, || {
+                format!("session {id} state")
+            })?);
+        }
+        Ok(self.state.get_or_insert_with(StateMap::new))
+    }
+
+    fn changed_state(&self) -> Result<Option<String>, SessionError> {
+        self.state.as_ref().map(|s| to_json(s, "state")).transpose()
+    }
+}
+
+/// Locks the session row for the rest of the transaction and reads its head.
+async fn head(tx: &Transaction<'_>, t: &Tables, id: &str, now: DateTime<Utc>) -> R<Head> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos \
+             FROM {} WHERE id = $1 FOR UPDATE",
+            t.sessions
+        ))
+        .await?;
+    let Some(row) = tx.query_opt(&stmt, &[&id]).await? else {
+        return Err(SessionError::session_not_found(id).into());
+    };
+    if expired(row.try_get(2)?, now) {
+        return Err(SessionError::Expired { id: id.to_owned() }.into());
+    }
+    Ok(Head {
+        id: id.to_owned(),
+        app: row.try_get(0)?,
+        user_id: row.try_get(1)?,
+        state_json: row.try_get(3)?,
+        state: None,
+        version: row.try_get(4)?,
+        last_seq: row.try_get(5)?,
+        next_ctx_pos: row.try_get(6)?,
+    })
+}
+
+#[derive(Default)]
+struct SharedDelta {
+    app: StateMap,
+    user: StateMap,
+}
+
+impl SharedDelta {
+    fn add(&mut self, split: &ScopedDelta) {
+        for (k, v) in &split.app {
+            self.app.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &split.user {
+            self.user.insert(k.clone(), v.clone());
+        }
+    }
+
+    /// Read-modify-write of the shared scopes under row locks (app, then user).
+    async fn write(&self, tx: &Transaction<'_>, t: &Tables, app: &str, user_id: &str) -> R<()> {
+        if !self.app.is_empty() {
+            let key: [&(dyn ToSql + Sync); 1] = [&app];
+            update_shared(tx, &t.app_state, "app = $1", &key, &self.app, || {
+                format!("app {app} state")
+            })
+            .await?;
+        }
+        if !self.user.is_empty() {
+            let key: [&(dyn ToSql + Sync); 2] = [&app, &user_id];
+            update_shared(
+                tx,
+                &t.user_state,
+                "app = $1 AND user_id = $2",
+                &key,
+                &self.user,
+                || format!("user {user_id} state in app {app}"),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+async fn update_shared(
+    tx: &Transaction<'_>,
+    table: &str,
+    cond: &str,
+    key: &[&(dyn ToSql + Sync)],
+    delta: &StateMap,
+    what: impl Fn() -> String,
+) -> R<()> {
+    let cols = if key.len() == 1 {
+        "app"
+    } else {
+        "app, user_id"
+    };
+    let marks = if key.len() == 1 { "$1" } else { "$1, $2" };
+    let insert = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {table} ({cols}, state) VALUES ({marks}, '{{}}') ON CONFLICT DO NOTHING"
+        ))
+        .await?;
+    tx.execute(&insert, key).await?;
+    let select = tx
+        .prepare_cached(&format!(
+            "SELECT state FROM {table} WHERE {cond} FOR UPDATE"
+        ))
+        .await?;
+    let row = tx.query_one(&select, key).await?;
+    let mut state = parse_map(&row.try_get::<_, String>(0)?, &what)?;
+    apply_delta(&mut state, delta);
+    let json = to_json(&state, &what())?;
+    let n = key.len() + 1;
+    let update = tx
+        .prepare_cached(&format!("UPDATE {table} SET state = ${n} WHERE {cond}"))
+        .await?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = key.to_vec();
+    params.push(&json);
+    tx.execute(&update, &params).await?;
+    Ok(())
+}
+
+/// The text the trigram and full-text indexes hold: the search text,
+/// case-folded in Rust (so matching does not depend on the database's
+/// locale), with NUL (which PostgreSQL text cannot hold) as a space.
+fn index_text(e: &SessionEvent) -> String {
+    fold_case(&e.message.search_text()).replace('\0', " ")
+}
+
+/// Inserts one event unless the session holds its id; returns whether it was written.
+async fn insert_event(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &str,
+    seq: i64,
+    ctx_pos: Option<i64>,
+    e: &SessionEvent,
+    body: &str,
+) -> R<bool> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (session_id, seq, id, ctx_pos, ts, role, branch, invocation_id, synthetic, \
+             token_estimate, state_delta, search_text, body) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             ON CONFLICT (session_id, id) DO NOTHING",
+            t.events
+        ))
+        .await?;
+    let delta = e
+        .state_delta
+        .as_ref()
+        .map(|d| to_json(d, "state delta"))
+        .transpose()?;
+    let n = tx
+        .execute(
+            &stmt,
+            &[
+                &session_id,
+                &seq,
+                &e.id,
+                &ctx_pos,
+                &micros(e.timestamp),
+                &e.role().as_str(),
+                &e.branch,
+                &e.invocation_id,
+                &e.is_synthetic(),
+                &i64::from(e.token_estimate),
+                &delta,
+                &index_text(e),
+                &body,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+async fn existing_seq(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &str,
+    event_id: &str,
+) -> R<i64> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT seq FROM {} WHERE session_id = $1 AND id = $2",
+            t.events
+        ))
+        .await?;
+    Ok(tx
+        .query_one(&stmt, &[&session_id, &event_id])
+        .await?
+        .try_get(0)?)
+}
+
+pub(crate) async fn create(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    new: &NewSession,
+    now: DateTime<Utc>,
+) -> R<Session> {
+    let existing = tx
+        .prepare_cached(&format!(
+            "SELECT expires_at FROM {} WHERE id = $1 FOR UPDATE",
+            t.sessions
+        ))
+        .await?;
+    if let Some(row) = tx.query_opt(&existing, &[&new.id]).await? {
+        if !expired(row.try_get(0)?, now) {
+            return Err(SessionError::AlreadyExists {
+                what: "session",
+                id: new.id.clone(),
+            }
+            .into());
+        }
+        let del = tx
+            .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
+            .await?;
+        tx.execute(&del, &[&new.id]).await?;
+    }
+    let split = ScopedDelta::split(&new.state);
+    let updated_at = now.max(new.created_at);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (id, app, user_id, key, status, created_at, updated_at, expires_at, metadata, \
+             state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
+             VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10, 0, 0, 0, 0, 1)",
+            t.sessions
+        ))
+        .await?;
+    tx.execute(
+        &stmt,
+        &[
+            &new.id,
+            &new.app,
+            &new.user_id,
+            &new.key,
+            &micros(new.created_at),
+            &micros(updated_at),
+            &new.expires_at.map(micros),
+            &to_json(&new.metadata, "metadata")?,
+            &to_json(&split.session, "state")?,
+            &to_json(&new.state, "initial state")?,
+        ],
+    )
+    .await?;
+    let mut shared = SharedDelta::default();
+    shared.add(&split);
+    shared.write(tx, t, &new.app, &new.user_id).await?;
+    Ok(Session {
+        id: new.id.clone(),
+        app: new.app.clone(),
+        user_id: new.user_id.clone(),
+        key: new.key.clone(),
+        status: SessionStatus::Active,
+        created_at: new.created_at,
+        updated_at,
+        expires_at: new.expires_at,
+        metadata: new.metadata.clone(),
+        state: split.session,
+        event_count: 0,
+        context_tokens: 0,
+        version: 0,
+    })
+}
+
+pub(crate) async fn update(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &str,
+    update: &SessionUpdate,
+    now: DateTime<Utc>,
+) -> R<Session> {
+    let h = head(tx, t, id, now).await?;
+    if let Some(expected) = update.expected_version {
+        let actual = count(h.version);
+        if actual != expected {
+            return Err(SessionError::Conflict {
+                id: id.to_owned(),
+                expected,
+                actual,
+            }
+            .into());
+        }
+    }
+    let metadata = update
+        .metadata
+        .as_ref()
+        .map(|m| to_json(m, "metadata"))
+        .transpose()?;
+    let state = update
+        .state
+        .as_ref()
+        .map(|s| to_json(s, "state"))
+        .transpose()?;
+    let status = update.status.map(SessionStatus::as_str);
+    let set_expiry = update.expires_at.is_some();
+    let expires_at = update.expires_at.flatten().map(micros);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET version = version + 1, updated_at = GREATEST(updated_at, $2), \
+             metadata = COALESCE($3, metadata), state = COALESCE($4, state), \
+             status = COALESCE($5, status), \
+             expires_at = CASE WHEN $6 THEN $7 ELSE expires_at END \
+             WHERE id = $1 RETURNING {SESSION_COLUMNS}",
+            t.sessions
+        ))
+        .await?;
+    let row = tx
+        .query_one(
+            &stmt,
+            &[
+                &id,
+                &micros(now),
+                &metadata,
+                &state,
+                &status,
+                &set_expiry,
+                &expires_at,
+            ],
+        )
+        .await?;
+    decode_session(&row)
+}
+
+pub(crate) async fn delete(tx: &Transaction<'_>, t: &Tables, id: &str) -> R<bool> {
+    let stmt = tx
+        .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
+        .await?;
+    Ok(tx.execute(&stmt, &[&id]).await? > 0)
+}
+
+pub(crate) async fn purge_expired(tx: &Transaction<'_>, t: &Tables, now: DateTime<Utc>) -> R<u64> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE expires_at IS NOT NULL AND expires_at <= $1",
+            t.sessions
+        ))
+        .await?;
+    Ok(tx.execute(&stmt, &[&micros(now)]).await?)
+}
+
+/// Builds `WHERE` conditions with numbered placeholders.
+struct Conditions {
+    sql: String,
+    values: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Conditions {
+    fn new(sql: String) -> Self {
+        Self {
+            sql,
+            values: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, cond: &str, v: impl ToSql + Sync + Send + 'static) {
+        self.values.push(Box::new(v));
+        self.sql
+            .push_str(&format!(" AND {cond} ${}", self.values.len()));
+    }
+
+    fn next_mark(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
+        self.values.push(Box::new(v));
+        format!("${}", self.values.len())
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.values
+            .iter()
+            .map(|v| -> &(dyn ToSql + Sync) { v.as_ref() })
+            .collect()
+    }
+}
+
+pub(crate) async fn list(
+    c: &Client,
+    t: &Tables,
+    q: &SessionQuery,
+    now: DateTime<Utc>,
+) -> R<Page<Session>> {
+    let mut w = Conditions::new(format!(
+        "SELECT {SESSION_COLUMNS} FROM {} WHERE (expires_at IS NULL OR expires_at > $1)",
+        t.sessions
+    ));
+    w.values.push(Box::new(micros(now)));
+    if let Some(a) = &q.app {
+        w.push("app =", a.clone());
+    }
+    if let Some(u) = &q.user_id {
+        w.push("user_id =", u.clone());
+    }
+    if let Some(k) = &q.key {
+        w.push("key =", k.clone());
+    }
+    if let Some(s) = q.status {
+        w.push("status =", s.as_str().to_owned());
+    }
+    if let Some(t) = q.active_from {
+        w.push("updated_at >=", micros(t));
+    }
+    if let Some(t) = q.active_to {
+        w.push("updated_at <", micros(t));
+    }
+    let Some(offset) = q
+        .page
+        .checked_mul(q.page_size)
+        .and_then(|o| i64::try_from(o).ok())
+    else {
+        return Ok(Page::empty(q.page, q.page_size));
+    };
+    w.sql.push_str(&format!(
+        " ORDER BY updated_at DESC, id LIMIT {} OFFSET {offset}",
+        q.page_size + 1
+    ));
+    let rows = c.query(&w.sql, &w.params()).await?;
+    let mut items = rows.iter().map(decode_session).collect::<R<Vec<_>>>()?;
+    let has_more = items.len() > q.page_size;
+    items.truncate(q.page_size);
+    Ok(Page {
+        items,
+        page: q.page,
+        page_size: q.page_size,
+        has_more,
+    })
+}
+
+pub(crate) async fn append(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &str,
+    events: &[SessionEvent],
+    bodies: &[String],
+    now: DateTime<Utc>,
+) -> R<AppendOutcome> {
+    let mut h = head(tx, t, id, now).await?;
+    let mut seqs = Vec::with_capacity(events.len());
+    let mut shared = SharedDelta::default();
+    let mut tokens = 0i64;
+    let mut written = 0i64;
+    for (e, body) in events.iter().zip(bodies) {
+        let seq = h.last_seq + 1;
+        if !insert_event(tx, t, id, seq, Some(h.next_ctx_pos), e, body).await? {
+            seqs.push(count(existing_seq(tx, t, id, &e.id).await?));
+            continue;
+        }
+        h.last_seq = seq;
+        h.next_ctx_pos += 1;
+        if let Some(d) = &e.state_delta {
+            let split = ScopedDelta::split(d);
+            apply_delta(h.state()?, &split.session);
+            shared.add(&split);
+        }
+        tokens += i64::from(e.token_estimate);
+        written += 1;
+        seqs.push(count(seq));
+    }
+    if written > 0 {
+        let stmt = tx
+            .prepare_cached(&format!(
+                "UPDATE {} SET state = COALESCE($2, state), version = version + 1, last_seq = $3, \
+                 next_ctx_pos = $4, event_count = event_count + $5, context_tokens = context_tokens + $6, \
+                 updated_at = GREATEST(updated_at, $7) WHERE id = $1 AND version = $8",
+                t.sessions
+            ))
+            .await?;
+        let n = tx
+            .execute(
+                &stmt,
+                &[
+                    &id,
+                    &h.changed_state()?,
+                    &h.last_seq,
+                    &h.next_ctx_pos,
+                    &written,
+                    &tokens,
+                    &micros(now),
+                    &h.version,
+                ],
+            )
+            .await?;
+        if n != 1 {
+            return Err(SessionError::backend(
+                crate::BACKEND,
+                format!("session {id} changed under its row lock"),
+            )
+            .into());
+        }
+        shared.write(tx, t, &h.app, &h.user_id).await?;
+        h.version += 1;
+    }
+    Ok(AppendOutcome {
+        version: count(h.version),
+        seqs,
+        written: usize::try_from(written).unwrap_or(0),
+    })
+}
+
+pub(crate) async fn event_version(c: &Client, t: &Tables, id: &str, now: DateTime<Utc>) -> R<u64> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT version, expires_at FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    match c.query_opt(&stmt, &[&id]).await? {
+        Some(row) if !expired(row.try_get(1)?, now) => Ok(count(row.try_get(0)?)),
+        _ => Err(SessionError::session_not_found(id).into()),
+    }
+}
+
+pub(crate) async fn replace_context(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &str,
+    events: &[SessionEvent],
+    bodies: &[String],
+    expected_version: u64,
+    now: DateTime<Utc>,
+) -> R<bool> {
+    let mut h = head(tx, t, id, now).await?;
+    if count(h.version) != expected_version {
+        return Ok(false);
+    }
+    let clear = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET ctx_pos = NULL WHERE session_id = $1 AND ctx_pos IS NOT NULL",
+            t.events
+        ))
+        .await?;
+    tx.execute(&clear, &[&id]).await?;
+    let place = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET ctx_pos = $3 WHERE session_id = $1 AND id = $2",
+            t.events
+        ))
+        .await?;
+    let mut shared = SharedDelta::default();
+    let mut added = 0i64;
+    for (e, body) in events.iter().zip(bodies) {
+        let pos = h.next_ctx_pos;
+        h.next_ctx_pos += 1;
+        if tx.execute(&place, &[&id, &e.id, &pos]).await? == 0 {
+            h.last_seq += 1;
+            insert_event(tx, t, id, h.last_seq, Some(pos), e, body).await?;
+            if let Some(d) = &e.state_delta {
+                let split = ScopedDelta::split(d);
+                apply_delta(h.state()?, &split.session);
+                shared.add(&split);
+            }
+            added += 1;
+        }
+    }
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {s} SET state = COALESCE($2, state), version = version + 1, last_seq = $3, \
+             next_ctx_pos = $4, event_count = event_count + $5, \
+             context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM {e} \
+                               WHERE session_id = $1 AND ctx_pos IS NOT NULL), \
+             updated_at = GREATEST(updated_at, $6) WHERE id = $1",
+            s = t.sessions,
+            e = t.events
+        ))
+        .await?;
+    tx.execute(
+        &stmt,
+        &[
+            &id,
+            &h.changed_state()?,
+            &h.last_seq,
+            &h.next_ctx_pos,
+            &added,
+            &micros(now),
+        ],
+    )
+    .await?;
+    shared.write(tx, t, &h.app, &h.user_id).await?;
+    Ok(true)
+}
+
+pub(crate) async fn rewind(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &str,
+    invocation: &str,
+    now: DateTime<Utc>,
+) -> R<RewindOutcome> {
+    let h = head(tx, t, id, now).await?;
+    let first = tx
+        .prepare_cached(&format!(
+            "SELECT MIN(seq) FROM {} WHERE session_id = $1 AND invocation_id = $2",
+            t.events
+        ))
+        .await?;
+    let from: Option<i64> = tx
+        .query_one(&first, &[&id, &invocation])
+        .await?
+        .try_get(0)?;
+    let Some(from) = from else {
+        return Err(SessionError::NotFound {
+            what: "invocation",
+            id: invocation.to_owned(),
+        }
+        .into());
+    };
+    let del = tx
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE session_id = $1 AND seq >= $2",
+            t.events
+        ))
+        .await?;
+    let removed = tx.execute(&del, &[&id, &from]).await?;
+    let initial = tx
+        .prepare_cached(&format!(
+            "SELECT initial_state FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    let initial: String = tx.query_one(&initial, &[&id]).await?.try_get(0)?;
+    let initial = parse_map(&initial, || format!("session {id} initial state"))?;
+    let deltas_stmt = tx
+        .prepare_cached(&format!(
+            "SELECT seq, state_delta FROM {} WHERE session_id = $1 AND state_delta IS NOT NULL ORDER BY seq",
+            t.events
+        ))
+        .await?;
+    let mut deltas = Vec::new();
+    for row in tx.query(&deltas_stmt, &[&id]).await? {
+        let seq: i64 = row.try_get(0)?;
+        let text: String = row.try_get(1)?;
+        deltas.push(parse_map(&text, || {
+            format!("session {id} seq {seq} state delta")
+        })?);
+    }
+    let state = replay_deltas(&initial, &deltas);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {s} SET state = $2, version = version + 1, \
+             event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1), \
+             context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM {e} \
+                               WHERE session_id = $1 AND ctx_pos IS NOT NULL), \
+             updated_at = GREATEST(updated_at, $3) WHERE id = $1",
+            s = t.sessions,
+            e = t.events
+        ))
+        .await?;
+    tx.execute(&stmt, &[&id, &to_json(&state, "state")?, &micros(now)])
+        .await?;
+    Ok(RewindOutcome {
+        version: count(h.version + 1),
+        removed: usize::try_from(removed).unwrap_or(0),
+    })
+}
+
+fn decode_event(session_id: &str, seq: i64, body: &str) -> R<SessionEvent> {
+    let mut e: SessionEvent = serde_json::from_str(body).map_err(|err| {
+        SessionError::serialization(format!("session {session_id} seq {seq}"), err)
+    })?;
+    e.seq = count(seq);
+    session_id.clone_into(&mut e.session_id);
+    Ok(e)
+}
+
+fn visible_branches(viewer: &str) -> Vec<String> {
+    let mut out: Vec<String> = viewer
+        .char_indices()
+        .filter(|(_, c)| *c == '.')
+        .map(|(i, _)| viewer[..i].to_owned())
+        .collect();
+    out.push(viewer.to_owned());
+    out
+}
+
+pub(crate) async fn events(
+    c: &Client,
+    t: &Tables,
+    id: &str,
+    filter: &EventFilter,
+    now: DateTime<Utc>,
+) -> R<Page<SessionEvent>> {
+    ensure_live(c, t, id, now).await?;
+    let order = match filter.view {
+        EventView::Context => "ctx_pos",
+        EventView::Archive => "seq",
+    };
+    let mut w = Conditions::new(format!(
+        "SELECT seq, body FROM {} WHERE session_id = $1",
+        t.events
+    ));
+    w.values.push(Box::new(id.to_owned()));
+    if filter.view == EventView::Context {
+        w.sql.push_str(" AND ctx_pos IS NOT NULL");
+    }
+    if let Some(ts) = filter.from {
+        w.push("ts >=", micros(ts));
+    }
+    if let Some(ts) = filter.to {
+        w.push("ts <", micros(ts));
+    }
+    if let Some(i) = &filter.invocation_id {
+        w.push("invocation_id =", i.clone());
+    }
+    match filter.synthetic {
+        SyntheticFilter::Include => {}
+        SyntheticFilter::Exclude => w.sql.push_str(" AND NOT synthetic"),
+        SyntheticFilter::Only => w.sql.push_str(" AND synthetic"),
+    }
+    if !filter.roles.is_empty() {
+        let roles: Vec<String> = filter.roles.iter().map(|r| r.as_str().to_owned()).collect();
+        let m = w.next_mark(roles);
+        w.sql.push_str(&format!(" AND role = ANY({m})"));
+    }
+    if let Some(b) = &filter.branch {
+        let m = w.next_mark(visible_branches(b));
+        w.sql
+            .push_str(&format!(" AND (branch IS NULL OR branch = ANY({m}))"));
+    }
+    if let Some(k) = &filter.keyword {
+        let m = w.next_mark(like_pattern(&fold_case(k)));
+        w.sql
+            .push_str(&format!(" AND search_text LIKE {m} ESCAPE '\\'"));
+    }
+    let matcher = filter.matcher();
+    let decode = |rows: Vec<Row>| -> R<Vec<SessionEvent>> {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let e = decode_event(id, row.try_get(0)?, &row.try_get::<_, String>(1)?)?;
+            if matcher.matches(&e) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    };
+    // SQL filters exactly, except a keyword holding NUL (indexed as a space):
+    // then Rust re-checks every row and SQL must not cut the result short.
+    let exact = filter.keyword.as_ref().is_none_or(|k| !k.contains('\0'));
+    if let Some(n) = filter.last_n {
+        w.sql.push_str(&format!(" ORDER BY {order} DESC"));
+        if exact {
+            w.sql.push_str(&format!(" LIMIT {n}"));
+        }
+        let mut recent = decode(c.query(&w.sql, &w.params()).await?)?;
+        recent.truncate(n);
+        recent.reverse();
+        return Ok(Page::paginate(recent, filter.page, filter.page_size));
+    }
+    if !exact {
+        w.sql.push_str(&format!(" ORDER BY {order}"));
+        let all = decode(c.query(&w.sql, &w.params()).await?)?;
+        return Ok(Page::paginate(all, filter.page, filter.page_size));
+    }
+    let Some(offset) = filter
+        .page
+        .checked_mul(filter.page_size)
+        .and_then(|o| i64::try_from(o).ok())
+    else {
+        return Ok(Page::empty(filter.page, filter.page_size));
+    };
+    w.sql.push_str(&format!(
+        " ORDER BY {order} LIMIT {} OFFSET {offset}",
+        filter.page_size + 1
+    ));
+    let mut items = decode(c.query(&w.sql, &w.params()).await?)?;
+    let has_more = items.len() > filter.page_size;
+    items.truncate(filter.page_size);
+    Ok(Page {
+        items,
+        page: filter.page,
+        page_size: filter.page_size,
+        has_more,
+    })
+}
+
+/// A `LIKE` pattern matching `text` literally anywhere (`\` escapes).
+fn like_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.replace('\0', " ").chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+pub(crate) async fn search(
+    c: &Client,
+    t: &Tables,
+    q: &SearchQuery,
+    now: DateTime<Utc>,
+) -> R<Page<SearchHit>> {
+    let mut w = Conditions::new(format!(
+        "SELECT session_id, seq, body FROM {} e WHERE ",
+        t.events
+    ));
+    let multi = match &q.scope {
+        SearchScope::Session(id) => {
+            ensure_live(c, t, id, now).await?;
+            let m = w.next_mark(id.clone());
+            w.sql.push_str(&format!("session_id = {m}"));
+            false
+        }
+        SearchScope::User { app, user_id } => {
+            let a = w.next_mark(app.clone());
+            let u = w.next_mark(user_id.clone());
+            let n = w.next_mark(micros(now));
+            w.sql.push_str(&format!(
+                "session_id IN (SELECT id FROM {} WHERE app = {a} AND user_id = {u} \
+                 AND (expires_at IS NULL OR expires_at > {n}))",
+                t.sessions
+            ));
+            true
+        }
+    };
+    let Some(offset) = q
+        .page
+        .checked_mul(q.page_size)
+        .and_then(|o| i64::try_from(o).ok())
+    else {
+        return Ok(Page::empty(q.page, q.page_size));
+    };
+    if q.mode == SearchMode::Ranked {
+        let m = w.next_mark(fold_case(&q.text).replace('\0', " "));
+        let sql = w.sql.replacen(
+            "SELECT session_id, seq, body",
+            &format!(
+                "SELECT session_id, seq, body, ts_rank(to_tsvector('simple', search_text), plainto_tsquery('simple', {m}))::float8 AS rank"
+            ),
+            1,
+        );
+        let sql = format!(
+            "{sql} AND to_tsvector('simple', search_text) @@ plainto_tsquery('simple', {m}) \
+             ORDER BY rank DESC, seq LIMIT {} OFFSET {offset}",
+            q.page_size + 1
+        );
+        let rows = c.query(&sql, &w.params()).await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows {
+            let session_id: String = row.try_get(0)?;
+            let event = decode_event(&session_id, row.try_get(1)?, &row.try_get::<_, String>(2)?)?;
+            items.push(SearchHit {
+                session_id,
+                event,
+                score: Some(row.try_get(3)?),
+            });
+        }
+        let has_more = items.len() > q.page_size;
+        items.truncate(q.page_size);
+        return Ok(Page {
+            items,
+            page: q.page,
+            page_size: q.page_size,
+            has_more,
+        });
+    }
+    let needle = fold_case(&q.text);
+    let m = w.next_mark(like_pattern(&needle));
+    w.sql
+        .push_str(&format!(" AND search_text LIKE {m} ESCAPE '\\'"));
+    let order = if multi { "ts, session_id, seq" } else { "seq" };
+    // The folded LIKE is exact except where NUL was indexed as a space: re-check in Rust.
+    let exact = !q.text.contains('\0');
+    if exact {
+        w.sql.push_str(&format!(
+            " ORDER BY {order} LIMIT {} OFFSET {offset}",
+            q.page_size + 1
+        ));
+    } else {
+        w.sql.push_str(&format!(" ORDER BY {order}"));
+    }
+    let rows = c.query(&w.sql, &w.params()).await?;
+    let mut hits = Vec::new();
+    for row in rows {
+        let session_id: String = row.try_get(0)?;
+        let event = decode_event(&session_id, row.try_get(1)?, &row.try_get::<_, String>(2)?)?;
+        if exact || contains_folded(&event.message.search_text(), &needle) {
+            hits.push(SearchHit {
+                session_id,
+                event,
+                score: None,
+            });
+        }
+    }
+    if exact {
+        let has_more = hits.len() > q.page_size;
+        hits.truncate(q.page_size);
+        Ok(Page {
+            items: hits,
+            page: q.page,
+            page_size: q.page_size,
+            has_more,
+        })
+    } else {
+        Ok(Page::paginate(hits, q.page, q.page_size))
+    }
+}
+
+pub(crate) async fn shared_state(
+    c: &Client,
+    t: &Tables,
+    app: &str,
+    user_id: &str,
+) -> R<SharedState> {
+    let a = c
+        .prepare_cached(&format!("SELECT state FROM {} WHERE app = $1", t.app_state))
+        .await?;
+    let u = c
+        .prepare_cached(&format!(
+            "SELECT state FROM {} WHERE app = $1 AND user_id = $2",
+            t.user_state
+        ))
+        .await?;
+    let app_state = match c.query_opt(&a, &[&app]).await? {
+        Some(row) => parse_map(&row.try_get::<_, String>(0)?, || format!("app {app} state"))?,
+        None => StateMap::new(),
+    };
+    let user_state = match c.query_opt(&u, &[&app, &user_id]).await? {
+        Some(row) => parse_map(&row.try_get::<_, String>(0)?, || {
+            format!("user {user_id} state in app {app}")
+        })?,
+        None => StateMap::new(),
+    };
+    Ok(SharedState {
+        app: app_state,
+        user: user_state,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_pattern_escapes_wildcards_and_backslash() {
+        assert_eq!(like_pattern("100%_a\\b"), "%100\\%\\_a\\\\b%");
+    }
+
+    #[test]
+    fn visible_branches_are_ancestors_and_self() {
+        assert_eq!(visible_branches("a.b.c"), ["a", "a.b", "a.b.c"]);
+    }
+}

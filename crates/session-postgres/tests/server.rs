@@ -1,0 +1,241 @@
+//! PostgreSQL-specific behaviour: a connection killed mid-transaction,
+//! concurrent migrations, and index use of the hot queries.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use session_core::{
+    ErrorKind, EventFilter, EventView, Message, NewSession, SessionEvent, SessionRepository,
+    SessionRepositoryExt,
+};
+use session_postgres::{PostgresRepository, SCHEMA_VERSION};
+use tokio_postgres::NoTls;
+
+fn url() -> String {
+    std::env::var("POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+fn schema() -> String {
+    format!("t_{}", uuid::Uuid::new_v4().simple())
+}
+
+async fn repo(schema: &str) -> Option<PostgresRepository> {
+    match PostgresRepository::builder(url())
+        .schema(schema)
+        .connect()
+        .await
+    {
+        Ok(r) => Some(r),
+        Err(e) => session_testkit::skip(
+            "postgres",
+            &format!("no PostgreSQL at {}: {e}", url()),
+            false,
+        ),
+    }
+}
+
+async fn admin() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&url(), NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// A connection terminated by the server in the middle of an append's
+/// transaction leaves nothing behind; a retry with the same event ids
+/// writes the batch exactly once, and a further retry writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connection_mid_append_is_all_or_nothing_and_retry_converges() {
+    let schema = schema();
+    let Some(repo) = repo(&schema).await else {
+        return;
+    };
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()))
+        .await
+        .unwrap();
+    let seed = SessionEvent::builder(Message::user("seed"))
+        .state("user:n", 0)
+        .build()
+        .unwrap();
+    repo.append(&s.id, vec![seed]).await.unwrap();
+
+    // Hold the user-state row so the next append blocks inside its transaction.
+    let mut holder = admin().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute(
+        &format!("SELECT state FROM \"{schema}\".user_state WHERE app = 'app' AND user_id = 'alice' FOR UPDATE"),
+        &[],
+    )
+    .await
+    .unwrap();
+
+    let batch: Vec<SessionEvent> = (0..3)
+        .map(|i| {
+            SessionEvent::builder(Message::user(format!("batch {i}")))
+                .state("user:n", i)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let blocked = {
+        let repo = repo.clone();
+        let id = s.id.clone();
+        let batch = batch.clone();
+        tokio::spawn(async move { repo.append(&id, batch).await })
+    };
+    // Find the append's backend, waiting on our lock, and terminate it.
+    let killer = admin().await;
+    let mut killed = false;
+    for _ in 0..200 {
+        let rows = killer
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND pid <> pg_backend_pid() AND query LIKE $1",
+                &[&format!("%\"{schema}\".user_state%")],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = rows.first() {
+            let pid: i32 = row.get(0);
+            killer
+                .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                .await
+                .unwrap();
+            killed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(killed, "the append never blocked on the held lock");
+    let err = blocked.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.is_retryable());
+    hold.rollback().await.unwrap();
+
+    // Nothing of the batch is there: not the events, not the version bump, not the state.
+    assert_eq!(
+        repo.all_events(&s.id, EventView::Archive)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(repo.event_version(&s.id).await.unwrap(), 1);
+    assert_eq!(
+        repo.shared_state("app", "alice").await.unwrap().user["user:n"],
+        0
+    );
+
+    // Retry with the same ids: written once; again: nothing new.
+    let first = repo.append(&s.id, batch.clone()).await.unwrap();
+    assert_eq!((first.seqs.clone(), first.written), (vec![2, 3, 4], 3));
+    let again = repo.append(&s.id, batch).await.unwrap();
+    assert_eq!(
+        (again.seqs, again.written, again.version),
+        (first.seqs, 0, first.version)
+    );
+    assert_eq!(
+        repo.shared_state("app", "alice").await.unwrap().user["user:n"],
+        2
+    );
+    repo.drop_schema().await.unwrap();
+}
+
+/// Two processes (here: two pools) migrating the same schema at once both
+/// succeed, and the migration is recorded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_migrations_are_safe_and_idempotent() {
+    let schema = schema();
+    let (a, b) = tokio::join!(repo(&schema), repo(&schema));
+    let (Some(a), Some(b)) = (a, b) else { return };
+    assert_eq!(a.migrate().await.unwrap(), SCHEMA_VERSION);
+    assert_eq!(b.migrate().await.unwrap(), SCHEMA_VERSION);
+    let rows: i64 = admin()
+        .await
+        .query_one(
+            &format!("SELECT COUNT(*) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, SCHEMA_VERSION);
+    a.drop_schema().await.unwrap();
+}
+
+/// The hot queries use indexes, not sequential scans of the events or
+/// sessions tables (plans printed with `--nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_queries_use_indexes() {
+    let schema = schema();
+    let Some(repo) = repo(&schema).await else {
+        return;
+    };
+    let mut target = String::new();
+    for s in 0..50 {
+        let session = repo
+            .create(NewSession::new(
+                "app",
+                format!("user{}", s % 5),
+                chrono::Utc::now(),
+            ))
+            .await
+            .unwrap();
+        let events: Vec<SessionEvent> = (0..400)
+            .map(|i| {
+                SessionEvent::new(Message::user(format!(
+                    "session {s} message {i} about topic{}",
+                    i % 37
+                )))
+            })
+            .collect();
+        repo.append(&session.id, events).await.unwrap();
+        target = session.id;
+    }
+    assert_eq!(
+        repo.events(&target, &EventFilter::last(20))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        20
+    );
+    let db = admin().await;
+    // A realistic number of sessions, so that the planner's choices are the ones production sees.
+    db.batch_execute(&format!(
+        "INSERT INTO \"{schema}\".sessions SELECT 'bulk' || g, 'app', 'user' || (g % 500), NULL, 'active', \
+         0, g, NULL, '{{}}', '{{}}', '{{}}', 0, 0, 0, 0, 1 FROM generate_series(1, 20000) g; \
+         ANALYZE \"{schema}\".events; ANALYZE \"{schema}\".sessions"
+    ))
+    .await
+    .unwrap();
+    let e = format!("\"{schema}\".events");
+    let sessions = format!("\"{schema}\".sessions");
+    let queries = [
+        ("last 20 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq DESC LIMIT 20")),
+        ("last 20 of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL ORDER BY ctx_pos DESC LIMIT 20")),
+        ("page 3 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq LIMIT 11 OFFSET 30")),
+        ("search one session", format!("SELECT session_id, seq, body FROM {e} WHERE session_id = $1 AND search_text LIKE '%topic17%' ESCAPE '\\' ORDER BY seq LIMIT 11")),
+        ("idempotency check", format!("SELECT seq FROM {e} WHERE session_id = $1 AND id = 'x'")),
+        ("sessions of a user", format!("SELECT id FROM {sessions} WHERE app = 'app' AND user_id = 'user1' ORDER BY updated_at DESC, id LIMIT 11")),
+    ];
+    for (name, sql) in queries {
+        let sql = sql.replace("$1", &format!("'{target}'"));
+        let plan: Vec<String> = db
+            .query(&format!("EXPLAIN {sql}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect();
+        let plan = plan.join("\n");
+        println!("-- {name}\n{plan}\n");
+        assert!(plan.contains("Index"), "{name} uses no index:\n{plan}");
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{name} scans a whole table:\n{plan}"
+        );
+    }
+    repo.drop_schema().await.unwrap();
+}
