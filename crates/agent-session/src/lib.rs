@@ -4,6 +4,9 @@ use std::sync::Arc;
 
 pub use session_core::*;
 
+/// Compaction: triggers, strategies, summarizers, token estimators (feature `compaction`).
+#[cfg(feature = "compaction")]
+pub use session_compaction as compaction;
 #[cfg(feature = "postgres")]
 pub use session_postgres::{PostgresRepository, PostgresRepositoryBuilder};
 #[cfg(feature = "sqlite")]

@@ -1,0 +1,82 @@
+//! Compaction for agent-session: keep a session's context small while the
+//! archive keeps everything.
+//!
+//! - [`Trigger`]s decide when (`TurnCount`, `TokenCount`, `ContextFraction`,
+//!   `EventCount`, `Any`, `All`);
+//! - [`CompactionStrategy`]s decide what stays, always on whole turns:
+//!   [`SlidingWindow`], [`TurnWindow`], [`TokenBudget`],
+//!   [`RecursiveSummarization`] and [`StructuredSummary`];
+//! - [`Summarizer`]s write summaries: [`ExtractiveSummarizer`] offline,
+//!   [`OpenAiSummarizer`] on any OpenAI-compatible endpoint;
+//! - [`CompactionPolicy`] plugs a trigger and a strategy into
+//!   `DefaultSessionService` after every append, or runs one now.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use session_compaction::{CompactionOutcome, CompactionPolicy, ExtractiveSummarizer, RecursiveSummarization, Trigger};
+//! use session_core::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let repo = InMemoryRepository::new().shared();
+//! let policy = CompactionPolicy::new(
+//!     Trigger::TurnCount(4),
+//!     Arc::new(RecursiveSummarization::new(2, Arc::new(ExtractiveSummarizer::new()))),
+//! );
+//! let service = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
+//! let alice = Owner::user("alice");
+//! let s = service.create(CreateSessionRequest::builder("alice").build()?).await?;
+//! for i in 1..=4 {
+//!     service.append_message(&alice, &s.id, Message::user(format!("Question {i}: my code is {i}23."))).await?;
+//!     service.append_message(&alice, &s.id, Message::assistant(format!("Answer {i}."))).await?;
+//! }
+//! // The fourth turn fired the trigger: a summary turn plus the last two turns.
+//! let context = service.messages(&alice, &s.id).await?;
+//! assert_eq!(context.len(), 2 + 4);
+//! assert!(context[1].text().contains("123"));
+//! // The archive still holds every message: recall search finds the original
+//! // question and the summary that mentions it.
+//! let hits = service.search(&alice, &SearchQuery::in_session(&s.id, "question 1")).await?;
+//! assert_eq!(hits.items.len(), 2);
+//! assert!(hits.items[1].event.is_synthetic());
+//! # Ok::<(), SessionError>(())
+//! # }).unwrap();
+//! ```
+
+mod openai;
+mod policy;
+mod strategy;
+mod summarize;
+mod tokens;
+
+pub use openai::OpenAiSummarizer;
+pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy};
+pub use strategy::{
+    CompactionMetrics, CompactionRequest, CompactionResult, CompactionStrategy, SlidingWindow,
+    TokenBudget, Trigger, TurnWindow,
+};
+pub use summarize::{
+    default_summary_schema, merge_structured, validate_against_schema, ExtractiveSummarizer,
+    RecursiveSummarization, StructuredSummary, Summarizer, SummaryPrompts, SummaryRequest,
+    SESSION_MESSAGES,
+};
+pub use tokens::{BpeEstimator, CalibratedEstimator};
+
+use session_core::SessionError;
+
+/// Why a compaction did not happen. The context is always left untouched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactionError {
+    /// The summarizer failed (HTTP error, timeout, unreadable answer).
+    #[error("summarizer failed: {0}")]
+    Summarizer(String),
+    /// The summarizer answered, but with nothing usable (empty, not JSON, not the schema).
+    #[error("unusable summary: {reason}")]
+    InvalidSummary {
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The repository failed.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}

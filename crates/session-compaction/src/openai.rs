@@ -1,0 +1,174 @@
+//! A summarizer on any OpenAI-compatible chat-completions endpoint.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::summarize::{Summarizer, SummaryRequest};
+use crate::CompactionError;
+
+/// Calls `POST {base_url}/chat/completions` to write summaries.
+///
+/// Retries 429 and 5xx answers with exponential backoff; every request has
+/// a timeout. The API key never appears in `Debug` output or logs.
+#[derive(Clone)]
+pub struct OpenAiSummarizer {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    temperature: f64,
+    max_tokens: u32,
+    retries: u32,
+    backoff: Duration,
+}
+
+impl std::fmt::Debug for OpenAiSummarizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiSummarizer")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiSummarizer {
+    /// A summarizer for `model` at `base_url` (e.g. `https://api.openai.com/v1`).
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            client: reqwest::Client::new(),
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            api_key: None,
+            model: model.into(),
+            temperature: 0.3,
+            max_tokens: 1024,
+            retries: 3,
+            backoff: Duration::from_millis(250),
+        }
+        .with_timeout(Duration::from_secs(60))
+    }
+
+    /// Base URL from `OPENAI_BASE_URL` (default `https://api.openai.com/v1`), key from `OPENAI_API_KEY`.
+    pub fn from_env(model: impl Into<String>) -> Self {
+        let base = std::env::var("OPENAI_BASE_URL")
+            .unwrap_or_else(|_| "https://api.openai.com/v1".to_owned());
+        let mut s = Self::new(base, model);
+        s.api_key = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty());
+        s
+    }
+
+    /// Sends `Authorization: Bearer <key>`.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sampling temperature (default 0.3, as the seeds use).
+    pub fn with_temperature(mut self, t: f64) -> Self {
+        self.temperature = t;
+        self
+    }
+
+    /// Most tokens in the answer (default 1024).
+    pub fn with_max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+
+    /// Per-request timeout (default 60 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        self
+    }
+
+    /// Retries after 429/5xx (default 3) and the first backoff (default 250 ms, doubling).
+    pub fn with_retries(mut self, retries: u32, backoff: Duration) -> Self {
+        self.retries = retries;
+        self.backoff = backoff;
+        self
+    }
+
+    /// The request body for a summary request.
+    pub fn request_body(&self, request: &SummaryRequest<'_>) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "messages": [
+                {"role": "system", "content": request.system_prompt},
+                {"role": "user", "content": request.user_prompt},
+            ],
+        });
+        if let Some(schema) = request.schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": "session_summary", "strict": true, "schema": schema},
+            });
+        }
+        body
+    }
+}
+
+#[async_trait]
+impl Summarizer for OpenAiSummarizer {
+    async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, CompactionError> {
+        let url = format!("{}/chat/completions", self.base_url);
+        let body = self.request_body(request);
+        let mut attempt = 0;
+        loop {
+            let mut req = self.client.post(&url).json(&body);
+            if let Some(key) = &self.api_key {
+                req = req.bearer_auth(key);
+            }
+            let response = req.send().await;
+            let retry_after = match response {
+                Err(e) if e.is_timeout() || e.is_connect() => Some(format!("request failed: {e}")),
+                Err(e) => return Err(CompactionError::Summarizer(format!("request failed: {e}"))),
+                Ok(resp) => {
+                    let status = resp.status();
+                    if status.is_success() {
+                        let v: Value = resp.json().await.map_err(|e| {
+                            CompactionError::Summarizer(format!("unreadable answer: {e}"))
+                        })?;
+                        return v["choices"][0]["message"]["content"]
+                            .as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| {
+                                CompactionError::Summarizer(
+                                    "the answer has no choices[0].message.content".to_owned(),
+                                )
+                            });
+                    }
+                    let text = resp.text().await.unwrap_or_default();
+                    let message = serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                        .unwrap_or(text);
+                    if status.as_u16() == 429 || status.is_server_error() {
+                        Some(format!("HTTP {status}: {message}"))
+                    } else {
+                        return Err(CompactionError::Summarizer(format!(
+                            "HTTP {status}: {message}"
+                        )));
+                    }
+                }
+            };
+            attempt += 1;
+            let reason = retry_after.unwrap_or_default();
+            if attempt > self.retries {
+                return Err(CompactionError::Summarizer(format!(
+                    "gave up after {attempt} attempts: {reason}"
+                )));
+            }
+            tracing::warn!(attempt, "summarizer request failed; retrying");
+            tokio::time::sleep(self.backoff * 2u32.saturating_pow(attempt - 1)).await;
+        }
+    }
+}

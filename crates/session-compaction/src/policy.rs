@@ -1,0 +1,212 @@
+//! Wiring compaction into a session's life: checked after appends, run now, or on a context-length error.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use session_core::{
+    AppendHook, AppendOutcome, EventView, Owner, Session, SessionEvent, SessionRepository,
+    SessionRepositoryExt,
+};
+
+use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy, Trigger};
+use crate::CompactionError;
+
+/// The pre-compaction flush: sees the events about to leave the context
+/// (they stay in the archive) and may save what matters elsewhere.
+#[async_trait]
+pub trait BeforeCompaction: Send + Sync {
+    /// Called once per compaction, before the context is replaced.
+    async fn before_compaction(&self, session: &Session, leaving: &[SessionEvent]);
+}
+
+/// What a compaction attempt came to.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CompactionOutcome {
+    /// The trigger did not fire, or the strategy had nothing to remove.
+    NotNeeded,
+    /// The context was replaced.
+    Compacted(CompactionResult),
+    /// Someone wrote between reading and replacing: nothing changed (no
+    /// event is ever lost); the next append will check again.
+    LostRace {
+        /// The version the compaction read.
+        read_version: u64,
+    },
+}
+
+/// A trigger plus a strategy, checked after every append that wrote something.
+///
+/// ```
+/// use std::sync::Arc;
+/// use session_compaction::{CompactionPolicy, TurnWindow, Trigger};
+/// use session_core::{DefaultSessionService, InMemoryRepository};
+///
+/// let policy = CompactionPolicy::new(Trigger::TurnCount(20), Arc::new(TurnWindow { max_turns: 10 }));
+/// let service = DefaultSessionService::new(InMemoryRepository::new().shared())
+///     .with_append_hook(Arc::new(policy));
+/// ```
+#[derive(Clone)]
+pub struct CompactionPolicy {
+    trigger: Trigger,
+    strategy: Arc<dyn CompactionStrategy>,
+    before: Option<Arc<dyn BeforeCompaction>>,
+    background: Option<Arc<dyn SessionRepository>>,
+}
+
+impl std::fmt::Debug for CompactionPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionPolicy")
+            .field("trigger", &self.trigger)
+            .field("strategy", &self.strategy.name())
+            .field("background", &self.background.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompactionPolicy {
+    /// Compacts with `strategy` whenever `trigger` fires; inline by default.
+    pub fn new(trigger: Trigger, strategy: Arc<dyn CompactionStrategy>) -> Self {
+        Self {
+            trigger,
+            strategy,
+            before: None,
+            background: None,
+        }
+    }
+
+    /// Runs the pre-compaction flush before every compaction.
+    pub fn with_before_compaction(mut self, hook: Arc<dyn BeforeCompaction>) -> Self {
+        self.before = Some(hook);
+        self
+    }
+
+    /// Compacts on a background task over `repository` instead of inside the append call.
+    pub fn in_background(mut self, repository: Arc<dyn SessionRepository>) -> Self {
+        self.background = Some(repository);
+        self
+    }
+
+    /// The trigger.
+    pub fn trigger(&self) -> &Trigger {
+        &self.trigger
+    }
+
+    /// Compacts if the trigger fires.
+    pub async fn maybe_compact(
+        &self,
+        repository: &dyn SessionRepository,
+        session_id: &str,
+    ) -> Result<CompactionOutcome, CompactionError> {
+        let session = repository.get(session_id).await?;
+        if !self.trigger.needs_events() && !self.trigger.fires(session.context_tokens, 0, 0) {
+            return Ok(CompactionOutcome::NotNeeded);
+        }
+        self.run(repository, session, true).await
+    }
+
+    /// Compacts now, whatever the trigger says (the seeds' forceCompaction).
+    pub async fn compact_now(
+        &self,
+        repository: &dyn SessionRepository,
+        session_id: &str,
+    ) -> Result<CompactionOutcome, CompactionError> {
+        let session = repository.get(session_id).await?;
+        self.run(repository, session, false).await
+    }
+
+    /// Runs a model call; if it fails with a context-length error
+    /// (`is_context_length`), compacts now and retries the call once.
+    pub async fn retry_after_compaction<T, E, F, Fut>(
+        &self,
+        repository: &dyn SessionRepository,
+        session_id: &str,
+        mut call: F,
+        is_context_length: impl Fn(&E) -> bool,
+    ) -> Result<Result<T, E>, CompactionError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        match call().await {
+            Err(e) if is_context_length(&e) => {
+                tracing::info!(
+                    session_id,
+                    "context length exceeded: compacting and retrying once"
+                );
+                self.compact_now(repository, session_id).await?;
+                Ok(call().await)
+            }
+            other => Ok(other),
+        }
+    }
+
+    async fn run(
+        &self,
+        repository: &dyn SessionRepository,
+        session: Session,
+        check_trigger: bool,
+    ) -> Result<CompactionOutcome, CompactionError> {
+        let read_version = session.version;
+        let context = repository
+            .all_events(&session.id, EventView::Context)
+            .await?;
+        let request = CompactionRequest::new(session, context);
+        if check_trigger && !self.trigger.fires_for(&request) {
+            return Ok(CompactionOutcome::NotNeeded);
+        }
+        let result = self.strategy.compact(&request).await?;
+        if result.is_noop() {
+            return Ok(CompactionOutcome::NotNeeded);
+        }
+        if let Some(hook) = &self.before {
+            hook.before_compaction(&request.session, &result.archived)
+                .await;
+        }
+        let replaced = repository
+            .replace_context(&request.session.id, result.context.clone(), read_version)
+            .await?;
+        if replaced {
+            tracing::info!(
+                session_id = %request.session.id,
+                strategy = self.strategy.name(),
+                events_before = result.metrics.events_before,
+                events_after = result.metrics.events_after,
+                tokens_before = result.metrics.tokens_before,
+                tokens_after = result.metrics.tokens_after,
+                "compacted"
+            );
+            Ok(CompactionOutcome::Compacted(result))
+        } else {
+            tracing::info!(session_id = %request.session.id, read_version, "compaction lost a race; nothing changed");
+            Ok(CompactionOutcome::LostRace { read_version })
+        }
+    }
+}
+
+#[async_trait]
+impl AppendHook for CompactionPolicy {
+    async fn after_append(
+        &self,
+        repository: &dyn SessionRepository,
+        _owner: &Owner,
+        session_id: &str,
+        _outcome: &AppendOutcome,
+    ) {
+        if let Some(repo) = &self.background {
+            let policy = self.clone();
+            let repo = repo.clone();
+            let id = session_id.to_owned();
+            tokio::spawn(async move {
+                if let Err(e) = policy.maybe_compact(repo.as_ref(), &id).await {
+                    tracing::warn!(session_id = %id, error = %e, "background compaction failed; the context is unchanged");
+                }
+            });
+            return;
+        }
+        if let Err(e) = self.maybe_compact(repository, session_id).await {
+            tracing::warn!(session_id, error = %e, "compaction failed; the context is unchanged");
+        }
+    }
+}

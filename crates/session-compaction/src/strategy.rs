@@ -1,0 +1,345 @@
+//! What compaction works on and produces, the triggers that start it, and
+//! the strategies that decide what stays in the context.
+
+use std::collections::HashSet;
+
+use async_trait::async_trait;
+use session_core::{Role, Session, SessionEvent};
+
+use crate::CompactionError;
+
+/// Everything a strategy needs: the session and its current context.
+#[derive(Debug, Clone)]
+pub struct CompactionRequest {
+    /// The session (counters included).
+    pub session: Session,
+    /// The context, in context order.
+    pub events: Vec<SessionEvent>,
+    /// Events in the context.
+    pub event_count: usize,
+    /// Turns in the context (root-level, non-synthetic user messages).
+    pub turn_count: usize,
+    /// Sum of the context events' token estimates.
+    pub token_count: u64,
+}
+
+impl CompactionRequest {
+    /// A request over `session`'s context `events`, with the counts computed.
+    pub fn new(session: Session, events: Vec<SessionEvent>) -> Self {
+        let token_count = events.iter().map(|e| u64::from(e.token_estimate)).sum();
+        Self {
+            event_count: events.len(),
+            turn_count: session_core::turn_count(&events),
+            token_count,
+            session,
+            events,
+        }
+    }
+}
+
+/// Sizes before and after a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactionMetrics {
+    /// Context events before.
+    pub events_before: usize,
+    /// Context events after.
+    pub events_after: usize,
+    /// Context tokens before.
+    pub tokens_before: u64,
+    /// Context tokens after.
+    pub tokens_after: u64,
+    /// Events that left the context (they stay in the archive).
+    pub archived: usize,
+}
+
+/// What a strategy decided.
+#[derive(Debug, Clone)]
+pub struct CompactionResult {
+    /// The new context: synthetic events first, then the kept events in order.
+    pub context: Vec<SessionEvent>,
+    /// The events that leave the context (still in the archive).
+    pub archived: Vec<SessionEvent>,
+    /// The summary text written, for summarizing strategies.
+    pub summary: Option<String>,
+    /// Sizes before and after.
+    pub metrics: CompactionMetrics,
+}
+
+impl CompactionResult {
+    /// Whether the strategy changed nothing.
+    pub fn is_noop(&self) -> bool {
+        self.archived.is_empty() && self.summary.is_none()
+    }
+
+    pub(crate) fn build(
+        request: &CompactionRequest,
+        context: Vec<SessionEvent>,
+        archived: Vec<SessionEvent>,
+        summary: Option<String>,
+    ) -> Self {
+        let tokens =
+            |events: &[SessionEvent]| events.iter().map(|e| u64::from(e.token_estimate)).sum();
+        let metrics = CompactionMetrics {
+            events_before: request.events.len(),
+            events_after: context.len(),
+            tokens_before: request.token_count,
+            tokens_after: tokens(&context),
+            archived: archived.len(),
+        };
+        Self {
+            context,
+            archived,
+            summary,
+            metrics,
+        }
+    }
+}
+
+/// When to compact. Checked after appends; token counts come from the
+/// session's running total, so token triggers cost O(1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trigger {
+    /// When the context holds at least this many turns.
+    TurnCount(usize),
+    /// When the context's token estimate reaches this many tokens.
+    TokenCount(u64),
+    /// When the context reaches `fraction` of a model's `max_tokens` (the seeds use 0.7).
+    ContextFraction {
+        /// The model's context window in tokens.
+        max_tokens: u64,
+        /// The share of it that triggers compaction.
+        fraction: f64,
+    },
+    /// When the context holds at least this many events (compacting every n events).
+    EventCount(usize),
+    /// When any of these fires.
+    Any(Vec<Trigger>),
+    /// When all of these fire.
+    All(Vec<Trigger>),
+}
+
+impl Trigger {
+    /// `ContextFraction` at the default 70 %.
+    pub fn context_fraction(max_tokens: u64) -> Self {
+        Self::ContextFraction {
+            max_tokens,
+            fraction: 0.7,
+        }
+    }
+
+    /// Whether deciding needs the context's event or turn counts (not only the session's token total).
+    pub fn needs_events(&self) -> bool {
+        match self {
+            Self::TurnCount(_) | Self::EventCount(_) => true,
+            Self::TokenCount(_) | Self::ContextFraction { .. } => false,
+            Self::Any(ts) | Self::All(ts) => ts.iter().any(Trigger::needs_events),
+        }
+    }
+
+    /// Whether the trigger fires for these counts.
+    pub fn fires(&self, tokens: u64, events: usize, turns: usize) -> bool {
+        match self {
+            Self::TurnCount(n) => turns >= *n,
+            Self::TokenCount(n) => tokens >= *n,
+            Self::ContextFraction {
+                max_tokens,
+                fraction,
+            } => {
+                #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
+                let limit = *max_tokens as f64 * fraction;
+                #[allow(clippy::cast_precision_loss)]
+                let used = tokens as f64;
+                used >= limit
+            }
+            Self::EventCount(n) => events >= *n,
+            Self::Any(ts) => ts.iter().any(|t| t.fires(tokens, events, turns)),
+            Self::All(ts) => !ts.is_empty() && ts.iter().all(|t| t.fires(tokens, events, turns)),
+        }
+    }
+
+    /// Whether the trigger fires for a request.
+    pub fn fires_for(&self, request: &CompactionRequest) -> bool {
+        self.fires(request.token_count, request.event_count, request.turn_count)
+    }
+}
+
+/// Decides the new context of a session.
+#[async_trait]
+pub trait CompactionStrategy: Send + Sync + std::fmt::Debug {
+    /// A short name for logs and metrics.
+    fn name(&self) -> &'static str;
+
+    /// Computes the new context; the request's events are the current context.
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError>;
+}
+
+/// The context cut into what strategies may move: existing synthetic
+/// events (opaque, always kept, placed first) and the real events grouped
+/// into whole turns.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) synthetic: Vec<SessionEvent>,
+    pub(crate) turns: Vec<Vec<SessionEvent>>,
+    /// The first turn that must stay because it (or a later one) holds a
+    /// tool call whose result has not arrived.
+    pub(crate) pinned_from: usize,
+}
+
+impl Plan {
+    pub(crate) fn new(events: &[SessionEvent]) -> Self {
+        let synthetic: Vec<SessionEvent> = events
+            .iter()
+            .filter(|e| e.is_synthetic())
+            .cloned()
+            .collect();
+        let real: Vec<SessionEvent> = events
+            .iter()
+            .filter(|e| !e.is_synthetic())
+            .cloned()
+            .collect();
+        let turns: Vec<Vec<SessionEvent>> = session_core::split_turns(&real)
+            .into_iter()
+            .map(<[SessionEvent]>::to_vec)
+            .collect();
+        let answered: HashSet<&str> = real
+            .iter()
+            .filter_map(|e| match &e.message {
+                session_core::Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let pinned_from = turns
+            .iter()
+            .position(|turn| {
+                turn.iter().any(|e| {
+                    e.role() == Role::Assistant
+                        && e.message
+                            .tool_calls()
+                            .iter()
+                            .any(|c| !answered.contains(c.id.as_str()))
+                })
+            })
+            .unwrap_or(turns.len());
+        Self {
+            synthetic,
+            turns,
+            pinned_from,
+        }
+    }
+
+    /// The latest turn index strategies may cut at: never past a pending
+    /// tool call, and always keeping the last turn.
+    pub(crate) fn max_cut(&self) -> usize {
+        self.pinned_from.min(self.turns.len().saturating_sub(1))
+    }
+
+    /// Keeps `synthetic` first, then the turns from `cut` on; the rest leaves.
+    pub(crate) fn cut(
+        &self,
+        cut: usize,
+        synthetic: Vec<SessionEvent>,
+    ) -> (Vec<SessionEvent>, Vec<SessionEvent>) {
+        let cut = cut.min(self.max_cut());
+        let mut context = synthetic;
+        context.extend(self.turns[cut..].iter().flatten().cloned());
+        let archived = self.turns[..cut].iter().flatten().cloned().collect();
+        (context, archived)
+    }
+}
+
+fn tokens(events: &[SessionEvent]) -> u64 {
+    events.iter().map(|e| u64::from(e.token_estimate)).sum()
+}
+
+/// Keeps the most recent whole turns holding at most `max_events` real events.
+#[derive(Debug, Clone, Copy)]
+pub struct SlidingWindow {
+    /// The most real (non-synthetic) events to keep.
+    pub max_events: usize,
+}
+
+#[async_trait]
+impl CompactionStrategy for SlidingWindow {
+    fn name(&self) -> &'static str {
+        "sliding-window"
+    }
+
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError> {
+        let plan = Plan::new(&request.events);
+        let mut kept = 0;
+        let mut cut = plan.turns.len();
+        for (i, turn) in plan.turns.iter().enumerate().rev() {
+            if kept + turn.len() > self.max_events {
+                break;
+            }
+            kept += turn.len();
+            cut = i;
+        }
+        let (context, archived) = plan.cut(cut, plan.synthetic.clone());
+        Ok(CompactionResult::build(request, context, archived, None))
+    }
+}
+
+/// Keeps the most recent `max_turns` turns.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnWindow {
+    /// The most turns to keep (at least one is always kept).
+    pub max_turns: usize,
+}
+
+#[async_trait]
+impl CompactionStrategy for TurnWindow {
+    fn name(&self) -> &'static str {
+        "turn-window"
+    }
+
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError> {
+        let plan = Plan::new(&request.events);
+        let cut = plan.turns.len().saturating_sub(self.max_turns.max(1));
+        let (context, archived) = plan.cut(cut, plan.synthetic.clone());
+        Ok(CompactionResult::build(request, context, archived, None))
+    }
+}
+
+/// Keeps the most recent whole turns that fit `max_tokens` together with the
+/// synthetic events; the latest turn is kept even when it alone is larger.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBudget {
+    /// The token budget of the compacted context.
+    pub max_tokens: u64,
+}
+
+#[async_trait]
+impl CompactionStrategy for TokenBudget {
+    fn name(&self) -> &'static str {
+        "token-budget"
+    }
+
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError> {
+        let plan = Plan::new(&request.events);
+        let mut used = tokens(&plan.synthetic);
+        let mut cut = plan.turns.len();
+        for (i, turn) in plan.turns.iter().enumerate().rev() {
+            let t = tokens(turn);
+            if used + t > self.max_tokens {
+                break;
+            }
+            used += t;
+            cut = i;
+        }
+        let (context, archived) = plan.cut(cut, plan.synthetic.clone());
+        Ok(CompactionResult::build(request, context, archived, None))
+    }
+}

@@ -1,0 +1,658 @@
+//! Summarizing strategies and the summarizers behind them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+use session_core::{CompactionSource, Message, Role, SessionEvent};
+
+use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy, Plan};
+use crate::CompactionError;
+
+/// The placeholder a user prompt template is rendered with.
+pub const SESSION_MESSAGES: &str = "${sessionMessages}";
+
+/// What a summarizer is asked.
+#[derive(Debug, Clone)]
+pub struct SummaryRequest<'a> {
+    /// The system prompt.
+    pub system_prompt: &'a str,
+    /// The user prompt, with `${sessionMessages}` already rendered.
+    pub user_prompt: String,
+    /// The previous summary, if the context held one.
+    pub previous_summary: Option<&'a str>,
+    /// The events to summarize (leaving the context, plus any overlap).
+    pub events: &'a [SessionEvent],
+    /// The JSON schema the answer must follow, for structured summaries.
+    pub schema: Option<&'a Value>,
+}
+
+/// Writes a summary of events. Implementations: [`ExtractiveSummarizer`]
+/// (offline, deterministic) and [`crate::OpenAiSummarizer`] (any
+/// OpenAI-compatible chat-completions endpoint).
+#[async_trait]
+pub trait Summarizer: Send + Sync + std::fmt::Debug {
+    /// The summary text (JSON text when the request has a schema).
+    async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, CompactionError>;
+}
+
+/// Prompts for summarizing strategies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryPrompts {
+    /// The system prompt.
+    pub system: String,
+    /// The user prompt; `${sessionMessages}` is replaced by the transcript.
+    pub user: String,
+}
+
+impl SummaryPrompts {
+    /// The prompts for a plain-text rolling summary.
+    pub fn recursive() -> Self {
+        Self {
+            system: "You are an expert at distilling chat history. Write a concise summary (at most about 500 words) \
+                     of the conversation that preserves decisions, facts, names, numbers and open questions. \
+                     When a previous summary is given, fold it into the new one."
+                .to_owned(),
+            user: format!("Summarize the conversation so far.\n\n{SESSION_MESSAGES}"),
+        }
+    }
+
+    /// The prompts for a structured (JSON) summary.
+    pub fn structured() -> Self {
+        Self {
+            system: "You are an expert at distilling chat history into structured notes. Answer with one JSON \
+                     object that follows the given schema exactly. When a previous summary is given, merge it: \
+                     keep its facts unless the conversation contradicts them."
+                .to_owned(),
+            user: format!("Summarize these messages:\n\n{SESSION_MESSAGES}"),
+        }
+    }
+
+    /// Renders the user prompt with the previous summary and the events' transcript.
+    pub fn render(&self, previous: Option<&str>, events: &[SessionEvent]) -> String {
+        let mut transcript = String::new();
+        if let Some(p) = previous {
+            transcript.push_str("Previous summary:\n");
+            transcript.push_str(p);
+            transcript.push_str("\n\nNew messages:\n");
+        }
+        for e in events {
+            transcript.push_str(&transcript_line(e));
+            transcript.push('\n');
+        }
+        self.user.replace(SESSION_MESSAGES, transcript.trim_end())
+    }
+}
+
+fn transcript_line(e: &SessionEvent) -> String {
+    let who = match (&e.branch, e.role()) {
+        (Some(b), r) => format!("{r} [{b}]"),
+        (None, r) => r.to_string(),
+    };
+    let mut line = format!("{who}: {}", e.message.text());
+    for c in e.message.tool_calls() {
+        line.push_str(&format!(" [calls {}({})]", c.name, c.arguments));
+    }
+    line
+}
+
+/// The latest synthetic summary text of `source` in the context.
+fn previous_summary<'a>(events: &'a [SessionEvent], source: &CompactionSource) -> Option<&'a str> {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.compaction_source.as_ref() == Some(source) && e.role() == Role::Assistant)
+        .map(|e| e.message.text())
+}
+
+/// How a summarizing strategy summarizes: shared by [`RecursiveSummarization`] and [`StructuredSummary`].
+struct SummaryJob<'a> {
+    keep_recent: usize,
+    overlap: usize,
+    source: CompactionSource,
+    summarizer: &'a dyn Summarizer,
+    prompts: &'a SummaryPrompts,
+    schema: Option<&'a Value>,
+}
+
+/// Summarizes the turns leaving the context into one synthetic summary turn.
+async fn summarize_into_turn(
+    request: &CompactionRequest,
+    job: SummaryJob<'_>,
+    finish: impl Fn(Option<&str>, String) -> Result<String, CompactionError>,
+) -> Result<CompactionResult, CompactionError> {
+    let SummaryJob {
+        keep_recent,
+        overlap,
+        source,
+        summarizer,
+        prompts,
+        schema,
+    } = job;
+    let source = &source;
+    let plan = Plan::new(&request.events);
+    let cut = plan
+        .turns
+        .len()
+        .saturating_sub(keep_recent)
+        .min(plan.max_cut());
+    if cut == 0 {
+        return Ok(CompactionResult::build(
+            request,
+            request.events.clone(),
+            Vec::new(),
+            None,
+        ));
+    }
+    let previous = previous_summary(&request.events, source);
+    let leaving: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();
+    let mut shown = leaving.clone();
+    shown.extend(
+        plan.turns[cut..(cut + overlap).min(plan.turns.len())]
+            .iter()
+            .flatten()
+            .cloned(),
+    );
+    let summary_request = SummaryRequest {
+        system_prompt: &prompts.system,
+        user_prompt: prompts.render(previous, &shown),
+        previous_summary: previous,
+        events: &shown,
+        schema,
+    };
+    let raw = summarizer.summarize(&summary_request).await?;
+    if raw.trim().is_empty() {
+        return Err(CompactionError::InvalidSummary {
+            reason: "the summarizer returned an empty summary".to_owned(),
+        });
+    }
+    let summary = finish(previous, raw)?;
+    let now = session_core::Clock::now(&session_core::SystemClock);
+    let [prompt, answer] = SessionEvent::summary_turn(summary.clone(), source.clone(), now);
+    // The new summary replaces this source's earlier ones; other synthetic events stay.
+    let mut context = vec![prompt, answer];
+    let mut archived = Vec::new();
+    for e in &plan.synthetic {
+        if e.compaction_source.as_ref() == Some(source) {
+            archived.push(e.clone());
+        } else {
+            context.push(e.clone());
+        }
+    }
+    let (kept, left) = plan.cut(cut, Vec::new());
+    context.extend(kept);
+    archived.extend(left);
+    Ok(CompactionResult::build(
+        request,
+        context,
+        archived,
+        Some(summary),
+    ))
+}
+
+/// A rolling plain-text summary: the new summary is made from the previous
+/// one plus the turns leaving the context; the last `keep_recent` turns stay
+/// verbatim, and `overlap` of them are also shown to the summarizer.
+#[derive(Debug, Clone)]
+pub struct RecursiveSummarization {
+    /// Turns kept verbatim.
+    pub keep_recent: usize,
+    /// Kept turns also shown to the summarizer, for continuity.
+    pub overlap: usize,
+    /// Who writes the summary.
+    pub summarizer: Arc<dyn Summarizer>,
+    /// The prompts.
+    pub prompts: SummaryPrompts,
+}
+
+impl RecursiveSummarization {
+    /// Keeps `keep_recent` turns and summarizes the rest with `summarizer`.
+    pub fn new(keep_recent: usize, summarizer: Arc<dyn Summarizer>) -> Self {
+        Self {
+            keep_recent,
+            overlap: 0,
+            summarizer,
+            prompts: SummaryPrompts::recursive(),
+        }
+    }
+
+    /// Also shows `overlap` kept turns to the summarizer.
+    pub fn with_overlap(mut self, overlap: usize) -> Self {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Uses custom prompts.
+    pub fn with_prompts(mut self, prompts: SummaryPrompts) -> Self {
+        self.prompts = prompts;
+        self
+    }
+}
+
+#[async_trait]
+impl CompactionStrategy for RecursiveSummarization {
+    fn name(&self) -> &'static str {
+        "recursive-summarization"
+    }
+
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError> {
+        let job = SummaryJob {
+            keep_recent: self.keep_recent,
+            overlap: self.overlap,
+            source: CompactionSource::RecursiveSummarization,
+            summarizer: self.summarizer.as_ref(),
+            prompts: &self.prompts,
+            schema: None,
+        };
+        summarize_into_turn(request, job, |_, raw| Ok(raw.trim().to_owned())).await
+    }
+}
+
+/// The default structured-summary schema of the seeds: fourteen required fields.
+pub fn default_summary_schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "title": {"type": "string"},
+            "keywords": strings,
+            "summary": {"type": "string"},
+            "key_points": strings,
+            "key_facts": strings,
+            "action_items": strings,
+            "goal": {"type": "string"},
+            "discoveries": strings,
+            "accomplishments": strings,
+            "relevant_files": strings,
+            "citations": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"source": {"type": "string"}, "quote": {"type": "string"}},
+                "required": ["source", "quote"]
+            }},
+            "sentiment": {"type": "string", "enum": ["positive", "neutral", "negative"]},
+            "confidence": {"type": "number"},
+            "metadata": {"type": "string"}
+        },
+        "required": [
+            "title", "keywords", "summary", "key_points", "key_facts", "action_items", "citations",
+            "sentiment", "confidence", "metadata", "goal", "discoveries", "accomplishments", "relevant_files"
+        ]
+    })
+}
+
+/// Checks `value` against the subset of JSON Schema summaries use: `type`,
+/// `properties`, `required`, `items`, `enum`, `additionalProperties: false`.
+pub fn validate_against_schema(value: &Value, schema: &Value) -> Result<(), String> {
+    validate_at(value, schema, "$")
+}
+
+fn validate_at(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
+    if let Some(t) = schema.get("type").and_then(Value::as_str) {
+        let ok = match t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "number" => value.is_number(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !ok {
+            return Err(format!("{path} should be of type {t}"));
+        }
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
+        if !allowed.contains(value) {
+            return Err(format!(
+                "{path} is not one of {}",
+                Value::Array(allowed.clone())
+            ));
+        }
+    }
+    if let (Some(obj), Some(props)) = (
+        value.as_object(),
+        schema.get("properties").and_then(Value::as_object),
+    ) {
+        for req in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(k) = req.as_str() {
+                if !obj.contains_key(k) {
+                    return Err(format!("{path}.{k} is required"));
+                }
+            }
+        }
+        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+            if let Some(extra) = obj.keys().find(|k| !props.contains_key(*k)) {
+                return Err(format!("{path}.{extra} is not in the schema"));
+            }
+        }
+        for (k, v) in obj {
+            if let Some(s) = props.get(k) {
+                validate_at(v, s, &format!("{path}.{k}"))?;
+            }
+        }
+    }
+    if let (Some(items), Some(item_schema)) = (value.as_array(), schema.get("items")) {
+        for (i, v) in items.iter().enumerate() {
+            validate_at(v, item_schema, &format!("{path}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Merges a new structured summary into the previous one: list fields keep
+/// the previous items the new summary dropped (new items after them,
+/// without duplicates); every other field takes the new value.
+pub fn merge_structured(previous: &Value, new: &Value) -> Value {
+    let (Some(prev), Some(next)) = (previous.as_object(), new.as_object()) else {
+        return new.clone();
+    };
+    let mut out: Map<String, Value> = next.clone();
+    for (k, pv) in prev {
+        match (pv, next.get(k)) {
+            (Value::Array(p), Some(Value::Array(n))) => {
+                let mut merged = p.clone();
+                for item in n {
+                    if !merged.contains(item) {
+                        merged.push(item.clone());
+                    }
+                }
+                out.insert(k.clone(), Value::Array(merged));
+            }
+            (_, None) => {
+                out.insert(k.clone(), pv.clone());
+            }
+            _ => {}
+        }
+    }
+    Value::Object(out)
+}
+
+/// A JSON summary following a schema (default: the seeds' fourteen fields),
+/// validated, and merged with the previous structured summary.
+#[derive(Debug, Clone)]
+pub struct StructuredSummary {
+    /// Turns kept verbatim.
+    pub keep_recent: usize,
+    /// Kept turns also shown to the summarizer.
+    pub overlap: usize,
+    /// Who writes the summary.
+    pub summarizer: Arc<dyn Summarizer>,
+    /// The prompts.
+    pub prompts: SummaryPrompts,
+    /// The schema the summary must follow.
+    pub schema: Value,
+}
+
+impl StructuredSummary {
+    /// The default schema and prompts, keeping `keep_recent` turns.
+    pub fn new(keep_recent: usize, summarizer: Arc<dyn Summarizer>) -> Self {
+        Self {
+            keep_recent,
+            overlap: 0,
+            summarizer,
+            prompts: SummaryPrompts::structured(),
+            schema: default_summary_schema(),
+        }
+    }
+
+    /// Uses a custom schema.
+    pub fn with_schema(mut self, schema: Value) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// Uses custom prompts (the user prompt should contain `${sessionMessages}`).
+    pub fn with_prompts(mut self, prompts: SummaryPrompts) -> Self {
+        self.prompts = prompts;
+        self
+    }
+
+    /// Also shows `overlap` kept turns to the summarizer.
+    pub fn with_overlap(mut self, overlap: usize) -> Self {
+        self.overlap = overlap;
+        self
+    }
+}
+
+#[async_trait]
+impl CompactionStrategy for StructuredSummary {
+    fn name(&self) -> &'static str {
+        "structured-summary"
+    }
+
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError> {
+        let schema = &self.schema;
+        let job = SummaryJob {
+            keep_recent: self.keep_recent,
+            overlap: self.overlap,
+            source: CompactionSource::StructuredSummary,
+            summarizer: self.summarizer.as_ref(),
+            prompts: &self.prompts,
+            schema: Some(schema),
+        };
+        summarize_into_turn(request, job, |previous, raw| {
+            let new: Value =
+                serde_json::from_str(raw.trim()).map_err(|e| CompactionError::InvalidSummary {
+                    reason: format!("the summary is not JSON: {e}"),
+                })?;
+            validate_against_schema(&new, schema)
+                .map_err(|reason| CompactionError::InvalidSummary { reason })?;
+            let merged = match previous.and_then(|p| serde_json::from_str::<Value>(p).ok()) {
+                Some(prev) => merge_structured(&prev, &new),
+                None => new,
+            };
+            Ok(merged.to_string())
+        })
+        .await
+    }
+}
+
+/// An offline summarizer that needs no model: deterministic, it keeps the
+/// salient sentence of each message (the first sentence, or one with
+/// numbers or names), the previous summary, and, for structured requests,
+/// fills the schema's fields from them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExtractiveSummarizer {
+    /// The longest a kept sentence may be, in characters (default 200).
+    pub max_sentence_chars: usize,
+}
+
+impl ExtractiveSummarizer {
+    /// With the default sentence length.
+    pub fn new() -> Self {
+        Self {
+            max_sentence_chars: 200,
+        }
+    }
+
+    fn salient(self, text: &str) -> Option<String> {
+        let sentences: Vec<&str> = text
+            .split_inclusive(['.', '!', '?', '\n'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let pick = sentences
+            .iter()
+            .find(|s| s.chars().any(|c| c.is_ascii_digit()))
+            .or_else(|| sentences.first())?;
+        let limit = if self.max_sentence_chars == 0 {
+            200
+        } else {
+            self.max_sentence_chars
+        };
+        let mut out: String = pick.chars().take(limit).collect();
+        if pick.chars().count() > limit {
+            out.push('…');
+        }
+        Some(out)
+    }
+
+    fn lines(self, events: &[SessionEvent]) -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| {
+                !e.is_synthetic() && matches!(e.role(), Role::User | Role::Assistant | Role::Tool)
+            })
+            .filter_map(|e| {
+                let text = match &e.message {
+                    Message::Tool { name, content, .. } => {
+                        format!(
+                            "{} returned {}",
+                            name.as_deref().unwrap_or("a tool"),
+                            content.text
+                        )
+                    }
+                    m => m.text().to_owned(),
+                };
+                self.salient(&text).map(|s| format!("{}: {s}", e.role()))
+            })
+            .collect()
+    }
+
+    fn structured(self, previous: Option<&str>, events: &[SessionEvent]) -> Value {
+        let lines = self.lines(events);
+        let first_user = events
+            .iter()
+            .find(|e| e.role() == Role::User && !e.is_synthetic())
+            .and_then(|e| self.salient(e.message.text()))
+            .unwrap_or_default();
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for e in events {
+            for w in e.message.text().split(|c: char| !c.is_alphanumeric()) {
+                if w.chars().count() >= 5 {
+                    *counts.entry(w.to_lowercase()).or_default() += 1;
+                }
+            }
+        }
+        let mut words: Vec<(String, usize)> = counts.into_iter().collect();
+        words.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let keywords: Vec<String> = words.into_iter().take(3).map(|(w, _)| w).collect();
+        let facts: Vec<String> = lines
+            .iter()
+            .filter(|l| l.chars().any(|c| c.is_ascii_digit()))
+            .cloned()
+            .collect();
+        let files: Vec<String> = events
+            .iter()
+            .flat_map(|e| {
+                e.message
+                    .text()
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|w| w.contains('/') && w.contains('.') && !w.starts_with("http"))
+            .collect();
+        let mut summary = previous.unwrap_or_default().to_owned();
+        if !summary.is_empty() {
+            summary.push(' ');
+        }
+        summary.push_str(&lines.join(" "));
+        json!({
+            "title": first_user.chars().take(80).collect::<String>(),
+            "keywords": keywords,
+            "summary": summary,
+            "key_points": lines,
+            "key_facts": facts,
+            "action_items": [],
+            "goal": first_user,
+            "discoveries": [],
+            "accomplishments": [],
+            "relevant_files": files,
+            "citations": [],
+            "sentiment": "neutral",
+            "confidence": 5,
+            "metadata": "extractive summary"
+        })
+    }
+}
+
+#[async_trait]
+impl Summarizer for ExtractiveSummarizer {
+    async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, CompactionError> {
+        if request.schema.is_some() {
+            let prev = request
+                .previous_summary
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .and_then(|v| v.get("summary").and_then(Value::as_str).map(str::to_owned));
+            return Ok(self.structured(prev.as_deref(), request.events).to_string());
+        }
+        let mut out = String::new();
+        if let Some(p) = request.previous_summary {
+            out.push_str(p.trim());
+            out.push('\n');
+        }
+        for line in self.lines(request.events) {
+            out.push_str("- ");
+            out.push_str(&line);
+            out.push('\n');
+        }
+        Ok(out.trim_end().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_validation_names_the_problem() {
+        let schema = default_summary_schema();
+        let ok = ExtractiveSummarizer::new().structured(
+            None,
+            &[SessionEvent::new(Message::user("Plan the 3 day trip."))],
+        );
+        assert_eq!(validate_against_schema(&ok, &schema), Ok(()));
+        let mut missing = ok.clone();
+        missing.as_object_mut().unwrap().remove("goal");
+        assert_eq!(
+            validate_against_schema(&missing, &schema),
+            Err("$.goal is required".to_owned())
+        );
+        let mut wrong = ok.clone();
+        wrong["sentiment"] = json!("ecstatic");
+        assert!(validate_against_schema(&wrong, &schema)
+            .unwrap_err()
+            .contains("sentiment"));
+        let mut extra = ok;
+        extra["surprise"] = json!(1);
+        assert!(validate_against_schema(&extra, &schema).is_err());
+    }
+
+    #[test]
+    fn merge_keeps_previous_list_items() {
+        let prev = json!({"key_facts": ["a", "b"], "summary": "old", "goal": "g"});
+        let new = json!({"key_facts": ["b", "c"], "summary": "new"});
+        assert_eq!(
+            merge_structured(&prev, &new),
+            json!({"key_facts": ["a", "b", "c"], "summary": "new", "goal": "g"})
+        );
+    }
+
+    #[test]
+    fn prompt_template_renders_messages() {
+        let p = SummaryPrompts {
+            system: String::new(),
+            user: "Please summarize: ${sessionMessages}".to_owned(),
+        };
+        let out = p.render(Some("before"), &[SessionEvent::new(Message::user("hi"))]);
+        assert_eq!(
+            out,
+            "Please summarize: Previous summary:\nbefore\n\nNew messages:\nuser: hi"
+        );
+    }
+}

@@ -1,0 +1,346 @@
+//! The compaction policy wired into `DefaultSessionService`.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use session_compaction::{
+    BeforeCompaction, CompactionError, CompactionOutcome, CompactionPolicy, CompactionStrategy,
+    ExtractiveSummarizer, RecursiveSummarization, StructuredSummary, Summarizer, SummaryRequest,
+    Trigger, TurnWindow,
+};
+use session_core::{
+    CreateSessionRequest, DefaultSessionService, EventView, InMemoryRepository, Message, Owner,
+    SearchQuery, Session, SessionEvent, SessionRepository, SessionRepositoryExt, SessionService,
+};
+
+fn owner() -> Owner {
+    Owner::user("alice")
+}
+
+async fn setup(
+    policy: CompactionPolicy,
+) -> (DefaultSessionService, Arc<dyn SessionRepository>, String) {
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    (svc, repo, s.id)
+}
+
+async fn turn(svc: &DefaultSessionService, id: &str, i: usize) {
+    svc.append_message(&owner(), id, Message::user(format!("question {i}")))
+        .await
+        .unwrap();
+    svc.append_message(&owner(), id, Message::assistant(format!("answer {i}")))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn fires_after_append_and_keeps_the_archive() {
+    let policy =
+        CompactionPolicy::new(Trigger::TurnCount(5), Arc::new(TurnWindow { max_turns: 2 }));
+    let (svc, repo, id) = setup(policy).await;
+    for i in 1..=4 {
+        turn(&svc, &id, i).await;
+    }
+    assert_eq!(
+        svc.messages(&owner(), &id).await.unwrap().len(),
+        8,
+        "4 turns: not yet"
+    );
+    turn(&svc, &id, 5).await;
+    let texts: Vec<String> = svc
+        .messages(&owner(), &id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.text().to_owned())
+        .collect();
+    assert_eq!(texts, ["question 4", "answer 4", "question 5", "answer 5"]);
+    assert_eq!(
+        repo.all_events(&id, EventView::Archive)
+            .await
+            .unwrap()
+            .len(),
+        10
+    );
+}
+
+#[tokio::test]
+async fn token_trigger_uses_the_running_total() {
+    let policy = CompactionPolicy::new(
+        Trigger::context_fraction(100),
+        Arc::new(TurnWindow { max_turns: 1 }),
+    );
+    let (svc, repo, id) = setup(policy).await;
+    let mut i = 0;
+    while repo.get(&id).await.unwrap().context_tokens < 60 {
+        i += 1;
+        turn(&svc, &id, i).await;
+    }
+    let s = repo.get(&id).await.unwrap();
+    assert!(
+        s.context_tokens < 70,
+        "compaction keeps it under 70% of 100: {}",
+        s.context_tokens
+    );
+}
+
+/// A strategy that lets the test append while it runs, to lose the race.
+#[derive(Debug)]
+struct Interleaving {
+    repo: Arc<dyn SessionRepository>,
+    inner: TurnWindow,
+}
+
+#[async_trait]
+impl CompactionStrategy for Interleaving {
+    fn name(&self) -> &'static str {
+        "interleaving"
+    }
+    async fn compact(
+        &self,
+        request: &session_compaction::CompactionRequest,
+    ) -> Result<session_compaction::CompactionResult, CompactionError> {
+        self.repo
+            .append(
+                &request.session.id,
+                vec![SessionEvent::new(Message::user("slipped in"))],
+            )
+            .await?;
+        self.inner.compact(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_lost_race_changes_nothing_and_loses_no_event() {
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo.clone());
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 1..=3 {
+        turn(&svc, &s.id, i).await;
+    }
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(1),
+        Arc::new(Interleaving {
+            repo: repo.clone(),
+            inner: TurnWindow { max_turns: 1 },
+        }),
+    );
+    let out = policy.compact_now(repo.as_ref(), &s.id).await.unwrap();
+    assert!(
+        matches!(out, CompactionOutcome::LostRace { read_version: 6 }),
+        "{out:?}"
+    );
+    let ctx = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    assert_eq!(
+        ctx.len(),
+        7,
+        "the old context plus the append that slipped in"
+    );
+    assert_eq!(ctx[6].message.text(), "slipped in");
+}
+
+#[derive(Debug)]
+struct Failing(&'static str);
+
+#[async_trait]
+impl Summarizer for Failing {
+    async fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, CompactionError> {
+        match self.0 {
+            "error" => Err(CompactionError::Summarizer("HTTP 500".into())),
+            other => Ok(other.to_owned()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_bad_summary_aborts_and_leaves_the_context_untouched() {
+    for (answer, structured) in [
+        ("error", false),
+        ("   ", false),
+        ("{not json", true),
+        ("{\"title\": \"x\"}", true),
+    ] {
+        let summarizer = Arc::new(Failing(answer));
+        let strategy: Arc<dyn CompactionStrategy> = if structured {
+            Arc::new(StructuredSummary::new(1, summarizer))
+        } else {
+            Arc::new(RecursiveSummarization::new(1, summarizer))
+        };
+        let policy = CompactionPolicy::new(Trigger::TurnCount(1), strategy);
+        let (svc, repo, id) = setup(CompactionPolicy::new(
+            Trigger::TurnCount(100),
+            Arc::new(TurnWindow { max_turns: 1 }),
+        ))
+        .await;
+        for i in 1..=3 {
+            turn(&svc, &id, i).await;
+        }
+        let before = repo.all_events(&id, EventView::Context).await.unwrap();
+        let v = repo.event_version(&id).await.unwrap();
+        let err = policy.compact_now(repo.as_ref(), &id).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CompactionError::Summarizer(_) | CompactionError::InvalidSummary { .. }
+            ),
+            "{answer:?}: {err}"
+        );
+        assert_eq!(
+            repo.all_events(&id, EventView::Context).await.unwrap(),
+            before,
+            "{answer:?}"
+        );
+        assert_eq!(repo.event_version(&id).await.unwrap(), v);
+    }
+}
+
+#[derive(Default)]
+struct Flush {
+    seen: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl BeforeCompaction for Flush {
+    async fn before_compaction(&self, _session: &Session, leaving: &[SessionEvent]) {
+        self.seen
+            .lock()
+            .extend(leaving.iter().map(|e| e.message.text().to_owned()));
+    }
+}
+
+#[tokio::test]
+async fn the_pre_compaction_flush_sees_what_leaves() {
+    let flush = Arc::new(Flush::default());
+    let policy =
+        CompactionPolicy::new(Trigger::TurnCount(3), Arc::new(TurnWindow { max_turns: 1 }))
+            .with_before_compaction(flush.clone());
+    let (svc, _repo, id) = setup(policy).await;
+    for i in 1..=3 {
+        turn(&svc, &id, i).await;
+    }
+    assert_eq!(
+        *flush.seen.lock(),
+        ["question 1", "answer 1", "question 2", "answer 2"]
+    );
+}
+
+#[tokio::test]
+async fn structured_summaries_merge_and_stay_searchable() {
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(3),
+        Arc::new(StructuredSummary::new(
+            1,
+            Arc::new(ExtractiveSummarizer::new()),
+        )),
+    );
+    let (svc, _repo, id) = setup(policy).await;
+    svc.append_message(
+        &owner(),
+        &id,
+        Message::user("My flight is LH 454 on the 3rd."),
+    )
+    .await
+    .unwrap();
+    svc.append_message(&owner(), &id, Message::assistant("Noted."))
+        .await
+        .unwrap();
+    for i in 2..=6 {
+        turn(&svc, &id, i).await;
+    }
+    let ctx = svc.messages(&owner(), &id).await.unwrap();
+    let summary: serde_json::Value = serde_json::from_str(ctx[1].text()).unwrap();
+    session_compaction::validate_against_schema(
+        &summary,
+        &session_compaction::default_summary_schema(),
+    )
+    .unwrap();
+    let facts = summary["key_facts"].as_array().unwrap();
+    assert!(
+        facts.iter().any(|f| f.as_str().unwrap().contains("454")),
+        "a fact from the first compaction survives the later ones: {summary}"
+    );
+    let hits = svc
+        .search(&owner(), &SearchQuery::in_session(&id, "LH 454"))
+        .await
+        .unwrap();
+    assert!(hits.items.len() >= 2, "the original and the summaries");
+}
+
+#[tokio::test]
+async fn a_context_length_error_compacts_and_retries_once() {
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo.clone());
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 1..=4 {
+        turn(&svc, &s.id, i).await;
+    }
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(1000),
+        Arc::new(TurnWindow { max_turns: 1 }),
+    );
+    let calls = AtomicUsize::new(0);
+    let model = || {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        let repo = repo.clone();
+        let id = s.id.clone();
+        async move {
+            let ctx = repo.all_events(&id, EventView::Context).await.unwrap();
+            if ctx.len() > 2 {
+                Err(format!("context_length_exceeded on call {n}"))
+            } else {
+                Ok(ctx.len())
+            }
+        }
+    };
+    let out = policy
+        .retry_after_compaction(repo.as_ref(), &s.id, model, |e: &String| {
+            e.contains("context_length")
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, Ok(2));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "exactly one retry");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn background_compaction_runs_off_the_append_path() {
+    let repo = InMemoryRepository::new().shared();
+    let policy =
+        CompactionPolicy::new(Trigger::TurnCount(2), Arc::new(TurnWindow { max_turns: 1 }))
+            .in_background(repo.clone());
+    let svc = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 1..=3 {
+        turn(&svc, &s.id, i).await;
+    }
+    for _ in 0..200 {
+        if repo
+            .all_events(&s.id, EventView::Context)
+            .await
+            .unwrap()
+            .len()
+            <= 2
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("background compaction never happened");
+}
