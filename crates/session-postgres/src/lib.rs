@@ -29,9 +29,21 @@ const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.s
 /// How many times a transaction that lost a serialization or deadlock race is retried.
 const MAX_ATTEMPTS: u32 = 5;
 
+/// An error and all its causes on one line ("connecting: TLS handshake: unknown issuer").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 /// Maps an engine error onto the kinds callers act on.
 fn map_pg(e: &tokio_postgres::Error) -> SessionError {
-    let msg = e.to_string();
+    let msg = error_chain(e);
     match e.code() {
         Some(c)
             if *c == SqlState::T_R_SERIALIZATION_FAILURE
@@ -100,6 +112,7 @@ pub struct PostgresRepositoryBuilder {
     url: String,
     schema: String,
     pool_size: usize,
+    extra_roots: Vec<Vec<u8>>,
     clock: SharedClock,
     limits: Limits,
 }
@@ -141,7 +154,40 @@ impl PostgresRepositoryBuilder {
         self
     }
 
-    /// Connects, checks the server answers, and runs migrations.
+    /// Trusts the CA certificate(s) in `pem` besides the public web roots,
+    /// for servers with a private CA (used with `sslmode=require`).
+    pub fn tls_root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.extra_roots.push(pem.into());
+        self
+    }
+
+    fn tls(&self) -> session_core::Result<tokio_postgres_rustls::MakeRustlsConnect> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::CertificateDer;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for pem in &self.extra_roots {
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert =
+                    cert.map_err(|e| SessionError::invalid("TLS root certificate", e.to_string()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| SessionError::invalid("TLS root certificate", e.to_string()))?;
+            }
+        }
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SessionError::backend(BACKEND, e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+    }
+
+    /// Connects, checks the server answers, and runs migrations. TLS is
+    /// used, with certificate and host name verification, when the URL says
+    /// `sslmode=require`; otherwise the connection is plain.
     pub async fn connect(self) -> session_core::Result<PostgresRepository> {
         if self.schema.is_empty()
             || self.schema.len() > 63
@@ -161,13 +207,14 @@ impl PostgresRepositoryBuilder {
         let config = tokio_postgres::Config::from_str(&self.url).map_err(|e| {
             SessionError::invalid("store URL", format!("not a PostgreSQL URL: {e}"))
         })?;
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            Manager::from_config(config, self.tls()?, manager_config)
+        } else {
+            Manager::from_config(config, NoTls, manager_config)
+        };
         let pool = Pool::builder(manager)
             .max_size(self.pool_size)
             .wait_timeout(Some(Duration::from_secs(30)))
@@ -219,6 +266,7 @@ impl PostgresRepository {
             url: url.into(),
             schema: "agent_session".to_owned(),
             pool_size: 16,
+            extra_roots: Vec::new(),
             clock: system_clock(),
             limits: Limits::default(),
         }
@@ -246,7 +294,7 @@ impl PostgresRepository {
         self.pool
             .get()
             .await
-            .map_err(|e| SessionError::unavailable(BACKEND, e))
+            .map_err(|e| SessionError::unavailable(BACKEND, error_chain(&e)))
     }
 
     /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when

@@ -239,3 +239,71 @@ async fn hot_queries_use_indexes() {
     }
     repo.drop_schema().await.unwrap();
 }
+
+/// With `sslmode=require` the connection is TLS with verified certificates:
+/// a server whose certificate chains to no trusted root is refused, and
+/// trusting its CA (here the server's self-signed certificate) lets it in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_is_verified_when_required() {
+    let cert_path = "/etc/ssl/certs/ssl-cert-snakeoil.pem";
+    let ssl_on: bool = match tokio_postgres::connect(&url(), NoTls).await {
+        Ok((c, conn)) => {
+            tokio::spawn(conn);
+            c.query_one("SHOW ssl", &[])
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+                == "on"
+        }
+        Err(e) => {
+            session_testkit::skip::<()>(
+                "postgres",
+                &format!("no PostgreSQL at {}: {e}", url()),
+                false,
+            );
+            return;
+        }
+    };
+    let Ok(pem) = std::fs::read(cert_path) else {
+        eprintln!("SKIPPED TLS test: no server certificate at {cert_path}");
+        return;
+    };
+    if !ssl_on {
+        eprintln!("SKIPPED TLS test: the server has ssl = off");
+        return;
+    }
+    let tls_url = "postgres://postgres@localhost:5432/test?sslmode=require";
+    let schema = schema();
+    let err = PostgresRepository::builder(tls_url)
+        .schema(&schema)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+    let repo = PostgresRepository::builder(tls_url)
+        .schema(&schema)
+        .tls_root_certificates_pem(pem)
+        .connect()
+        .await
+        .unwrap();
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()))
+        .await
+        .unwrap();
+    assert!(repo.get(&s.id).await.is_ok());
+    let encrypted: bool = admin()
+        .await
+        .query_one(
+            "SELECT bool_or(ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE datname = 'test' AND usename = 'postgres' AND ssl",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, Option<bool>>(0)
+        .unwrap_or(false);
+    assert!(encrypted, "the pool's connections are encrypted");
+    repo.drop_schema().await.unwrap();
+}
