@@ -9,7 +9,11 @@
 //! - [`Summarizer`]s write summaries: [`ExtractiveSummarizer`] offline,
 //!   [`OpenAiSummarizer`] on any OpenAI-compatible endpoint;
 //! - [`CompactionPolicy`] plugs a trigger and a strategy into
-//!   `DefaultSessionService` after every append, or runs one now.
+//!   `DefaultSessionService` after every append, or runs one now;
+//! - the agent-facing layer: [`SessionMemory`] assembles each model call's
+//!   messages and records new ones, and the recall tools
+//!   [`ConversationSearch`] and [`CrossSessionSearch`] let the model search
+//!   what compaction moved out of its context.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -42,14 +46,20 @@
 //! # }).unwrap();
 //! ```
 
+mod memory;
 mod openai;
 mod policy;
+mod recall;
 mod strategy;
 mod summarize;
 mod tokens;
 
+pub use memory::{
+    facts_block, remove_unpaired_tool_calls, SessionMemory, SummaryInjection, TOOL_ERROR_KEY,
+};
 pub use openai::OpenAiSummarizer;
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy};
+pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
 pub use strategy::{
     CompactionMetrics, CompactionRequest, CompactionResult, CompactionStrategy, SlidingWindow,
     TokenBudget, Trigger, TurnWindow,

@@ -1,0 +1,359 @@
+//! `SessionMemory`: what an agent loop calls before and after each model call.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use session_core::{
+    AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionService,
+    SyntheticFilter, SUMMARY_PROMPT,
+};
+
+use crate::policy::{CompactionOutcome, CompactionPolicy};
+use crate::CompactionError;
+
+/// Metadata key marking a tool result as failed (`true`); such results and
+/// their calls are left out of the history when `drop_failed_tool_calls` is on.
+pub const TOOL_ERROR_KEY: &str = "tool_error";
+
+/// Where the latest summary goes in the assembled messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SummaryInjection {
+    /// Appended to the system prompt as a `<knowledge><facts>` block (the seeds' shape).
+    #[default]
+    Facts,
+    /// As the synthetic user/assistant summary turn right after the system prompt.
+    SyntheticTurn,
+}
+
+/// The advisor around model calls: assembles the messages for the next
+/// call (system prompt, summary, recent history), records each new message
+/// as it arrives, runs the compaction policy, and compacts and retries once
+/// when the model reports a context-length error.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use session_compaction::SessionMemory;
+/// use session_core::*;
+///
+/// let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(InMemoryRepository::new().shared()));
+/// let memory = SessionMemory::new(service.clone());
+/// let alice = Owner::user("alice");
+/// let s = service.create(CreateSessionRequest::builder("alice").build()?).await?;
+/// memory.record(&alice, &s.id, Message::user("Hi, I'm Ada.")).await?;
+/// let messages = memory.prepare(&alice, &s.id, "You are helpful.").await?;
+/// assert_eq!(messages[0].role(), Role::System);
+/// assert_eq!(messages[1].text(), "Hi, I'm Ada.");
+/// # Ok::<(), SessionError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct SessionMemory {
+    service: Arc<dyn SessionService>,
+    policy: Option<CompactionPolicy>,
+    repository: Option<Arc<dyn session_core::SessionRepository>>,
+    fetch_size: usize,
+    injection: SummaryInjection,
+    drop_stored_system_prompts: bool,
+    drop_failed_tool_calls: bool,
+}
+
+impl std::fmt::Debug for SessionMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionMemory")
+            .field("fetch_size", &self.fetch_size)
+            .field("injection", &self.injection)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionMemory {
+    /// Memory over `service`: the last 30 messages, summary as facts, stored
+    /// system prompts dropped, failed tool calls kept.
+    pub fn new(service: Arc<dyn SessionService>) -> Self {
+        Self {
+            service,
+            policy: None,
+            repository: None,
+            fetch_size: 30,
+            injection: SummaryInjection::Facts,
+            drop_stored_system_prompts: true,
+            drop_failed_tool_calls: false,
+        }
+    }
+
+    /// Runs `policy` over `repository` after recording messages, and for emergency compaction.
+    pub fn with_compaction(
+        mut self,
+        policy: CompactionPolicy,
+        repository: Arc<dyn session_core::SessionRepository>,
+    ) -> Self {
+        self.policy = Some(policy);
+        self.repository = Some(repository);
+        self
+    }
+
+    /// How many recent history messages to fetch (default 30).
+    pub fn with_fetch_size(mut self, n: usize) -> Self {
+        self.fetch_size = n.max(1);
+        self
+    }
+
+    /// Where the summary goes.
+    pub fn with_summary_injection(mut self, injection: SummaryInjection) -> Self {
+        self.injection = injection;
+        self
+    }
+
+    /// Keep (false) or drop (true, default) system messages stored in the history.
+    pub fn drop_stored_system_prompts(mut self, drop: bool) -> Self {
+        self.drop_stored_system_prompts = drop;
+        self
+    }
+
+    /// Drop tool results marked failed ([`TOOL_ERROR_KEY`]) and their calls (default false).
+    pub fn drop_failed_tool_calls(mut self, drop: bool) -> Self {
+        self.drop_failed_tool_calls = drop;
+        self
+    }
+
+    /// The messages for the next model call: the system prompt (with the
+    /// summary as facts, or followed by the summary turn), then the recent
+    /// history with unpaired tool calls and results removed.
+    pub async fn prepare(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        system_prompt: &str,
+    ) -> Result<Vec<Message>, SessionError> {
+        let summaries = self
+            .service
+            .events(
+                owner,
+                session_id,
+                &EventFilter::context()
+                    .synthetic(SyntheticFilter::Only)
+                    .roles([Role::Assistant])
+                    .last_n(1)
+                    .page(0, 1),
+            )
+            .await?;
+        let summary = summaries.items.last().map(|e| e.message.text().to_owned());
+        let history = self
+            .service
+            .events(
+                owner,
+                session_id,
+                &EventFilter::last(self.fetch_size).synthetic(SyntheticFilter::Exclude),
+            )
+            .await?
+            .items;
+        let mut out = Vec::with_capacity(history.len() + 3);
+        match (&summary, self.injection) {
+            (Some(s), SummaryInjection::Facts) => {
+                out.push(Message::system(format!(
+                    "{system_prompt}\n\n{}",
+                    facts_block(session_id, s)
+                )));
+            }
+            (Some(s), SummaryInjection::SyntheticTurn) => {
+                out.push(Message::system(system_prompt));
+                out.push(Message::user(SUMMARY_PROMPT));
+                out.push(Message::assistant(s.clone()));
+            }
+            (None, _) => out.push(Message::system(system_prompt)),
+        }
+        out.extend(self.select(history));
+        Ok(out)
+    }
+
+    /// Applies the pre-filters and removes unpaired tool calls and results.
+    fn select(&self, history: Vec<SessionEvent>) -> Vec<Message> {
+        let failed: HashSet<String> = if self.drop_failed_tool_calls {
+            history
+                .iter()
+                .filter(|e| {
+                    e.metadata
+                        .get(TOOL_ERROR_KEY)
+                        .and_then(serde_json::Value::as_bool)
+                        == Some(true)
+                })
+                .filter_map(|e| match &e.message {
+                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            HashSet::new()
+        };
+        let messages: Vec<Message> = history
+            .into_iter()
+            .map(|e| e.message)
+            .filter(|m| !(self.drop_stored_system_prompts && m.role() == Role::System))
+            .collect();
+        remove_unpaired_tool_calls(messages, |id| failed.contains(id))
+    }
+
+    /// Records one new message as soon as it exists (a crash mid-run loses
+    /// nothing already produced), then runs the compaction policy.
+    pub async fn record(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        message: Message,
+    ) -> Result<AppendOutcome, SessionError> {
+        self.record_event(owner, session_id, SessionEvent::new(message))
+            .await
+    }
+
+    /// Records one new event (for metadata such as [`TOOL_ERROR_KEY`], a branch or an invocation id).
+    pub async fn record_event(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        event: SessionEvent,
+    ) -> Result<AppendOutcome, SessionError> {
+        let out = self
+            .service
+            .append_events(owner, session_id, vec![event])
+            .await?;
+        if let (Some(policy), Some(repo)) = (&self.policy, &self.repository) {
+            if out.written > 0 {
+                if let Err(e) = policy.maybe_compact(repo.as_ref(), session_id).await {
+                    tracing::warn!(session_id, error = %e, "compaction failed; the context is unchanged");
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Prepares the messages and runs `call` with them; if it fails with a
+    /// context-length error (`is_context_length`), compacts now and runs it
+    /// once more with the smaller context.
+    pub async fn call_model<T, E, F, Fut>(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        system_prompt: &str,
+        mut call: F,
+        is_context_length: impl Fn(&E) -> bool,
+    ) -> Result<Result<T, E>, CompactionError>
+    where
+        F: FnMut(Vec<Message>) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let messages = self.prepare(owner, session_id, system_prompt).await?;
+        match call(messages).await {
+            Err(e) if is_context_length(&e) => {
+                let (Some(policy), Some(repo)) = (&self.policy, &self.repository) else {
+                    return Ok(Err(e));
+                };
+                // The owner check already passed in `prepare`.
+                let outcome = policy.compact_now(repo.as_ref(), session_id).await?;
+                if matches!(outcome, CompactionOutcome::NotNeeded) {
+                    return Ok(Err(e));
+                }
+                let messages = self.prepare(owner, session_id, system_prompt).await?;
+                Ok(call(messages).await)
+            }
+            other => Ok(other),
+        }
+    }
+}
+
+/// The seeds' facts block for a summary.
+pub fn facts_block(session_id: &str, summary: &str) -> String {
+    format!(
+        "<knowledge>\n<facts>\n<description>Information about session {session_id}</description>\n<fact>\n\
+         <name>A summary of the conversation in this session</name>\n<content>{summary}</content>\n</fact>\n\
+         </facts>\n</knowledge>"
+    )
+}
+
+/// Removes assistant tool calls that lack any of their results (and those
+/// partial results), tool results whose call is missing, and calls whose
+/// ids `drop` selects (with their results): what a chat-completions API
+/// would reject or what the caller asked to leave out.
+pub fn remove_unpaired_tool_calls(
+    messages: Vec<Message>,
+    drop: impl Fn(&str) -> bool,
+) -> Vec<Message> {
+    let results: HashSet<&str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut dropped_calls: HashSet<String> = HashSet::new();
+    let mut kept_calls: HashSet<String> = HashSet::new();
+    for m in &messages {
+        let calls = m.tool_calls();
+        if calls.is_empty() {
+            continue;
+        }
+        let complete = calls
+            .iter()
+            .all(|c| results.contains(c.id.as_str()) && !drop(&c.id));
+        for c in calls {
+            if complete {
+                kept_calls.insert(c.id.clone());
+            } else {
+                dropped_calls.insert(c.id.clone());
+            }
+        }
+    }
+    messages
+        .into_iter()
+        .filter(|m| match m {
+            Message::Tool { tool_call_id, .. } => {
+                kept_calls.contains(tool_call_id)
+                    && !dropped_calls.contains(tool_call_id)
+                    && !drop(tool_call_id)
+            }
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                tool_calls.iter().all(|c| kept_calls.contains(&c.id))
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use session_core::ToolCall;
+
+    fn call(id: &str) -> Message {
+        Message::assistant_tool_calls("", vec![ToolCall::new(id, "f", &serde_json::json!({}))])
+    }
+
+    #[test]
+    fn unpaired_calls_and_results_are_removed() {
+        let msgs = vec![
+            Message::tool_result("c0", "f", "orphan result"),
+            Message::user("q"),
+            call("c1"),
+            Message::tool_result("c1", "f", "ok"),
+            call("c2"),
+            Message::assistant("a"),
+        ];
+        let out = remove_unpaired_tool_calls(msgs, |_| false);
+        let texts: Vec<&str> = out.iter().map(Message::text).collect();
+        assert_eq!(texts, ["q", "", "ok", "a"]);
+        assert_eq!(out[1].tool_calls()[0].id, "c1");
+    }
+
+    #[test]
+    fn dropped_calls_take_their_results_along() {
+        let msgs = vec![
+            call("c1"),
+            Message::tool_result("c1", "f", "Error: boom"),
+            Message::assistant("a"),
+        ];
+        let out = remove_unpaired_tool_calls(msgs, |id| id == "c1");
+        assert_eq!(out, vec![Message::assistant("a")]);
+    }
+}
