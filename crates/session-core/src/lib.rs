@@ -26,8 +26,8 @@ pub use filter::{
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
 pub use repository::{
-    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, RewindOutcome,
-    SessionRepository, SessionRepositoryExt,
+    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome,
+    RewindOutcome, SessionDump, SessionRepository, SessionRepositoryExt,
 };
 pub use service::{
     AppendHook, CreateSessionRequest, CreateSessionRequestBuilder, DailyReset,

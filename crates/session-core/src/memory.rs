@@ -15,8 +15,8 @@ use crate::filter::{
     SearchScope, SessionQuery,
 };
 use crate::repository::{
-    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, RewindOutcome,
-    SessionRepository,
+    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome,
+    RewindOutcome, SessionDump, SessionRepository,
 };
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::{apply_delta, replay_session_state, ScopedDelta, SharedState};
@@ -466,6 +466,73 @@ impl SessionRepository for InMemoryRepository {
             query.page,
             query.page_size,
         ))
+    }
+
+    async fn export_session(&self, id: &str) -> Result<SessionDump> {
+        check_session_id(id)?;
+        let inner = self.inner.read();
+        let r = live(&inner, id, self.now())?;
+        Ok(SessionDump {
+            session: r.session.clone(),
+            initial_state: r.initial_state.clone(),
+            last_seq: r.last_seq,
+            events: r.archive.values().cloned().collect(),
+            context: r.context.clone(),
+            shared: SharedState {
+                app: inner
+                    .app_state
+                    .get(&r.session.app)
+                    .cloned()
+                    .unwrap_or_default(),
+                user: inner
+                    .user_state
+                    .get(&(r.session.app.clone(), r.session.user_id.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "import", session_id = %dump.session.id))]
+    async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
+        dump.validate()?;
+        let now = self.now();
+        let mut inner = self.inner.write();
+        if let Some(r) = inner.sessions.get(&dump.session.id) {
+            if !r.session.is_expired_at(now) && r.session.version >= dump.session.version {
+                return Ok(ImportOutcome::Unchanged);
+            }
+        }
+        let s = &dump.session;
+        if !dump.shared.app.is_empty() {
+            inner
+                .app_state
+                .insert(s.app.clone(), dump.shared.app.clone());
+        }
+        if !dump.shared.user.is_empty() {
+            inner
+                .user_state
+                .insert((s.app.clone(), s.user_id.clone()), dump.shared.user.clone());
+        }
+        let mut archive = BTreeMap::new();
+        let mut ids = HashMap::new();
+        for mut e in dump.events {
+            e.session_id.clone_from(&s.id);
+            ids.insert(e.id.clone(), e.seq);
+            archive.insert(e.seq, e);
+        }
+        let mut record = Record {
+            session: dump.session,
+            initial_state: dump.initial_state,
+            archive,
+            context: dump.context,
+            ids,
+            last_seq: dump.last_seq,
+        };
+        record.session.event_count = record.archive.len() as u64;
+        record.session.context_tokens = record.context_tokens();
+        inner.sessions.insert(record.session.id.clone(), record);
+        Ok(ImportOutcome::Imported)
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState> {

@@ -9,6 +9,9 @@ use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, EventView, Page, SearchHit, SearchQuery, SessionQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
+use serde::{Deserialize, Serialize};
+
+use crate::event::StateMap;
 use crate::state::{take_temp, SharedState};
 use crate::validate::{validate_id, Limits};
 
@@ -30,6 +33,70 @@ pub struct RewindOutcome {
     pub version: u64,
     /// How many events left the archive.
     pub removed: usize,
+}
+
+/// Everything a store holds about one session, for export, import and
+/// migration between backends: reproduces ids, seqs, timestamps, the
+/// version, the context and the state exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionDump {
+    /// The session, counters and version included (state: session scope).
+    pub session: Session,
+    /// The state the session was created with (what rewind replays from).
+    pub initial_state: StateMap,
+    /// The highest seq ever assigned (seqs are never reused, even after a rewind).
+    pub last_seq: u64,
+    /// The archive, in seq order.
+    pub events: Vec<SessionEvent>,
+    /// The context, as seqs in context order.
+    pub context: Vec<u64>,
+    /// The owner's `app:` and `user:` scopes at export time.
+    pub shared: SharedState,
+}
+
+impl SessionDump {
+    /// Checks the dump is self-consistent before a backend writes it.
+    pub fn validate(&self) -> Result<()> {
+        let s = &self.session;
+        validate_id("session id", &s.id)?;
+        validate_id("app", &s.app)?;
+        if s.user_id != crate::session::GROUP_USER {
+            validate_id("user id", &s.user_id)?;
+        }
+        let mut seqs = std::collections::HashSet::new();
+        let mut last = 0;
+        for e in &self.events {
+            e.validate()?;
+            if e.seq <= last || e.seq > self.last_seq {
+                return Err(SessionError::invalid(
+                    "dump",
+                    format!(
+                        "event seqs must increase and stay within last_seq ({})",
+                        self.last_seq
+                    ),
+                ));
+            }
+            last = e.seq;
+            seqs.insert(e.seq);
+        }
+        check_unique_ids(&self.events)?;
+        if let Some(missing) = self.context.iter().find(|s| !seqs.contains(s)) {
+            return Err(SessionError::invalid(
+                "dump",
+                format!("context names seq {missing}, which is not in the archive"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportOutcome {
+    /// The session was written.
+    Imported,
+    /// The store already held the session at the same or a later version: nothing changed.
+    Unchanged,
 }
 
 /// What a backend supports beyond the common contract.
@@ -199,6 +266,14 @@ pub trait SessionRepository: Send + Sync {
 
     /// The `app:` and `user:` scopes of one user in one app.
     async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState>;
+
+    /// Everything about one session, for export and migration.
+    async fn export_session(&self, id: &str) -> Result<SessionDump>;
+
+    /// Writes a dumped session exactly (ids, seqs, timestamps, version,
+    /// context, state, and the owner's shared scopes). Idempotent: if the
+    /// store holds the session at the same or a later version, nothing changes.
+    async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome>;
 }
 
 /// Checks and normalizes an append or replace batch: ids valid, each event
@@ -345,6 +420,12 @@ macro_rules! forward_repository {
             }
             async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState> {
                 (**self).shared_state(app, user_id).await
+            }
+            async fn export_session(&self, id: &str) -> Result<SessionDump> {
+                (**self).export_session(id).await
+            }
+            async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
+                (**self).import_session(dump).await
             }
         }
     )*};

@@ -85,6 +85,21 @@ impl Limits {
         self
     }
 
+    /// Sets the most events accepted in one append batch.
+    pub fn with_max_batch_events(mut self, n: usize) -> Self {
+        self.max_batch_events = n.max(1);
+        self
+    }
+
+    /// No size limits: for re-writing data a store already accepted (imports, migrations).
+    pub fn unlimited() -> Self {
+        Self {
+            max_event_bytes: usize::MAX,
+            max_page_size: 1000,
+            max_batch_events: usize::MAX,
+        }
+    }
+
     /// Sets the largest page size accepted.
     pub fn with_max_page_size(mut self, size: usize) -> Self {
         self.max_page_size = size.max(1);

@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use session_core::{
     check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
-    Capabilities, EventFilter, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery,
-    Session, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionUpdate,
-    SharedClock, SharedState, GROUP_USER,
+    Capabilities, EventFilter, ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit,
+    SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository,
+    SessionUpdate, SharedClock, SharedState, GROUP_USER,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
@@ -549,6 +549,27 @@ impl SessionRepository for PostgresRepository {
         let c = self.client().await?;
         let result = store::search(&c, &self.tables, query, self.clock.now()).await;
         settle(c, result).map_err(map_store)
+    }
+
+    async fn export_session(&self, id: &str) -> session_core::Result<SessionDump> {
+        check_session_id(id)?;
+        let c = self.client().await?;
+        let result = store::export_session(&c, &self.tables, id, self.clock.now()).await;
+        settle(c, result).map_err(map_store)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "import", session_id = %dump.session.id))]
+    async fn import_session(&self, mut dump: SessionDump) -> session_core::Result<ImportOutcome> {
+        dump.validate()?;
+        let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
+        let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
+        for (e, seq) in dump.events.iter_mut().zip(seqs) {
+            e.seq = seq;
+        }
+        let t = &self.tables;
+        write_tx!(self, |tx, now| store::import_session(
+            &tx, t, &dump, &bodies, now
+        ))
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {

@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, Transaction};
 use session_core::state::{apply_delta, replay_deltas, ScopedDelta};
 use session_core::{
-    contains_folded, fold_case, AppendOutcome, EventFilter, EventView, NewSession, Page,
-    RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionError,
-    SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
+    contains_folded, fold_case, AppendOutcome, EventFilter, EventView, ImportOutcome, NewSession,
+    Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionDump,
+    SessionError, SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
     SyntheticFilter,
 };
 use tokio_postgres::types::ToSql;
@@ -1084,6 +1084,162 @@ pub(crate) async fn shared_state(
         app: app_state,
         user: user_state,
     })
+}
+
+pub(crate) async fn export_session(
+    c: &Client,
+    t: &Tables,
+    id: &str,
+    now: DateTime<Utc>,
+) -> R<SessionDump> {
+    let session = get(c, t, id, now).await?;
+    let head = c
+        .prepare_cached(&format!(
+            "SELECT initial_state, last_seq FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    let row = c.query_one(&head, &[&id]).await?;
+    let initial: String = row.try_get(0)?;
+    let last_seq: i64 = row.try_get(1)?;
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT seq, body, ctx_pos FROM {} WHERE session_id = $1 ORDER BY seq",
+            t.events
+        ))
+        .await?;
+    let mut events = Vec::new();
+    let mut context: Vec<(i64, u64)> = Vec::new();
+    for row in c.query(&stmt, &[&id]).await? {
+        let e = decode_event(id, row.try_get(0)?, &row.try_get::<_, String>(1)?)?;
+        if let Some(pos) = row.try_get::<_, Option<i64>>(2)? {
+            context.push((pos, e.seq));
+        }
+        events.push(e);
+    }
+    context.sort_unstable();
+    let shared = shared_state(c, t, &session.app, &session.user_id).await?;
+    Ok(SessionDump {
+        initial_state: parse_map(&initial, || format!("session {id} initial state"))?,
+        last_seq: count(last_seq),
+        events,
+        context: context.into_iter().map(|(_, seq)| seq).collect(),
+        shared,
+        session,
+    })
+}
+
+pub(crate) async fn import_session(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    dump: &SessionDump,
+    bodies: &[String],
+    now: DateTime<Utc>,
+) -> R<ImportOutcome> {
+    let s = &dump.session;
+    let existing = tx
+        .prepare_cached(&format!(
+            "SELECT version, expires_at FROM {} WHERE id = $1 FOR UPDATE",
+            t.sessions
+        ))
+        .await?;
+    if let Some(row) = tx.query_opt(&existing, &[&s.id]).await? {
+        if !expired(row.try_get(1)?, now) && count(row.try_get(0)?) >= s.version {
+            return Ok(ImportOutcome::Unchanged);
+        }
+        let del = tx
+            .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
+            .await?;
+        tx.execute(&del, &[&s.id]).await?;
+    }
+    let position: std::collections::HashMap<u64, i64> = dump
+        .context
+        .iter()
+        .zip(1i64..)
+        .map(|(seq, pos)| (*seq, pos))
+        .collect();
+    let context_tokens: u64 = dump
+        .events
+        .iter()
+        .filter(|e| position.contains_key(&e.seq))
+        .map(|e| u64::from(e.token_estimate))
+        .sum();
+    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let insert = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (id, app, user_id, key, status, created_at, updated_at, expires_at, metadata, \
+             state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+            t.sessions
+        ))
+        .await?;
+    tx.execute(
+        &insert,
+        &[
+            &s.id,
+            &s.app,
+            &s.user_id,
+            &s.key,
+            &s.status.as_str(),
+            &micros(s.created_at),
+            &micros(s.updated_at),
+            &s.expires_at.map(micros),
+            &to_json(&s.metadata, "metadata")?,
+            &to_json(&s.state, "state")?,
+            &to_json(&dump.initial_state, "initial state")?,
+            &as_i64(dump.events.len() as u64),
+            &as_i64(context_tokens),
+            &as_i64(s.version),
+            &as_i64(dump.last_seq),
+            &(i64::try_from(dump.context.len()).unwrap_or(0) + 1),
+        ],
+    )
+    .await?;
+    for (e, body) in dump.events.iter().zip(bodies) {
+        insert_event(
+            tx,
+            t,
+            &s.id,
+            as_i64(e.seq),
+            position.get(&e.seq).copied(),
+            e,
+            body,
+        )
+        .await?;
+    }
+    for (table, cols, marks, key, state) in [
+        (
+            &t.app_state,
+            "app",
+            "$1",
+            vec![s.app.clone()],
+            &dump.shared.app,
+        ),
+        (
+            &t.user_state,
+            "app, user_id",
+            "$1, $2",
+            vec![s.app.clone(), s.user_id.clone()],
+            &dump.shared.user,
+        ),
+    ] {
+        if state.is_empty() {
+            continue;
+        }
+        let n = key.len() + 1;
+        let stmt = tx
+            .prepare_cached(&format!(
+                "INSERT INTO {table} ({cols}, state) VALUES ({marks}, ${n}) \
+                 ON CONFLICT ({cols}) DO UPDATE SET state = EXCLUDED.state"
+            ))
+            .await?;
+        let json = to_json(state, "shared state")?;
+        let mut params: Vec<&(dyn ToSql + Sync)> =
+            key.iter().map(|k| k as &(dyn ToSql + Sync)).collect();
+        params.push(&json);
+        tx.execute(&stmt, &params).await?;
+    }
+    Ok(ImportOutcome::Imported)
 }
 
 #[cfg(test)]

@@ -14,9 +14,9 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use session_core::{
     check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
-    Capabilities, EventFilter, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode,
-    SearchQuery, Session, SessionError, SessionEvent, SessionQuery, SessionRepository,
-    SessionUpdate, SharedClock, SharedState, GROUP_USER,
+    Capabilities, EventFilter, ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit,
+    SearchMode, SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionQuery,
+    SessionRepository, SessionUpdate, SharedClock, SharedState, GROUP_USER,
 };
 
 pub use schema::SCHEMA_VERSION;
@@ -456,6 +456,25 @@ impl SessionRepository for SqliteRepository {
         }
         let query = query.clone();
         self.read(move |c, now| store::search(c, &query, now)).await
+    }
+
+    async fn export_session(&self, id: &str) -> session_core::Result<SessionDump> {
+        check_session_id(id)?;
+        let id = id.to_owned();
+        self.read(move |c, now| store::export_session(c, &id, now))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "import", session_id = %dump.session.id))]
+    async fn import_session(&self, mut dump: SessionDump) -> session_core::Result<ImportOutcome> {
+        dump.validate()?;
+        let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
+        let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
+        for (e, seq) in dump.events.iter_mut().zip(seqs) {
+            e.seq = seq;
+        }
+        self.write(move |tx, now, _| store::import_session(tx, &dump, &bodies, now))
+            .await
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {

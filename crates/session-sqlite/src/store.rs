@@ -8,9 +8,10 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
 use session_core::state::{apply_delta, replay_deltas, ScopedDelta};
 use session_core::{
-    fold_case, AppendOutcome, EventFilter, EventView, NewSession, Page, RewindOutcome, SearchHit,
-    SearchMode, SearchQuery, SearchScope, Session, SessionError, SessionEvent, SessionQuery,
-    SessionStatus, SessionUpdate, SharedState, StateMap, SyntheticFilter,
+    fold_case, AppendOutcome, EventFilter, EventView, ImportOutcome, NewSession, Page,
+    RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionDump,
+    SessionError, SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
+    SyntheticFilter,
 };
 
 use crate::BACKEND;
@@ -243,6 +244,29 @@ impl SharedDelta {
         for (k, v) in &split.user {
             self.user.insert(k.clone(), v.clone());
         }
+    }
+
+    /// Sets the shared scopes to exactly these maps (for imports); empty maps leave a scope alone.
+    fn replace(&self, tx: &Transaction<'_>, app: &str, user_id: &str) -> Result<()> {
+        if !self.app.is_empty() {
+            tx.prepare_cached(
+                "INSERT INTO app_state (app, state) VALUES (?1, ?2) \
+                 ON CONFLICT (app) DO UPDATE SET state = excluded.state",
+            )
+            .sql()?
+            .execute(params![app, to_json(&self.app, "app state")?])
+            .sql()?;
+        }
+        if !self.user.is_empty() {
+            tx.prepare_cached(
+                "INSERT INTO user_state (app, user_id, state) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (app, user_id) DO UPDATE SET state = excluded.state",
+            )
+            .sql()?
+            .execute(params![app, user_id, to_json(&self.user, "user state")?])
+            .sql()?;
+        }
+        Ok(())
     }
 
     fn write(&self, tx: &Transaction<'_>, app: &str, user_id: &str) -> Result<()> {
@@ -1201,6 +1225,125 @@ pub(crate) fn shared_state(conn: &Connection, app: &str, user_id: &str) -> Resul
             .transpose()?
             .unwrap_or_default(),
     })
+}
+
+/// Everything about one session, read in one snapshot.
+pub(crate) fn export_session(
+    conn: &Connection,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<SessionDump> {
+    let session = get(conn, id, now)?;
+    let (initial, last_seq): (String, i64) = conn
+        .prepare_cached("SELECT initial_state, last_seq FROM sessions WHERE id = ?1")
+        .sql()?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .sql()?;
+    let mut events = Vec::new();
+    let mut context: Vec<(i64, u64)> = Vec::new();
+    {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, body, ctx_pos FROM events WHERE session_id = ?1 ORDER BY seq",
+            )
+            .sql()?;
+        let mut rows = stmt.query([id]).sql()?;
+        while let Some(row) = rows.next().sql()? {
+            let seq: i64 = row.get(0).sql()?;
+            let body: String = row.get(1).sql()?;
+            let pos: Option<i64> = row.get(2).sql()?;
+            let e = decode_event(id, seq, &body)?;
+            if let Some(p) = pos {
+                context.push((p, e.seq));
+            }
+            events.push(e);
+        }
+    }
+    context.sort_unstable();
+    let shared = shared_state(conn, &session.app, &session.user_id)?;
+    Ok(SessionDump {
+        initial_state: parse_map(&initial, || format!("session {id} initial state"))?,
+        last_seq: u64::try_from(last_seq).unwrap_or(0),
+        events,
+        context: context.into_iter().map(|(_, seq)| seq).collect(),
+        shared,
+        session,
+    })
+}
+
+/// Writes a dump exactly, replacing an older copy of the session.
+pub(crate) fn import_session(
+    tx: &Transaction<'_>,
+    dump: &SessionDump,
+    bodies: &[String],
+    now: DateTime<Utc>,
+) -> Result<ImportOutcome> {
+    let s = &dump.session;
+    let existing: Option<(i64, Option<i64>)> = tx
+        .prepare_cached("SELECT version, expires_at FROM sessions WHERE id = ?1")
+        .sql()?
+        .query_row([&s.id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .sql()?;
+    if let Some((version, exp)) = existing {
+        if !expired(exp, now) && u64::try_from(version).unwrap_or(0) >= s.version {
+            return Ok(ImportOutcome::Unchanged);
+        }
+        purge_session(tx, &s.id)?;
+    }
+    let position: std::collections::HashMap<u64, i64> = dump
+        .context
+        .iter()
+        .zip(1i64..)
+        .map(|(seq, pos)| (*seq, pos))
+        .collect();
+    let context_tokens: u64 = dump
+        .events
+        .iter()
+        .filter(|e| position.contains_key(&e.seq))
+        .map(|e| u64::from(e.token_estimate))
+        .sum();
+    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    tx.prepare_cached(
+        "INSERT INTO sessions (id, app, user_id, key, status, created_at, updated_at, expires_at, \
+         metadata, state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    )
+    .sql()?
+    .execute(params![
+        s.id,
+        s.app,
+        s.user_id,
+        s.key,
+        s.status.as_str(),
+        micros(s.created_at),
+        micros(s.updated_at),
+        s.expires_at.map(micros),
+        to_json(&s.metadata, "metadata")?,
+        to_json(&s.state, "state")?,
+        to_json(&dump.initial_state, "initial state")?,
+        as_i64(dump.events.len() as u64),
+        as_i64(context_tokens),
+        as_i64(s.version),
+        as_i64(dump.last_seq),
+        i64::try_from(dump.context.len()).unwrap_or(0) + 1,
+    ])
+    .sql()?;
+    for (e, body) in dump.events.iter().zip(bodies) {
+        insert_event(
+            tx,
+            &s.id,
+            as_i64(e.seq),
+            position.get(&e.seq).copied(),
+            e,
+            body,
+        )?;
+    }
+    let mut shared = SharedDelta::default();
+    shared.app.clone_from(&dump.shared.app);
+    shared.user.clone_from(&dump.shared.user);
+    shared.replace(tx, &s.app, &s.user_id)?;
+    Ok(ImportOutcome::Imported)
 }
 
 #[cfg(test)]

@@ -241,6 +241,7 @@ macro_rules! conformance_suite {
             resolve_manual_reset,
             resolve_group_key_is_shared,
             end_archives_but_keeps_readable,
+            export_import_round_trips,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
