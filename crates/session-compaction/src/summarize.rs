@@ -501,24 +501,48 @@ impl ExtractiveSummarizer {
         Some(out)
     }
 
+    /// One line per turn: the question's salient sentence, the tools used,
+    /// and the answer's salient sentence (sub-agent chatter is left out).
     fn lines(self, events: &[SessionEvent]) -> Vec<String> {
-        events
+        let real: Vec<SessionEvent> = events
             .iter()
-            .filter(|e| {
-                !e.is_synthetic() && matches!(e.role(), Role::User | Role::Assistant | Role::Tool)
-            })
-            .filter_map(|e| {
-                let text = match &e.message {
-                    Message::Tool { name, content, .. } => {
-                        format!(
-                            "{} returned {}",
-                            name.as_deref().unwrap_or("a tool"),
-                            content.text
-                        )
-                    }
-                    m => m.text().to_owned(),
+            .filter(|e| !e.is_synthetic() && e.branch.is_none())
+            .cloned()
+            .collect();
+        session_core::split_turns(&real)
+            .into_iter()
+            .filter_map(|turn| {
+                let question = turn
+                    .iter()
+                    .find(|e| e.role() == Role::User)
+                    .and_then(|e| self.salient(e.message.text()));
+                let answer = turn
+                    .iter()
+                    .rev()
+                    .find(|e| e.role() == Role::Assistant && !e.message.text().is_empty())
+                    .and_then(|e| self.salient(e.message.text()));
+                let tools: Vec<String> = turn
+                    .iter()
+                    .filter_map(|e| match &e.message {
+                        Message::Tool { name, content, .. } => Some(format!(
+                            "{} → {}",
+                            name.as_deref().unwrap_or("tool"),
+                            self.salient(&content.text).unwrap_or_default()
+                        )),
+                        _ => None,
+                    })
+                    .collect();
+                let mut line = match (question, answer) {
+                    (Some(q), Some(a)) => format!("user: {q} / assistant: {a}"),
+                    (Some(q), None) => format!("user: {q}"),
+                    (None, Some(a)) => format!("assistant: {a}"),
+                    (None, None) if tools.is_empty() => return None,
+                    (None, None) => String::new(),
                 };
-                self.salient(&text).map(|s| format!("{}: {s}", e.role()))
+                if !tools.is_empty() {
+                    line.push_str(&format!(" (tools: {})", tools.join("; ")));
+                }
+                Some(line)
             })
             .collect()
     }

@@ -1,0 +1,259 @@
+//! `agent-session`: the command line of agent-session.
+//!
+//! Run `agent-session demo` for a tour, `agent-session --help` for the commands.
+
+mod bench;
+mod commands;
+mod demo;
+mod store;
+mod transfer;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Durable conversation sessions for LLM agents: inspect, search, compact,
+/// export, migrate and benchmark session stores.
+#[derive(Debug, Parser)]
+#[command(name = "agent-session", version, about)]
+pub(crate) struct Cli {
+    /// The store: sqlite://file.db, memory://, postgres://host/db, ... (default sqlite://agent-sessions.db)
+    #[arg(long, global = true, env = "AGENT_SESSION_STORE")]
+    store: Option<String>,
+    /// Machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// A scripted agent conversation, offline: tool calls, a sub-agent,
+    /// state, compaction, recall search, rewind and an idle reset.
+    Demo,
+    /// Creates a session and prints its id.
+    Create {
+        /// The owning user.
+        #[arg(long)]
+        user: String,
+        /// The app namespace.
+        #[arg(long, default_value = "default")]
+        app: String,
+        /// The session id (default: a generated UUID).
+        #[arg(long)]
+        id: Option<String>,
+        /// The resolution key.
+        #[arg(long)]
+        key: Option<String>,
+        /// Time to live: 30m, 2h, 30d or never (default 60 days).
+        #[arg(long)]
+        ttl: Option<String>,
+        /// Metadata entries K=V (V is read as JSON when it parses, else as text).
+        #[arg(long = "meta", value_name = "K=V")]
+        meta: Vec<String>,
+    },
+    /// Appends one message and prints its seq.
+    Append {
+        /// The session id.
+        session: String,
+        /// Who wrote it.
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// The text.
+        #[arg(long)]
+        text: String,
+        /// For --role tool: the call it answers.
+        #[arg(long)]
+        tool_call_id: Option<String>,
+        /// For --role tool: the tool's name.
+        #[arg(long)]
+        tool_name: Option<String>,
+        /// The agent branch (orch.researcher).
+        #[arg(long)]
+        branch: Option<String>,
+        /// The invocation id of the agent run.
+        #[arg(long)]
+        invocation: Option<String>,
+        /// State changes K=JSON (`user:` and `app:` prefixes for shared scopes).
+        #[arg(long = "state", value_name = "K=JSON")]
+        state: Vec<String>,
+    },
+    /// Lists sessions, newest activity first.
+    List {
+        /// Only this app.
+        #[arg(long)]
+        app: Option<String>,
+        /// Only this user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only this status.
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Shows a session's events.
+    Show {
+        /// The session id.
+        session: String,
+        /// Which view.
+        #[arg(long, value_enum, default_value = "context")]
+        view: ViewArg,
+        /// Only the last N events.
+        #[arg(long)]
+        last: Option<usize>,
+    },
+    /// Searches a session's archive; prints what the conversation_search tool returns.
+    Search {
+        /// The session id.
+        session: String,
+        /// The keyword (case-insensitive, literal).
+        query: String,
+        /// Zero-based page (negative pages read as 0).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        page: i64,
+        /// Hits per page.
+        #[arg(long, default_value_t = 10)]
+        page_size: usize,
+    },
+    /// Compacts a session's context now.
+    Compact {
+        /// The session id.
+        session: String,
+        /// The strategy.
+        #[arg(long, value_enum)]
+        strategy: StrategyArg,
+        /// sliding-window: events to keep.
+        #[arg(long)]
+        max_events: Option<usize>,
+        /// turn-window: turns to keep.
+        #[arg(long)]
+        max_turns: Option<usize>,
+        /// token-budget: tokens to keep.
+        #[arg(long)]
+        max_tokens: Option<u64>,
+        /// summarize: turns kept verbatim.
+        #[arg(long)]
+        keep: Option<usize>,
+    },
+    /// Removes the events of an invocation and everything after it.
+    Rewind {
+        /// The session id.
+        session: String,
+        /// The invocation to rewind to (removed with everything after it).
+        #[arg(long)]
+        before_invocation: String,
+    },
+    /// Archives a session (still readable and searchable).
+    End {
+        /// The session id.
+        session: String,
+    },
+    /// Deletes a session and all its events.
+    Delete {
+        /// The session id.
+        session: String,
+    },
+    /// Writes sessions as JSON Lines (complete: archive, context, state).
+    Export {
+        /// The sessions to export.
+        sessions: Vec<String>,
+        /// Export every session.
+        #[arg(long)]
+        all: bool,
+        /// Write to this file instead of stdout.
+        #[arg(long)]
+        out: Option<String>,
+    },
+    /// Reads an export file into the store (idempotent).
+    Import {
+        /// The export file.
+        file: String,
+    },
+    /// Copies every session from --store to another store, then verifies.
+    Migrate {
+        /// The target store URL.
+        #[arg(long)]
+        to: String,
+        /// Only this app.
+        #[arg(long)]
+        app: Option<String>,
+    },
+    /// Deletes expired sessions.
+    PurgeExpired,
+    /// Counts sessions and events.
+    Stats,
+    /// Measures the store: append, multi-session append, reads, search.
+    Bench {
+        /// Which workload.
+        #[arg(long, value_enum, default_value = "all")]
+        workload: WorkloadArg,
+        /// Events for the append, read and search workloads.
+        #[arg(long, default_value_t = 2000)]
+        events: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum RoleArg {
+    User,
+    Assistant,
+    System,
+    Tool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum StatusArg {
+    Active,
+    Archived,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ViewArg {
+    Context,
+    Archive,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum StrategyArg {
+    SlidingWindow,
+    TurnWindow,
+    TokenBudget,
+    Summarize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum WorkloadArg {
+    Append,
+    Multi,
+    Read,
+    Search,
+    All,
+}
+
+fn main() -> ExitCode {
+    // No backtraces for users: a panic is a bug, reported in one line.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error ({info}); please report it");
+    }));
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

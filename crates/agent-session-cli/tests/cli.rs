@@ -1,0 +1,408 @@
+//! The `agent-session` binary, command by command, including bad input.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+struct Store {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+fn store() -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("s.db").display());
+    Store { dir, url }
+}
+
+fn cli(store: &Store) -> Command {
+    let mut c = Command::cargo_bin("agent-session").unwrap();
+    c.arg("--store")
+        .arg(&store.url)
+        .env_remove("AGENT_SESSION_STORE");
+    c
+}
+
+fn out(c: &mut Command) -> String {
+    let o = c.assert().success().get_output().stdout.clone();
+    String::from_utf8(o).unwrap().trim().to_owned()
+}
+
+fn create(s: &Store, args: &[&str]) -> String {
+    out(cli(s).arg("create").args(["--user", "ada"]).args(args))
+}
+
+fn append(s: &Store, id: &str, args: &[&str]) -> String {
+    out(cli(s).args(["append", id]).args(args))
+}
+
+#[test]
+fn create_append_show_search_round_trip() {
+    let s = store();
+    let id = create(
+        &s,
+        &[
+            "--id", "s1", "--key", "cli:1", "--ttl", "2h", "--meta", "tag=demo", "--meta", "n=3",
+        ],
+    );
+    assert_eq!(id, "s1");
+    assert_eq!(
+        append(
+            &s,
+            "s1",
+            &[
+                "--role",
+                "user",
+                "--text",
+                "My locker code is 4711",
+                "--state",
+                "user:name=\"Ada\""
+            ]
+        ),
+        "1"
+    );
+    assert_eq!(
+        append(
+            &s,
+            "s1",
+            &[
+                "--role",
+                "assistant",
+                "--text",
+                "Noted",
+                "--invocation",
+                "inv-1"
+            ]
+        ),
+        "2"
+    );
+    assert_eq!(
+        append(
+            &s,
+            "s1",
+            &[
+                "--role",
+                "tool",
+                "--text",
+                "ok",
+                "--tool-call-id",
+                "c1",
+                "--tool-name",
+                "f",
+                "--branch",
+                "orch.x"
+            ]
+        ),
+        "3"
+    );
+
+    let shown = out(cli(&s).args(["--json", "show", "s1", "--view", "archive"]));
+    let lines: Vec<Value> = shown
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["seq"], 1);
+    assert_eq!(lines[0]["role"], "user");
+    assert_eq!(lines[1]["invocation"], "inv-1");
+    assert_eq!(lines[2]["branch"], "orch.x");
+    assert_eq!(lines[2]["synthetic"], false);
+    let last = out(cli(&s).args(["show", "s1", "--last", "1"]));
+    assert!(last.contains("#3") && !last.contains("#2"), "{last}");
+
+    let hits: Value = serde_json::from_str(&out(cli(&s).args(["search", "s1", "LOCKER"]))).unwrap();
+    assert_eq!(hits[0]["type"], "user");
+    assert_eq!(hits[0]["text"], "My locker code is 4711");
+    assert_eq!(
+        out(cli(&s).args(["search", "s1", "zebra"])),
+        "No results found."
+    );
+    assert_eq!(
+        out(cli(&s).args(["search", "s1", "locker", "--page", "-3"]))
+            .matches("4711")
+            .count(),
+        1
+    );
+
+    let listed = out(cli(&s).args(["--json", "list", "--user", "ada"]));
+    let session: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    assert_eq!(session["id"], "s1");
+    assert_eq!(session["key"], "cli:1");
+    assert_eq!(session["metadata"]["n"], 3);
+    assert!(out(cli(&s).arg("list")).contains("s1"));
+}
+
+#[test]
+fn compact_rewind_end_delete_and_stats() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    for i in 0..4 {
+        append(
+            &s,
+            "s1",
+            &[
+                "--role",
+                "user",
+                "--text",
+                &format!("question {i}"),
+                "--invocation",
+                &format!("inv-{i}"),
+            ],
+        );
+        append(
+            &s,
+            "s1",
+            &["--role", "assistant", "--text", &format!("answer {i}")],
+        );
+    }
+    let c = out(cli(&s).args([
+        "compact",
+        "s1",
+        "--strategy",
+        "turn-window",
+        "--max-turns",
+        "2",
+    ]));
+    assert!(c.starts_with("compacted: 8 → 4 events"), "{c}");
+    let c = out(cli(&s).args([
+        "--json",
+        "compact",
+        "s1",
+        "--strategy",
+        "summarize",
+        "--keep",
+        "1",
+    ]));
+    let v: Value = serde_json::from_str(&c).unwrap();
+    assert_eq!(v["compacted"], true);
+    assert!(v["summary"].as_str().unwrap().contains("question 2"));
+    assert_eq!(
+        out(cli(&s).args([
+            "compact",
+            "s1",
+            "--strategy",
+            "sliding-window",
+            "--max-events",
+            "100"
+        ])),
+        "nothing to compact"
+    );
+    cli(&s)
+        .args(["compact", "s1", "--strategy", "token-budget"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--max-tokens"));
+
+    let r = out(cli(&s).args(["rewind", "s1", "--before-invocation", "inv-3"]));
+    assert!(r.starts_with("removed 4 events"), "{r}");
+    assert_eq!(out(cli(&s).args(["end", "s1"])), "ended s1");
+    let stats: Value = serde_json::from_str(&out(cli(&s).args(["--json", "stats"]))).unwrap();
+    assert_eq!(stats["archived"], 1);
+    assert_eq!(stats["backend"], "sqlite");
+    assert_eq!(out(cli(&s).args(["delete", "s1"])), "deleted s1");
+    assert_eq!(
+        out(cli(&s).arg("purge-expired")),
+        "purged 0 expired sessions"
+    );
+}
+
+#[test]
+fn export_import_and_migrate_reproduce_sessions() {
+    let s = store();
+    create(&s, &["--id", "s1", "--app", "a1"]);
+    create(&s, &["--id", "s2", "--app", "a2"]);
+    for id in ["s1", "s2"] {
+        append(
+            &s,
+            id,
+            &[
+                "--role",
+                "user",
+                "--text",
+                "hello",
+                "--state",
+                "k=1",
+                "--invocation",
+                "i1",
+            ],
+        );
+        append(&s, id, &["--role", "assistant", "--text", "hi"]);
+    }
+    cli(&s)
+        .args(["rewind", "s1", "--before-invocation", "i1"])
+        .assert()
+        .success();
+    append(&s, "s1", &["--role", "user", "--text", "again"]);
+    let file = s.dir.path().join("export.jsonl");
+    cli(&s)
+        .args(["export", "--all", "--out"])
+        .arg(&file)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 3, "header + two sessions");
+
+    let t = store();
+    assert_eq!(
+        out(cli(&t).arg("import").arg(&file)),
+        "imported 2 sessions (0 already up to date)"
+    );
+    assert_eq!(
+        out(cli(&t).arg("import").arg(&file)),
+        "imported 0 sessions (2 already up to date)"
+    );
+    let a = out(cli(&s).args(["--json", "show", "s1", "--view", "archive"]));
+    let b = out(cli(&t).args(["--json", "show", "s1", "--view", "archive"]));
+    assert_eq!(a, b);
+    assert!(
+        a.contains("\"seq\":3"),
+        "the seq after the rewind is kept: {a}"
+    );
+    // The exported single session streams to stdout.
+    let one = out(cli(&s).args(["export", "s2"]));
+    assert_eq!(one.lines().count(), 2);
+
+    let m = store();
+    let msg = out(cli(&s).args(["migrate", "--to", &m.url, "--app", "a1"]));
+    assert!(
+        msg.contains("migrated 1 sessions") && msg.contains("verified"),
+        "{msg}"
+    );
+    assert_eq!(
+        out(cli(&m).args(["--json", "show", "s1", "--view", "archive"])),
+        a
+    );
+    cli(&m).args(["show", "s2"]).assert().failure();
+}
+
+#[test]
+fn bench_reports_every_workload() {
+    let s = store();
+    let v: Value =
+        serde_json::from_str(&out(cli(&s).args(["--json", "bench", "--events", "40"]))).unwrap();
+    let names: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert!(v["results"][0]["events_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["results"][0]["p99_ms"].as_f64().unwrap() >= v["results"][0]["p50_ms"].as_f64().unwrap()
+    );
+    let stats: Value = serde_json::from_str(&out(cli(&s).args(["--json", "stats"]))).unwrap();
+    assert_eq!(stats["sessions"], 0, "bench cleans up after itself");
+}
+
+#[test]
+fn demo_runs_offline_and_tells_the_story() {
+    let s = store();
+    let o = out(cli(&s).arg("demo"));
+    for needle in [
+        "1. resolve a session by key",
+        "→ calls get_weather",
+        "[planner.researcher]",
+        "fired on the next append",
+        "(summary)",
+        "\"4711\" in the context verbatim: false",
+        "My locker code is 4711",
+        "trip = \"Sintra\"",
+        "(new: true); the old one is archived",
+    ] {
+        assert!(o.contains(needle), "missing {needle:?} in:\n{o}");
+    }
+    let again = out(cli(&s).arg("demo"));
+    assert_ne!(
+        o.lines().nth(1),
+        again.lines().nth(1),
+        "a fresh session each run"
+    );
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_a_failure() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    for (args, needle) in [
+        (vec!["show", "nope"], "session not found: nope"),
+        (
+            vec!["append", "nope", "--role", "user", "--text", "x"],
+            "session not found: nope",
+        ),
+        (
+            vec![
+                "append", "s1", "--role", "user", "--text", "x", "--state", "k={oops",
+            ],
+            "not JSON",
+        ),
+        (
+            vec!["append", "s1", "--role", "tool", "--text", "x"],
+            "--tool-call-id",
+        ),
+        (
+            vec!["create", "--user", "ada", "--id", "../etc"],
+            "invalid session id",
+        ),
+        (vec!["create", "--user", "ada", "--ttl", "2 weeks"], "--ttl"),
+        (
+            vec!["rewind", "s1", "--before-invocation", "never"],
+            "invocation not found",
+        ),
+        (vec!["delete", "nope"], "session not found"),
+        (vec!["import", "/nonexistent/file"], "cannot open"),
+    ] {
+        let a = cli(&s).args(&args).assert().failure();
+        let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+        assert!(
+            err.starts_with("error: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(!err.contains("panicked") && !err.contains("backtrace"));
+    }
+}
+
+#[test]
+fn unusable_stores_are_clear_errors() {
+    for (url, needle) in [
+        ("postgres://nobody@127.0.0.1:1/none", "unavailable"),
+        ("ftp://example", "unknown scheme"),
+        ("redis://127.0.0.1:6379", "`redis` feature"),
+        ("es+http://localhost:9200", "`es` feature"),
+    ] {
+        let a = Command::cargo_bin("agent-session")
+            .unwrap()
+            .args(["--store", url, "list"])
+            .assert()
+            .failure();
+        let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+        assert!(
+            err.starts_with("error: cannot open store") && err.contains(needle),
+            "{url}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_default_store_is_announced_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        Command::cargo_bin("agent-session")
+            .unwrap()
+            .current_dir(dir.path())
+            .env_remove("AGENT_SESSION_STORE")
+            .arg("list")
+            .assert()
+            .success()
+            .get_output()
+            .stderr
+            .clone()
+    };
+    assert!(String::from_utf8(run())
+        .unwrap()
+        .contains("creating agent-sessions.db"));
+    assert!(String::from_utf8(run()).unwrap().is_empty());
+    assert!(dir.path().join("agent-sessions.db").exists());
+}
