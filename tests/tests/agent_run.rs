@@ -9,8 +9,9 @@ use agent_session::{
 };
 use serde_json::json;
 
-/// Every store URL this build can open here: memory, a temporary SQLite
-/// file, and a fresh schema on the PostgreSQL at `POSTGRES_URL`.
+/// Every store URL this build can open here: memory, a temporary directory
+/// of files, a temporary SQLite file, and a fresh schema on the PostgreSQL
+/// at `POSTGRES_URL`.
 async fn stores() -> Vec<(
     String,
     Arc<dyn SessionRepository>,

@@ -7,6 +7,8 @@ pub use session_core::*;
 /// Compaction: triggers, strategies, summarizers, token estimators (feature `compaction`).
 #[cfg(feature = "compaction")]
 pub use session_compaction as compaction;
+#[cfg(feature = "fs")]
+pub use session_fs::{FsRepository, FsRepositoryBuilder};
 #[cfg(feature = "postgres")]
 pub use session_postgres::{PostgresRepository, PostgresRepositoryBuilder};
 #[cfg(feature = "sqlite")]
@@ -52,7 +54,7 @@ fn scheme(url: &str) -> Option<&str> {
 /// # });
 /// ```
 #[cfg_attr(
-    not(any(feature = "sqlite", feature = "postgres")),
+    not(any(feature = "sqlite", feature = "fs", feature = "postgres")),
     allow(clippy::unused_async)
 )] // backends connect asynchronously
 pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
@@ -69,6 +71,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     #[cfg(feature = "sqlite")]
     if scheme == "sqlite" {
         return Ok(Arc::new(SqliteRepository::from_url(url).await?));
+    }
+    #[cfg(feature = "fs")]
+    if scheme == "fs" || scheme == "file" {
+        return Ok(Arc::new(FsRepository::from_url(url).await?));
     }
     #[cfg(feature = "postgres")]
     if scheme == "postgres" || scheme == "postgresql" {

@@ -32,6 +32,10 @@ use session_core::{
 };
 
 pub mod cases;
+pub mod process;
+
+#[doc(hidden)]
+pub use tempfile;
 
 /// A fresh repository under test plus the manual clock it was built with.
 #[derive(Clone)]
