@@ -307,3 +307,34 @@ async fn tls_is_verified_when_required() {
     assert!(encrypted, "the pool's connections are encrypted");
     repo.drop_schema().await.unwrap();
 }
+
+/// Ranked search (declared in `Capabilities`) orders hits by `ts_rank`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranked_search_orders_by_relevance() {
+    let schema = schema();
+    let Some(repo) = repo(&schema).await else { return };
+    assert!(repo.capabilities().ranked_search);
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()))
+        .await
+        .unwrap();
+    let texts = [
+        "the weather is nice",
+        "rust rust rust: ownership, borrowing and rust lifetimes",
+        "a note about rust",
+        "nothing relevant here",
+    ];
+    let events = texts.iter().map(|t| SessionEvent::new(Message::user(*t))).collect();
+    repo.append(&s.id, events).await.unwrap();
+    let hits = repo
+        .search(
+            &session_core::SearchQuery::in_session(&s.id, "rust ownership")
+                .mode(session_core::SearchMode::Ranked),
+        )
+        .await
+        .unwrap();
+    let got: Vec<&str> = hits.items.iter().map(|h| h.event.message.text()).collect();
+    assert_eq!(got, [texts[1]], "plainto_tsquery needs every word");
+    assert!(hits.items[0].score.unwrap() > 0.0);
+    repo.drop_schema().await.unwrap();
+}
