@@ -186,6 +186,17 @@ impl SessionEvent {
             .map_err(|e| crate::SessionError::serialization(format!("event {}", self.id), e))
     }
 
+    /// Decodes an event a backend stored as JSON, with its seq and session
+    /// taken from the store; a corrupt body is a `Serialization` error naming both.
+    pub fn decode_stored(session_id: &str, seq: u64, body: &str) -> Result<Self> {
+        let mut e: Self = serde_json::from_str(body).map_err(|err| {
+            crate::SessionError::serialization(format!("session {session_id} seq {seq}"), err)
+        })?;
+        e.seq = seq;
+        session_id.clone_into(&mut e.session_id);
+        Ok(e)
+    }
+
     /// Checks ids and branch of the event.
     pub fn validate(&self) -> Result<()> {
         validate_id("event id", &self.id)?;

@@ -45,6 +45,18 @@ pub fn contains_folded(text: &str, needle_folded: &str) -> bool {
     fold_case(text).contains(needle_folded)
 }
 
+/// The branches whose events an agent on `viewer` sees besides root events:
+/// its ancestors and itself (`orch.researcher` → `orch`, `orch.researcher`).
+pub fn visible_branches(viewer: &str) -> Vec<String> {
+    let mut out: Vec<String> = viewer
+        .char_indices()
+        .filter(|(_, c)| *c == '.')
+        .map(|(i, _)| viewer[..i].to_owned())
+        .collect();
+    out.push(viewer.to_owned());
+    out
+}
+
 /// Criteria for reading events. Filtering happens before `last_n`, and
 /// `last_n` before paging; results are chronological (context order for the
 /// context view, `seq` order for the archive).
@@ -558,6 +570,12 @@ mod tests {
         assert!(!p.has_more);
         let p = Page::paginate(0..25, usize::MAX, 10);
         assert!(p.items.is_empty());
+    }
+
+    #[test]
+    fn visible_branches_are_ancestors_and_self() {
+        assert_eq!(visible_branches("a.b.c"), ["a", "a.b", "a.b.c"]);
+        assert_eq!(visible_branches("a"), ["a"]);
     }
 
     #[test]

@@ -20,8 +20,9 @@ pub use event::{
     SUMMARY_PROMPT,
 };
 pub use filter::{
-    contains_folded, fold_case, EventFilter, EventMatcher, EventView, Page, SearchHit, SearchMode,
-    SearchQuery, SearchScope, SessionQuery, SyntheticFilter, DEFAULT_PAGE_SIZE,
+    contains_folded, fold_case, visible_branches, EventFilter, EventMatcher, EventView, Page,
+    SearchHit, SearchMode, SearchQuery, SearchScope, SessionQuery, SyntheticFilter,
+    DEFAULT_PAGE_SIZE,
 };
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
@@ -36,6 +37,6 @@ pub use service::{
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, GROUP_USER,
 };
-pub use state::{SharedState, StateScope};
+pub use state::{SharedDelta, SharedState, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
-pub use validate::{validate_branch, validate_id, Limits, MAX_ID_LEN};
+pub use validate::{validate_branch, validate_id, validate_owner, Limits, MAX_ID_LEN};

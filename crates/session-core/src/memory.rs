@@ -536,10 +536,7 @@ impl SessionRepository for InMemoryRepository {
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState> {
-        validate_id("app", app)?;
-        if user_id != crate::session::GROUP_USER {
-            validate_id("user id", user_id)?;
-        }
+        crate::validate::validate_owner(app, user_id)?;
         let inner = self.inner.read();
         Ok(SharedState {
             app: inner.app_state.get(app).cloned().unwrap_or_default(),

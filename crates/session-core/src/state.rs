@@ -71,6 +71,43 @@ impl ScopedDelta {
     }
 }
 
+/// `app:` and `user:` changes accumulated over a batch, in order: a later
+/// value for a key wins, and `null` is kept so that it removes the key when applied.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SharedDelta {
+    /// `app:` changes.
+    pub app: StateMap,
+    /// `user:` changes.
+    pub user: StateMap,
+}
+
+impl SharedDelta {
+    /// Adds the shared parts of one event's split delta.
+    pub fn add(&mut self, split: &ScopedDelta) {
+        for (k, v) in &split.app {
+            self.app.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &split.user {
+            self.user.insert(k.clone(), v.clone());
+        }
+    }
+
+    /// Whether nothing shared changes.
+    pub fn is_empty(&self) -> bool {
+        self.app.is_empty() && self.user.is_empty()
+    }
+}
+
+/// Encodes a state map as JSON text (for backends that store it as text).
+pub fn encode_state(map: &StateMap, what: &str) -> crate::Result<String> {
+    serde_json::to_string(map).map_err(|e| crate::SessionError::serialization(what.to_owned(), e))
+}
+
+/// Decodes stored state JSON; `what` names it in the error (which session, which field).
+pub fn decode_state(text: &str, what: impl FnOnce() -> String) -> crate::Result<StateMap> {
+    serde_json::from_str(text).map_err(|e| crate::SessionError::serialization(what(), e))
+}
+
 /// The shared scopes of one (app, user): returned by
 /// [`crate::SessionRepository::shared_state`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

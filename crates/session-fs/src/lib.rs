@@ -10,13 +10,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
-use session_core::state::{apply_delta, replay_session_state, ScopedDelta};
+use session_core::state::{apply_delta, replay_session_state, ScopedDelta, SharedDelta};
 use session_core::{
     check_session_id, check_unique_ids, contains_folded, fold_case, prepare_events, system_clock,
     validate_id, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome, Limits,
     NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session,
     SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionStatus,
-    SessionUpdate, SharedClock, SharedState, StateMap, GROUP_USER,
+    SessionUpdate, SharedClock, SharedState, StateMap,
 };
 
 use crate::store::{
@@ -343,7 +343,7 @@ impl Inner {
         let mut seqs = Vec::with_capacity(events.len());
         let mut fresh: Vec<SessionEvent> = Vec::new();
         let mut batch: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-        let (mut app_delta, mut user_delta) = (StateMap::new(), StateMap::new());
+        let mut shared = SharedDelta::default();
         let mut tokens = 0u64;
         for mut e in events {
             if let Some(&seq) = ids.get(&e.id).or_else(|| batch.get(&e.id)) {
@@ -355,8 +355,7 @@ impl Inner {
             if let Some(d) = &e.state_delta {
                 let split = ScopedDelta::split(d);
                 apply_delta(&mut file.session.state, &split.session);
-                app_delta.extend(split.app);
-                user_delta.extend(split.user);
+                shared.add(&split);
             }
             tokens += u64::from(e.token_estimate);
             batch.insert(e.id.clone(), e.seq);
@@ -376,8 +375,8 @@ impl Inner {
             self.write_shared(
                 &file.session.app,
                 &file.session.user_id,
-                &app_delta,
-                &user_delta,
+                &shared.app,
+                &shared.user,
                 false,
             )?;
         }
@@ -398,7 +397,7 @@ impl Inner {
             archive.iter().map(|e| (e.id.as_str(), e.seq)).collect();
         let mut context = Vec::with_capacity(events.len());
         let mut fresh = Vec::new();
-        let (mut app_delta, mut user_delta) = (StateMap::new(), StateMap::new());
+        let mut shared = SharedDelta::default();
         for mut e in events {
             if let Some(&seq) = known.get(e.id.as_str()) {
                 context.push(seq);
@@ -409,8 +408,7 @@ impl Inner {
             if let Some(d) = &e.state_delta {
                 let split = ScopedDelta::split(d);
                 apply_delta(&mut file.session.state, &split.session);
-                app_delta.extend(split.app);
-                user_delta.extend(split.user);
+                shared.add(&split);
             }
             context.push(e.seq);
             fresh.push(e);
@@ -435,8 +433,8 @@ impl Inner {
         self.write_shared(
             &file.session.app,
             &file.session.user_id,
-            &app_delta,
-            &user_delta,
+            &shared.app,
+            &shared.user,
             false,
         )?;
         Ok(true)
@@ -819,10 +817,7 @@ impl SessionRepository for FsRepository {
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {
-        validate_id("app", app)?;
-        if user_id != GROUP_USER {
-            validate_id("user id", user_id)?;
-        }
+        session_core::validate_owner(app, user_id)?;
         let (app, user) = (app.to_owned(), user_id.to_owned());
         self.blocking(move |i| store::shared_state(&i.layout, &app, &user))
             .await

@@ -12,7 +12,7 @@ use session_core::{
     check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
     Capabilities, EventFilter, ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit,
     SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository,
-    SessionUpdate, SharedClock, SharedState, GROUP_USER,
+    SessionUpdate, SharedClock, SharedState,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
@@ -573,10 +573,7 @@ impl SessionRepository for PostgresRepository {
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {
-        validate_id("app", app)?;
-        if user_id != GROUP_USER {
-            validate_id("user id", user_id)?;
-        }
+        session_core::validate_owner(app, user_id)?;
         let c = self.client().await?;
         let result = store::shared_state(&c, &self.tables, app, user_id).await;
         settle(c, result).map_err(map_store)

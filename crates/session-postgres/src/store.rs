@@ -2,12 +2,12 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, Transaction};
-use session_core::state::{apply_delta, replay_deltas, ScopedDelta};
+use session_core::state::{apply_delta, replay_deltas, ScopedDelta, SharedDelta};
 use session_core::{
-    contains_folded, fold_case, AppendOutcome, EventFilter, EventView, ImportOutcome, NewSession,
-    Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionDump,
-    SessionError, SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
-    SyntheticFilter,
+    contains_folded, fold_case, visible_branches, AppendOutcome, EventFilter, EventView,
+    ImportOutcome, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery,
+    SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionStatus,
+    SessionUpdate, SharedState, StateMap, SyntheticFilter,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -65,13 +65,7 @@ fn from_micros(us: i64, what: &str) -> Result<DateTime<Utc>, SessionError> {
     })
 }
 
-fn to_json(map: &StateMap, what: &str) -> Result<String, SessionError> {
-    serde_json::to_string(map).map_err(|e| SessionError::serialization(what.to_owned(), e))
-}
-
-fn parse_map(text: &str, what: impl FnOnce() -> String) -> Result<StateMap, SessionError> {
-    serde_json::from_str(text).map_err(|e| SessionError::serialization(what(), e))
-}
+use session_core::state::{decode_state as parse_map, encode_state as to_json};
 
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
@@ -199,39 +193,27 @@ async fn head(tx: &Transaction<'_>, t: &Tables, id: &str, now: DateTime<Utc>) ->
     })
 }
 
-#[derive(Default)]
-struct SharedDelta {
-    app: StateMap,
-    user: StateMap,
-}
+/// Writes shared-scope changes under row locks (app, then user).
+struct SharedWrite<'a>(&'a SharedDelta);
 
-impl SharedDelta {
-    fn add(&mut self, split: &ScopedDelta) {
-        for (k, v) in &split.app {
-            self.app.insert(k.clone(), v.clone());
-        }
-        for (k, v) in &split.user {
-            self.user.insert(k.clone(), v.clone());
-        }
-    }
-
+impl SharedWrite<'_> {
     /// Read-modify-write of the shared scopes under row locks (app, then user).
     async fn write(&self, tx: &Transaction<'_>, t: &Tables, app: &str, user_id: &str) -> R<()> {
-        if !self.app.is_empty() {
+        if !self.0.app.is_empty() {
             let key: [&(dyn ToSql + Sync); 1] = [&app];
-            update_shared(tx, &t.app_state, "app = $1", &key, &self.app, || {
+            update_shared(tx, &t.app_state, "app = $1", &key, &self.0.app, || {
                 format!("app {app} state")
             })
             .await?;
         }
-        if !self.user.is_empty() {
+        if !self.0.user.is_empty() {
             let key: [&(dyn ToSql + Sync); 2] = [&app, &user_id];
             update_shared(
                 tx,
                 &t.user_state,
                 "app = $1 AND user_id = $2",
                 &key,
-                &self.user,
+                &self.0.user,
                 || format!("user {user_id} state in app {app}"),
             )
             .await?;
@@ -404,7 +386,9 @@ pub(crate) async fn create(
     .await?;
     let mut shared = SharedDelta::default();
     shared.add(&split);
-    shared.write(tx, t, &new.app, &new.user_id).await?;
+    SharedWrite(&shared)
+        .write(tx, t, &new.app, &new.user_id)
+        .await?;
     Ok(Session {
         id: new.id.clone(),
         app: new.app.clone(),
@@ -644,7 +628,9 @@ pub(crate) async fn append(
             )
             .into());
         }
-        shared.write(tx, t, &h.app, &h.user_id).await?;
+        SharedWrite(&shared)
+            .write(tx, t, &h.app, &h.user_id)
+            .await?;
         h.version += 1;
     }
     Ok(AppendOutcome {
@@ -732,7 +718,9 @@ pub(crate) async fn replace_context(
         ],
     )
     .await?;
-    shared.write(tx, t, &h.app, &h.user_id).await?;
+    SharedWrite(&shared)
+        .write(tx, t, &h.app, &h.user_id)
+        .await?;
     Ok(true)
 }
 
@@ -811,22 +799,7 @@ pub(crate) async fn rewind(
 }
 
 fn decode_event(session_id: &str, seq: i64, body: &str) -> R<SessionEvent> {
-    let mut e: SessionEvent = serde_json::from_str(body).map_err(|err| {
-        SessionError::serialization(format!("session {session_id} seq {seq}"), err)
-    })?;
-    e.seq = count(seq);
-    session_id.clone_into(&mut e.session_id);
-    Ok(e)
-}
-
-fn visible_branches(viewer: &str) -> Vec<String> {
-    let mut out: Vec<String> = viewer
-        .char_indices()
-        .filter(|(_, c)| *c == '.')
-        .map(|(i, _)| viewer[..i].to_owned())
-        .collect();
-    out.push(viewer.to_owned());
-    out
+    Ok(SessionEvent::decode_stored(session_id, count(seq), body)?)
 }
 
 pub(crate) async fn events(
@@ -1249,10 +1222,5 @@ mod tests {
     #[test]
     fn like_pattern_escapes_wildcards_and_backslash() {
         assert_eq!(like_pattern("100%_a\\b"), "%100\\%\\_a\\\\b%");
-    }
-
-    #[test]
-    fn visible_branches_are_ancestors_and_self() {
-        assert_eq!(visible_branches("a.b.c"), ["a", "a.b", "a.b.c"]);
     }
 }

@@ -312,7 +312,9 @@ async fn tls_is_verified_when_required() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranked_search_orders_by_relevance() {
     let schema = schema();
-    let Some(repo) = repo(&schema).await else { return };
+    let Some(repo) = repo(&schema).await else {
+        return;
+    };
     assert!(repo.capabilities().ranked_search);
     let s = repo
         .create(NewSession::new("app", "u", chrono::Utc::now()))
@@ -324,7 +326,10 @@ async fn ranked_search_orders_by_relevance() {
         "a note about rust",
         "nothing relevant here",
     ];
-    let events = texts.iter().map(|t| SessionEvent::new(Message::user(*t))).collect();
+    let events = texts
+        .iter()
+        .map(|t| SessionEvent::new(Message::user(*t)))
+        .collect();
     repo.append(&s.id, events).await.unwrap();
     let hits = repo
         .search(

@@ -16,7 +16,7 @@ use session_core::{
     check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
     Capabilities, EventFilter, ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit,
     SearchMode, SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionQuery,
-    SessionRepository, SessionUpdate, SharedClock, SharedState, GROUP_USER,
+    SessionRepository, SessionUpdate, SharedClock, SharedState,
 };
 
 pub use schema::SCHEMA_VERSION;
@@ -478,10 +478,7 @@ impl SessionRepository for SqliteRepository {
     }
 
     async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {
-        validate_id("app", app)?;
-        if user_id != GROUP_USER {
-            validate_id("user id", user_id)?;
-        }
+        session_core::validate_owner(app, user_id)?;
         let (app, user_id) = (app.to_owned(), user_id.to_owned());
         self.read(move |c, _| store::shared_state(c, &app, &user_id))
             .await

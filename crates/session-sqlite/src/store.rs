@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
-use session_core::state::{apply_delta, replay_deltas, ScopedDelta};
+use session_core::state::{apply_delta, replay_deltas, ScopedDelta, SharedDelta};
 use session_core::{
-    fold_case, AppendOutcome, EventFilter, EventView, ImportOutcome, NewSession, Page,
-    RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionDump,
+    fold_case, visible_branches, AppendOutcome, EventFilter, EventView, ImportOutcome, NewSession,
+    Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionDump,
     SessionError, SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
     SyntheticFilter,
 };
@@ -51,13 +51,7 @@ fn from_micros(us: i64, what: &str) -> Result<DateTime<Utc>> {
     })
 }
 
-fn to_json(map: &StateMap, what: &str) -> Result<String> {
-    serde_json::to_string(map).map_err(|e| SessionError::serialization(what.to_owned(), e))
-}
-
-fn parse_map(text: &str, what: impl FnOnce() -> String) -> Result<StateMap> {
-    serde_json::from_str(text).map_err(|e| SessionError::serialization(what(), e))
-}
+use session_core::state::{decode_state as parse_map, encode_state as to_json};
 
 const SESSION_COLUMNS: &str = "id, app, user_id, key, status, created_at, updated_at, expires_at, \
      metadata, state, event_count, context_tokens, version";
@@ -229,48 +223,35 @@ fn head(tx: &Transaction<'_>, id: &str, now: DateTime<Utc>) -> Result<Head> {
     })
 }
 
-/// State changes to the shared scopes, accumulated over a batch.
-#[derive(Default)]
-struct SharedDelta {
-    app: StateMap,
-    user: StateMap,
-}
+/// Writes shared-scope changes (or, for imports, whole maps) to their tables.
+struct SharedWrite<'a>(&'a SharedDelta);
 
-impl SharedDelta {
-    fn add(&mut self, split: &ScopedDelta) {
-        for (k, v) in &split.app {
-            self.app.insert(k.clone(), v.clone());
-        }
-        for (k, v) in &split.user {
-            self.user.insert(k.clone(), v.clone());
-        }
-    }
-
+impl SharedWrite<'_> {
     /// Sets the shared scopes to exactly these maps (for imports); empty maps leave a scope alone.
     fn replace(&self, tx: &Transaction<'_>, app: &str, user_id: &str) -> Result<()> {
-        if !self.app.is_empty() {
+        if !self.0.app.is_empty() {
             tx.prepare_cached(
                 "INSERT INTO app_state (app, state) VALUES (?1, ?2) \
                  ON CONFLICT (app) DO UPDATE SET state = excluded.state",
             )
             .sql()?
-            .execute(params![app, to_json(&self.app, "app state")?])
+            .execute(params![app, to_json(&self.0.app, "app state")?])
             .sql()?;
         }
-        if !self.user.is_empty() {
+        if !self.0.user.is_empty() {
             tx.prepare_cached(
                 "INSERT INTO user_state (app, user_id, state) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (app, user_id) DO UPDATE SET state = excluded.state",
             )
             .sql()?
-            .execute(params![app, user_id, to_json(&self.user, "user state")?])
+            .execute(params![app, user_id, to_json(&self.0.user, "user state")?])
             .sql()?;
         }
         Ok(())
     }
 
     fn write(&self, tx: &Transaction<'_>, app: &str, user_id: &str) -> Result<()> {
-        if !self.app.is_empty() {
+        if !self.0.app.is_empty() {
             let current: Option<String> = tx
                 .prepare_cached("SELECT state FROM app_state WHERE app = ?1")
                 .sql()?
@@ -281,7 +262,7 @@ impl SharedDelta {
                 Some(s) => parse_map(&s, || format!("app {app} state"))?,
                 None => StateMap::new(),
             };
-            apply_delta(&mut state, &self.app);
+            apply_delta(&mut state, &self.0.app);
             tx.prepare_cached(
                 "INSERT INTO app_state (app, state) VALUES (?1, ?2) \
                  ON CONFLICT (app) DO UPDATE SET state = excluded.state",
@@ -290,7 +271,7 @@ impl SharedDelta {
             .execute(params![app, to_json(&state, "app state")?])
             .sql()?;
         }
-        if !self.user.is_empty() {
+        if !self.0.user.is_empty() {
             let current: Option<String> = tx
                 .prepare_cached("SELECT state FROM user_state WHERE app = ?1 AND user_id = ?2")
                 .sql()?
@@ -301,7 +282,7 @@ impl SharedDelta {
                 Some(s) => parse_map(&s, || format!("user {user_id} state in app {app}"))?,
                 None => StateMap::new(),
             };
-            apply_delta(&mut state, &self.user);
+            apply_delta(&mut state, &self.0.user);
             tx.prepare_cached(
                 "INSERT INTO user_state (app, user_id, state) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (app, user_id) DO UPDATE SET state = excluded.state",
@@ -505,7 +486,7 @@ pub(crate) fn create(tx: &Transaction<'_>, new: NewSession, now: DateTime<Utc>) 
     .sql()?;
     let mut shared = SharedDelta::default();
     shared.add(&split);
-    shared.write(tx, &new.app, &new.user_id)?;
+    SharedWrite(&shared).write(tx, &new.app, &new.user_id)?;
     Ok(Session {
         id: new.id,
         app: new.app,
@@ -707,7 +688,7 @@ pub(crate) fn append(
             micros(now)
         ])
         .sql()?;
-        shared.write(tx, &h.app, &h.user_id)?;
+        SharedWrite(&shared).write(tx, &h.app, &h.user_id)?;
         indexing.after_insert(tx)?;
         h.version += 1;
     }
@@ -788,7 +769,7 @@ pub(crate) fn replace_context(
         micros(now)
     ])
     .sql()?;
-    shared.write(tx, &h.app, &h.user_id)?;
+    SharedWrite(&shared).write(tx, &h.app, &h.user_id)?;
     if added > 0 {
         indexing.after_insert(tx)?;
     }
@@ -867,26 +848,7 @@ pub(crate) fn rewind(
 }
 
 fn decode_event(session_id: &str, seq: i64, body: &str) -> Result<SessionEvent> {
-    let mut e: SessionEvent = serde_json::from_str(body).map_err(|err| {
-        SessionError::serialization(format!("session {session_id} seq {seq}"), err)
-    })?;
-    e.seq = u64::try_from(seq).unwrap_or(0);
-    session_id.clone_into(&mut e.session_id);
-    Ok(e)
-}
-
-/// The branches whose events an agent on `viewer` sees: itself and its ancestors.
-fn visible_branches(viewer: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut end = 0;
-    for (i, c) in viewer.char_indices() {
-        if c == '.' {
-            out.push(viewer[..i].to_owned());
-        }
-        end = i + c.len_utf8();
-    }
-    out.push(viewer[..end].to_owned());
-    out
+    SessionEvent::decode_stored(session_id, u64::try_from(seq).unwrap_or(0), body)
 }
 
 pub(crate) fn events(
@@ -1342,7 +1304,7 @@ pub(crate) fn import_session(
     let mut shared = SharedDelta::default();
     shared.app.clone_from(&dump.shared.app);
     shared.user.clone_from(&dump.shared.user);
-    shared.replace(tx, &s.app, &s.user_id)?;
+    SharedWrite(&shared).replace(tx, &s.app, &s.user_id)?;
     Ok(ImportOutcome::Imported)
 }
 
