@@ -55,6 +55,25 @@ pub struct SessionDump {
 }
 
 impl SessionDump {
+    /// Each context seq's 1-based position in the context.
+    pub fn context_positions(&self) -> std::collections::HashMap<u64, i64> {
+        self.context
+            .iter()
+            .zip(1i64..)
+            .map(|(seq, pos)| (*seq, pos))
+            .collect()
+    }
+
+    /// The token estimate of the context.
+    pub fn context_tokens(&self) -> u64 {
+        let positions = self.context_positions();
+        self.events
+            .iter()
+            .filter(|e| positions.contains_key(&e.seq))
+            .map(|e| u64::from(e.token_estimate))
+            .sum()
+    }
+
     /// Checks the dump is self-consistent before a backend writes it.
     pub fn validate(&self) -> Result<()> {
         let s = &self.session;

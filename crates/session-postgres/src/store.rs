@@ -1125,18 +1125,8 @@ pub(crate) async fn import_session(
             .await?;
         tx.execute(&del, &[&s.id]).await?;
     }
-    let position: std::collections::HashMap<u64, i64> = dump
-        .context
-        .iter()
-        .zip(1i64..)
-        .map(|(seq, pos)| (*seq, pos))
-        .collect();
-    let context_tokens: u64 = dump
-        .events
-        .iter()
-        .filter(|e| position.contains_key(&e.seq))
-        .map(|e| u64::from(e.token_estimate))
-        .sum();
+    let position = dump.context_positions();
+    let context_tokens = dump.context_tokens();
     let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let insert = tx
         .prepare_cached(&format!(

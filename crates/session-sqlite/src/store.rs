@@ -1253,18 +1253,8 @@ pub(crate) fn import_session(
         }
         purge_session(tx, &s.id)?;
     }
-    let position: std::collections::HashMap<u64, i64> = dump
-        .context
-        .iter()
-        .zip(1i64..)
-        .map(|(seq, pos)| (*seq, pos))
-        .collect();
-    let context_tokens: u64 = dump
-        .events
-        .iter()
-        .filter(|e| position.contains_key(&e.seq))
-        .map(|e| u64::from(e.token_estimate))
-        .sum();
+    let position = dump.context_positions();
+    let context_tokens = dump.context_tokens();
     let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     tx.prepare_cached(
         "INSERT INTO sessions (id, app, user_id, key, status, created_at, updated_at, expires_at, \
