@@ -46,3 +46,4 @@ async fn postgres(clock: SharedClock) -> Option<TestStore> {
 }
 
 session_testkit::conformance_suite!(postgres);
+session_testkit::model_suite!(postgres);
