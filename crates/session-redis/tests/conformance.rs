@@ -1,0 +1,45 @@
+//! The conformance suite against the Redis at `REDIS_URL` (default the local
+//! server), each test under its own random key prefix, removed afterwards.
+
+use session_core::SharedClock;
+use session_redis::RedisRepository;
+use session_testkit::TestStore;
+
+fn url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// Removes every key under the test's prefix when the test ends (SCAN with an escaped pattern).
+struct DropPrefix(String);
+
+impl Drop for DropPrefix {
+    fn drop(&mut self) {
+        if let Ok(client) = redis::Client::open(url()) {
+            if let Ok(mut c) = client.get_connection() {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{}:*", self.0))
+                    .query(&mut c)
+                    .unwrap_or_default();
+                if !keys.is_empty() {
+                    let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut c);
+                }
+            }
+        }
+    }
+}
+
+async fn redis_store(clock: SharedClock) -> Option<TestStore> {
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    match RedisRepository::builder(url())
+        .prefix(&prefix)
+        .clock(clock)
+        .connect()
+        .await
+    {
+        Ok(repo) => Some(TestStore::new(repo).with_guard(DropPrefix(prefix))),
+        Err(e) => session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false),
+    }
+}
+
+session_testkit::conformance_suite!(redis_store);
+session_testkit::model_suite!(redis_store);
