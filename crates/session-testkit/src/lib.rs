@@ -181,16 +181,14 @@ where
     });
 }
 
-/// Expands the whole conformance suite into one `#[test]` per behaviour.
-///
-/// The argument is a path to `async fn(SharedClock) -> Option<TestStore>`
-/// that builds a fresh, isolated repository on the given clock for each
-/// test (a temp file, a temp dir, a random key prefix), or returns `None`
-/// to skip after [`skip`].
+/// Calls `$callback!($($args)* ; case, case, ...)` with every case of the
+/// suite: the one list both [`conformance_suite!`] and
+/// [`all_cases_in_sequence!`] expand.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! conformance_suite {
-    ($factory:path) => {
-        $crate::conformance_suite!(@cases $factory;
+macro_rules! __with_cases {
+    ($callback:path, $($args:tt)*) => {
+        $callback!($($args)* ;
             create_with_given_id,
             create_with_generated_id,
             create_duplicate_id_is_already_exists,
@@ -249,6 +247,19 @@ macro_rules! conformance_suite {
             export_import_round_trips,
         );
     };
+}
+
+/// Expands the whole conformance suite into one `#[test]` per behaviour.
+///
+/// The argument is a path to `async fn(SharedClock) -> Option<TestStore>`
+/// that builds a fresh, isolated repository on the given clock for each
+/// test (a temp file, a temp dir, a random key prefix), or returns `None`
+/// to skip after [`skip`].
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:path) => {
+        $crate::__with_cases!($crate::conformance_suite, @cases $factory);
+    };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
         $(
             #[test]
@@ -257,4 +268,37 @@ macro_rules! conformance_suite {
             }
         )*
     };
+}
+
+/// Runs every case of the suite one after another inside the current async
+/// test, each on a fresh store from `$factory` (a closure
+/// `Fn(SharedClock) -> impl Future<Output = Option<TestStore>>`): for
+/// backends whose server the test itself starts, such as a Redis cluster.
+#[macro_export]
+macro_rules! all_cases_in_sequence {
+    ($factory:expr) => {
+        $crate::__with_cases!($crate::all_cases_in_sequence, @run $factory)
+    };
+    (@run $factory:expr ; $($case:ident),* $(,)?) => {{
+        let factory = $factory;
+        $(
+            $crate::run_case_in(stringify!($case), &factory, $crate::cases::$case).await;
+        )*
+    }};
+}
+
+/// Runs one case on a fresh store inside the caller's runtime (see [`all_cases_in_sequence!`]).
+pub async fn run_case_in<F, FF, C, CF>(name: &str, factory: &F, case: C)
+where
+    F: Fn(SharedClock) -> FF,
+    FF: Future<Output = Option<TestStore>>,
+    C: FnOnce(Fixture) -> CF,
+    CF: Future<Output = ()>,
+{
+    let clock = Arc::new(ManualClock::new());
+    if let Some(store) = factory(clock.clone()).await {
+        eprintln!("case {name}");
+        case(Fixture::new(store.repo.clone(), clock)).await;
+        drop(store.guard);
+    }
 }
