@@ -1,27 +1,23 @@
 -- ARGV[4] session id, ARGV[5] event count, then one insert() record per event.
-local err = check(true)
-if err then return err end
+local h, err = load_head()
+if not h then return err end
 local i, n = 6, tonumber(ARGV[5])
-local seqs, written, tokens = {}, 0, 0
+local seqs, written = {}, 0
 for _ = 1, n do
   local tok = tonumber(ARGV[i + 2])
-  local pos = redis.call('HINCRBY', KEYS[S], 'next_ctx_pos', 1) - 1
-  local seq, next_i, new = insert(i, pos)
+  local seq, next_i, new = insert(h, i, true)
   if new then
     written = written + 1
-    tokens = tokens + tok
-  else
-    redis.call('HINCRBY', KEYS[S], 'next_ctx_pos', -1)
+    h.context_tokens = h.context_tokens + tok
   end
   seqs[#seqs + 1] = seq
   i = next_i
 end
-local version = tonumber(redis.call('HGET', KEYS[S], 'version'))
 if written > 0 then
-  redis.call('HINCRBY', KEYS[S], 'context_tokens', tokens)
-  version = bump()
-  index(ARGV[4])
-  touch()
+  save_head(h, {'context_tokens', h.context_tokens})
+  index_head(h, ARGV[4])
+  touch(false, h.version)
 end
-local app, user, key = owner()
-return {version, written, app, user, key or '', seqs}
+-- The owner is only needed by a cluster client (it writes the shared scopes and indexes).
+if STANDALONE then return {h.version, written, '', '', '', seqs} end
+return {h.version, written, h.app, h.user, h.key or '', seqs}

@@ -3,6 +3,12 @@
 if redis.call('EXISTS', KEYS[S]) == 1 then
   local exp = redis.call('HGET', KEYS[S], 'expires_at')
   if not (exp and exp ~= '' and tonumber(exp) <= NOW) then return redis.error_reply('EXISTS the session id is taken') end
+  -- Replacing an expired session: its old owner's indexes forget it.
+  if STANDALONE then
+    local app, user, key = owner()
+    redis.call('ZREM', PREFIX .. ':idx:o:' .. app .. '/' .. user, ARGV[4])
+    if key and key ~= '' then redis.call('ZREM', PREFIX .. ':idx:k:' .. app .. '/' .. key, ARGV[4]) end
+  end
   redis.call('DEL', unpack(KEYS))
 end
 local n = tonumber(ARGV[5])

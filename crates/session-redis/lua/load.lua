@@ -6,8 +6,6 @@ for _ = 1, n do
   i = i + 7
   redis.call('HSET', KEYS[EV], seq, body)
   redis.call('HSET', KEYS[IDS], id, seq)
-  redis.call('HSET', KEYS[SID], seq, id)
-  redis.call('HSET', KEYS[TOK], seq, tok)
   redis.call('ZADD', KEYS[ARC], seq, seq)
   if pos ~= '' then redis.call('ZADD', KEYS[CTX], pos, seq) end
   if inv ~= '' then

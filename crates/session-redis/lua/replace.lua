@@ -2,26 +2,21 @@
 local err = check(true)
 if err then return err end
 if redis.call('HGET', KEYS[S], 'version') ~= ARGV[5] then return 0 end
+local h = load_head()
 redis.call('DEL', KEYS[CTX])
 local i, n = 7, tonumber(ARGV[6])
 for _ = 1, n do
-  local pos = redis.call('HINCRBY', KEYS[S], 'next_ctx_pos', 1) - 1
   local known = redis.call('HGET', KEYS[IDS], ARGV[i])
   if known then
-    redis.call('ZADD', KEYS[CTX], pos, known)
+    redis.call('ZADD', KEYS[CTX], h.next_ctx_pos, known)
+    h.next_ctx_pos = h.next_ctx_pos + 1
     i = i + 5; i = skip_kv(i); i = skip_kv(i); i = skip_kv(i)
   else
-    local _, next_i = insert(i, pos)
+    local _, next_i = insert(h, i, true)
     i = next_i
   end
 end
-local seqs = redis.call('ZRANGE', KEYS[CTX], 0, -1)
-local tokens = 0
-if #seqs > 0 then
-  for _, t in ipairs(redis.call('HMGET', KEYS[TOK], unpack(seqs))) do tokens = tokens + tonumber(t) end
-end
-redis.call('HSET', KEYS[S], 'context_tokens', tokens)
-bump()
+save_head(h, {'context_tokens', context_tokens()})
 index(ARGV[4])
 touch()
 return 1

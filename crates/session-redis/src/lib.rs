@@ -1031,7 +1031,9 @@ impl SessionRepository for RedisRepository {
                     .await?
                 {
                     if let Some((f, st)) = self.raw_session(&id).await? {
-                        if !Self::decode_session(&id, &f, st)?.is_expired_at(now) {
+                        // The index is a hint: the session itself says who owns it.
+                        let s = Self::decode_session(&id, &f, st)?;
+                        if !s.is_expired_at(now) && &s.app == app && &s.user_id == user_id {
                             out.push(id);
                         }
                     }
