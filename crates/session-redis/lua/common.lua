@@ -1,7 +1,7 @@
--- Shared by every script. KEYS[1..11] are one session's keys (one hash tag):
--- s, st, ev, ids, sid, arc, ctx, tok, inv, dl, init.
+-- Shared by every script. KEYS[1..9] are one session's keys (one hash tag):
+-- s, st, ev, ids, arc, ctx, inv, dl, init.
 -- ARGV[1] now (microseconds), ARGV[2] 's' (standalone) or 'c' (cluster), ARGV[3] key prefix.
-local S, ST, EV, IDS, SID, ARC, CTX, TOK, INV, DL, INIT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+local S, ST, EV, IDS, ARC, CTX, INV, DL, INIT = 1, 2, 3, 4, 5, 6, 7, 8, 9
 local NOW = tonumber(ARGV[1])
 local STANDALONE = ARGV[2] == 's'
 local PREFIX = ARGV[3]
@@ -24,7 +24,7 @@ local function touch(often, version)
   if often == false and version % 64 ~= 1 then return end
   local at = redis.call('HGET', KEYS[S], 'ttl_at')
   if at and at ~= '' then
-    for i = 1, 11 do redis.call('PEXPIREAT', KEYS[i], at) end
+    for i = 1, #KEYS do redis.call('PEXPIREAT', KEYS[i], at) end
   end
 end
 

@@ -14,7 +14,7 @@ if ARGV[i] == '1' then
   apply_kv(KEYS[ST], i + 1)
 end
 if redis.call('HGET', KEYS[S], 'ttl_at') == '' then
-  for k = 1, 11 do redis.call('PERSIST', KEYS[k]) end
+  for k = 1, #KEYS do redis.call('PERSIST', KEYS[k]) end
 end
 bump()
 index(ARGV[4])

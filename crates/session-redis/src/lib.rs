@@ -525,8 +525,8 @@ impl RedisRepository {
     async fn seqs(&self, id: &str, view: EventView) -> session_core::Result<Vec<u64>> {
         let keys = self.keys(id);
         let key = match view {
-            EventView::Archive => &keys[5],
-            EventView::Context => &keys[6],
+            EventView::Archive => &keys[4],
+            EventView::Context => &keys[5],
         };
         let mut c = self.conn.clone();
         redis::cmd("ZRANGE")
@@ -850,8 +850,8 @@ impl SessionRepository for RedisRepository {
             // Straight from the sorted set: O(log n + page).
             let keys = self.keys(id);
             let key = match filter.view {
-                EventView::Archive => &keys[5],
-                EventView::Context => &keys[6],
+                EventView::Archive => &keys[4],
+                EventView::Context => &keys[5],
             };
             let mut c = self.conn.clone();
             let (start, stop, page_base) = if let Some(n) = filter.last_n {
@@ -955,12 +955,12 @@ impl SessionRepository for RedisRepository {
             let (from, init, deltas): (Option<u64>, HashMap<String, String>, HashMap<u64, String>) =
                 redis::pipe()
                     .cmd("HGET")
-                    .arg(&keys[8])
+                    .arg(&keys[6])
                     .arg(before_invocation_id)
                     .cmd("HGETALL")
-                    .arg(&keys[10])
+                    .arg(&keys[8])
                     .cmd("HGETALL")
-                    .arg(&keys[9])
+                    .arg(&keys[7])
                     .query_async(&mut c)
                     .await
                     .map_err(map_err)?;
@@ -1086,7 +1086,7 @@ impl SessionRepository for RedisRepository {
         let keys = self.keys(id);
         let mut c = self.conn.clone();
         let init: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(&keys[10])
+            .arg(&keys[8])
             .query_async(&mut c)
             .await
             .map_err(map_err)?;
