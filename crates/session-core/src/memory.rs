@@ -247,31 +247,8 @@ impl SessionRepository for InMemoryRepository {
         update.validate(now)?;
         let mut inner = self.inner.write();
         let r = writable(&mut inner.sessions, id, now)?;
-        if let Some(expected) = update.expected_version {
-            if r.session.version != expected {
-                return Err(SessionError::Conflict {
-                    id: id.to_owned(),
-                    expected,
-                    actual: r.session.version,
-                });
-            }
-        }
-        let s = &mut r.session;
-        if let Some(m) = update.metadata {
-            s.metadata = m;
-        }
-        if let Some(st) = update.state {
-            s.state = st;
-        }
-        if let Some(status) = update.status {
-            s.status = status;
-        }
-        if let Some(exp) = update.expires_at {
-            s.expires_at = exp;
-        }
-        s.version += 1;
-        s.updated_at = s.updated_at.max(now);
-        Ok(s.clone())
+        update.apply_to(&mut r.session, now)?;
+        Ok(r.session.clone())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "delete", session_id = %id))]

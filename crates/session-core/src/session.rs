@@ -248,6 +248,35 @@ impl SessionUpdate {
         self
     }
 
+    /// Applies the update to a session held in memory: checks the expected
+    /// version (`Conflict`), sets the fields, bumps the version and the activity time.
+    pub fn apply_to(self, session: &mut Session, now: DateTime<Utc>) -> Result<()> {
+        if let Some(expected) = self.expected_version {
+            if session.version != expected {
+                return Err(SessionError::Conflict {
+                    id: session.id.clone(),
+                    expected,
+                    actual: session.version,
+                });
+            }
+        }
+        if let Some(m) = self.metadata {
+            session.metadata = m;
+        }
+        if let Some(st) = self.state {
+            session.state = st;
+        }
+        if let Some(status) = self.status {
+            session.status = status;
+        }
+        if let Some(exp) = self.expires_at {
+            session.expires_at = exp;
+        }
+        session.version += 1;
+        session.updated_at = session.updated_at.max(now);
+        Ok(())
+    }
+
     /// Checks the update; repositories call this before writing.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<()> {
         if let Some(Some(at)) = self.expires_at {

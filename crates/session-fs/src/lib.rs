@@ -488,30 +488,7 @@ impl Inner {
     fn update(&self, id: &str, update: SessionUpdate) -> Result<Session> {
         update.validate(self.now())?;
         let (dir, mut file, _lock) = self.writable(id)?;
-        if let Some(expected) = update.expected_version {
-            if file.session.version != expected {
-                return Err(SessionError::Conflict {
-                    id: id.to_owned(),
-                    expected,
-                    actual: file.session.version,
-                });
-            }
-        }
-        let s = &mut file.session;
-        if let Some(m) = update.metadata {
-            s.metadata = m;
-        }
-        if let Some(st) = update.state {
-            s.state = st;
-        }
-        if let Some(status) = update.status {
-            s.status = status;
-        }
-        if let Some(exp) = update.expires_at {
-            s.expires_at = exp;
-        }
-        s.version += 1;
-        s.updated_at = s.updated_at.max(self.now());
+        update.apply_to(&mut file.session, self.now())?;
         self.save(&dir, &file)?;
         Ok(file.session)
     }
