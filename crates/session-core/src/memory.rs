@@ -18,7 +18,7 @@ use crate::repository::{
     check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome,
     RewindOutcome, SessionDump, SessionRepository,
 };
-use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
+use crate::session::{NewSession, Session, SessionUpdate};
 use crate::state::{apply_delta, replay_session_state, ScopedDelta, SharedState};
 use crate::validate::{validate_id, Limits};
 
@@ -203,21 +203,7 @@ impl SessionRepository for InMemoryRepository {
             }
         }
         let split = ScopedDelta::split(&new.state);
-        let session = Session {
-            id: new.id.clone(),
-            app: new.app,
-            user_id: new.user_id,
-            key: new.key,
-            status: SessionStatus::Active,
-            created_at: new.created_at,
-            updated_at: now.max(new.created_at),
-            expires_at: new.expires_at,
-            metadata: new.metadata,
-            state: split.session.clone(),
-            event_count: 0,
-            context_tokens: 0,
-            version: 0,
-        };
+        let session = new.to_session(now);
         let (sessions, mut shared) = inner.split();
         shared.apply(&session, &split);
         sessions.insert(

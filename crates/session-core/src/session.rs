@@ -174,6 +174,27 @@ impl NewSession {
         self
     }
 
+    /// The session as a repository first stores it: version 0, no events,
+    /// the session-scope part of the initial state, last activity `now` (or
+    /// the creation time, if that is later).
+    pub fn to_session(&self, now: DateTime<Utc>) -> Session {
+        Session {
+            id: self.id.clone(),
+            app: self.app.clone(),
+            user_id: self.user_id.clone(),
+            key: self.key.clone(),
+            status: SessionStatus::Active,
+            created_at: self.created_at,
+            updated_at: now.max(self.created_at),
+            expires_at: self.expires_at,
+            metadata: self.metadata.clone(),
+            state: crate::state::ScopedDelta::split(&self.state).session,
+            event_count: 0,
+            context_tokens: 0,
+            version: 0,
+        }
+    }
+
     /// Checks ids and expiry; repositories call this before writing.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<()> {
         validate_id("session id", &self.id)?;

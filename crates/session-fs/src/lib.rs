@@ -15,8 +15,8 @@ use session_core::{
     check_session_id, check_unique_ids, contains_folded, fold_case, prepare_events, system_clock,
     validate_id, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome, Limits,
     NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session,
-    SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionStatus,
-    SessionUpdate, SharedClock, SharedState, StateMap,
+    SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionUpdate,
+    SharedClock, SharedState, StateMap,
 };
 
 use crate::store::{
@@ -280,21 +280,7 @@ impl Inner {
             self.remove(&new.id, &dir)?;
         }
         let split = ScopedDelta::split(&new.state);
-        let session = Session {
-            id: new.id.clone(),
-            app: new.app,
-            user_id: new.user_id,
-            key: new.key,
-            status: SessionStatus::Active,
-            created_at: new.created_at,
-            updated_at: now.max(new.created_at),
-            expires_at: new.expires_at,
-            metadata: new.metadata,
-            state: split.session.clone(),
-            event_count: 0,
-            context_tokens: 0,
-            version: 0,
-        };
+        let session = new.to_session(now);
         let staging =
             self.layout
                 .sessions_dir()

@@ -389,21 +389,7 @@ pub(crate) async fn create(
     SharedWrite(&shared)
         .write(tx, t, &new.app, &new.user_id)
         .await?;
-    Ok(Session {
-        id: new.id.clone(),
-        app: new.app.clone(),
-        user_id: new.user_id.clone(),
-        key: new.key.clone(),
-        status: SessionStatus::Active,
-        created_at: new.created_at,
-        updated_at,
-        expires_at: new.expires_at,
-        metadata: new.metadata.clone(),
-        state: split.session,
-        event_count: 0,
-        context_tokens: 0,
-        version: 0,
-    })
+    Ok(new.to_session(now))
 }
 
 pub(crate) async fn update(

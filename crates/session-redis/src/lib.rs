@@ -13,7 +13,7 @@ use session_core::{
     validate_id, validate_owner, AppendOutcome, Capabilities, EventFilter, EventView,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery,
     SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository,
-    SessionStatus, SessionUpdate, SharedClock, SharedState, StateMap,
+    SessionUpdate, SharedClock, SharedState, StateMap,
 };
 
 pub(crate) const BACKEND: &str = "redis";
@@ -627,21 +627,7 @@ impl SessionRepository for RedisRepository {
             )
             .await?;
         }
-        Ok(Session {
-            id: session.id,
-            app: session.app,
-            user_id: session.user_id,
-            key: session.key,
-            status: SessionStatus::Active,
-            created_at: session.created_at,
-            updated_at: updated,
-            expires_at: session.expires_at,
-            metadata: session.metadata,
-            state: split.session,
-            event_count: 0,
-            context_tokens: 0,
-            version: 0,
-        })
+        Ok(session.to_session(now))
     }
 
     async fn get(&self, id: &str) -> session_core::Result<Session> {

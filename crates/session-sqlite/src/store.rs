@@ -487,21 +487,7 @@ pub(crate) fn create(tx: &Transaction<'_>, new: NewSession, now: DateTime<Utc>) 
     let mut shared = SharedDelta::default();
     shared.add(&split);
     SharedWrite(&shared).write(tx, &new.app, &new.user_id)?;
-    Ok(Session {
-        id: new.id,
-        app: new.app,
-        user_id: new.user_id,
-        key: new.key,
-        status: SessionStatus::Active,
-        created_at: new.created_at,
-        updated_at,
-        expires_at: new.expires_at,
-        metadata: new.metadata,
-        state: split.session,
-        event_count: 0,
-        context_tokens: 0,
-        version: 0,
-    })
+    Ok(new.to_session(now))
 }
 
 pub(crate) fn update(
