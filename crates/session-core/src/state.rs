@@ -108,6 +108,43 @@ pub fn decode_state(text: &str, what: impl FnOnce() -> String) -> crate::Result<
     serde_json::from_str(text).map_err(|e| crate::SessionError::serialization(what(), e))
 }
 
+/// Stored session-state JSON, parsed on first use, so that writes carrying
+/// no state delta never parse or rewrite it.
+#[derive(Debug, Clone)]
+pub struct LazyState {
+    json: String,
+    parsed: Option<StateMap>,
+    session_id: String,
+}
+
+impl LazyState {
+    /// Session `session_id`'s state stored as `json`.
+    pub fn new(json: String, session_id: &str) -> Self {
+        Self {
+            json,
+            parsed: None,
+            session_id: session_id.to_owned(),
+        }
+    }
+
+    /// The state, parsed now if it was not yet.
+    pub fn get_mut(&mut self) -> crate::Result<&mut StateMap> {
+        if self.parsed.is_none() {
+            let id = &self.session_id;
+            self.parsed = Some(decode_state(&self.json, || format!("session {id} state"))?);
+        }
+        Ok(self.parsed.get_or_insert_with(StateMap::new))
+    }
+
+    /// The JSON to write back, if anything touched the state.
+    pub fn changed(&self) -> crate::Result<Option<String>> {
+        self.parsed
+            .as_ref()
+            .map(|s| encode_state(s, "state"))
+            .transpose()
+    }
+}
+
 /// The shared scopes of one (app, user): returned by
 /// [`crate::SessionRepository::shared_state`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, Transaction};
-use session_core::state::{apply_delta, replay_deltas, ScopedDelta, SharedDelta};
+use session_core::state::{apply_delta, replay_deltas, LazyState, ScopedDelta, SharedDelta};
 use session_core::{
     contains_folded, fold_case, visible_branches, AppendOutcome, EventFilter, EventView,
     ImportOutcome, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery,
@@ -140,30 +140,13 @@ async fn ensure_live(c: &Client, t: &Tables, id: &str, now: DateTime<Utc>) -> R<
 }
 
 struct Head {
-    id: String,
     app: String,
     user_id: String,
-    state_json: String,
-    state: Option<StateMap>,
+    /// The session-scope state, parsed only if a delta touches it.
+    state: LazyState,
     version: i64,
     last_seq: i64,
     next_ctx_pos: i64,
-}
-
-impl Head {
-    fn state(&mut self) -> Result<&mut StateMap, SessionError> {
-        if self.state.is_none() {
-            let id = &self.id;
-            self.state = Some(parse_map(&self.state_json, || {
-                format!("session {id} state")
-            })?);
-        }
-        Ok(self.state.get_or_insert_with(StateMap::new))
-    }
-
-    fn changed_state(&self) -> Result<Option<String>, SessionError> {
-        self.state.as_ref().map(|s| to_json(s, "state")).transpose()
-    }
 }
 
 /// Locks the session row for the rest of the transaction and reads its head.
@@ -182,11 +165,9 @@ async fn head(tx: &Transaction<'_>, t: &Tables, id: &str, now: DateTime<Utc>) ->
         return Err(SessionError::Expired { id: id.to_owned() }.into());
     }
     Ok(Head {
-        id: id.to_owned(),
         app: row.try_get(0)?,
         user_id: row.try_get(1)?,
-        state_json: row.try_get(3)?,
-        state: None,
+        state: LazyState::new(row.try_get(3)?, id),
         version: row.try_get(4)?,
         last_seq: row.try_get(5)?,
         next_ctx_pos: row.try_get(6)?,
@@ -576,7 +557,7 @@ pub(crate) async fn append(
         h.next_ctx_pos += 1;
         if let Some(d) = &e.state_delta {
             let split = ScopedDelta::split(d);
-            apply_delta(h.state()?, &split.session);
+            apply_delta(h.state.get_mut()?, &split.session);
             shared.add(&split);
         }
         tokens += i64::from(e.token_estimate);
@@ -597,7 +578,7 @@ pub(crate) async fn append(
                 &stmt,
                 &[
                     &id,
-                    &h.changed_state()?,
+                    &h.state.changed()?,
                     &h.last_seq,
                     &h.next_ctx_pos,
                     &written,
@@ -675,7 +656,7 @@ pub(crate) async fn replace_context(
             insert_event(tx, t, id, h.last_seq, Some(pos), e, body).await?;
             if let Some(d) = &e.state_delta {
                 let split = ScopedDelta::split(d);
-                apply_delta(h.state()?, &split.session);
+                apply_delta(h.state.get_mut()?, &split.session);
                 shared.add(&split);
             }
             added += 1;
@@ -696,7 +677,7 @@ pub(crate) async fn replace_context(
         &stmt,
         &[
             &id,
-            &h.changed_state()?,
+            &h.state.changed()?,
             &h.last_seq,
             &h.next_ctx_pos,
             &added,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
-use session_core::state::{apply_delta, replay_deltas, ScopedDelta, SharedDelta};
+use session_core::state::{apply_delta, replay_deltas, LazyState, ScopedDelta, SharedDelta};
 use session_core::{
     fold_case, visible_branches, AppendOutcome, EventFilter, EventView, ImportOutcome, NewSession,
     Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionDump,
@@ -157,32 +157,13 @@ fn ensure_live(conn: &Connection, id: &str, now: DateTime<Utc>) -> Result<()> {
 
 /// The mutable head of a session, read at the start of every write.
 struct Head {
-    id: String,
     app: String,
     user_id: String,
-    state_json: String,
-    state: Option<StateMap>,
+    /// The session-scope state, parsed only if a delta touches it.
+    state: LazyState,
     version: i64,
     last_seq: i64,
     next_ctx_pos: i64,
-}
-
-impl Head {
-    /// The session-scope state, parsed on first use (appends without deltas never parse it).
-    fn state(&mut self) -> Result<&mut StateMap> {
-        if self.state.is_none() {
-            let id = &self.id;
-            self.state = Some(parse_map(&self.state_json, || {
-                format!("session {id} state")
-            })?);
-        }
-        Ok(self.state.get_or_insert_with(StateMap::new))
-    }
-
-    /// The state to write back, if any delta touched it.
-    fn changed_state(&self) -> Result<Option<String>> {
-        self.state.as_ref().map(|s| to_json(s, "state")).transpose()
-    }
 }
 
 fn head(tx: &Transaction<'_>, id: &str, now: DateTime<Utc>) -> Result<Head> {
@@ -212,11 +193,9 @@ fn head(tx: &Transaction<'_>, id: &str, now: DateTime<Utc>) -> Result<Head> {
         return Err(SessionError::Expired { id: id.to_owned() });
     }
     Ok(Head {
-        id: id.to_owned(),
         app,
         user_id,
-        state_json: state,
-        state: None,
+        state: LazyState::new(state, id),
         version,
         last_seq,
         next_ctx_pos,
@@ -650,7 +629,7 @@ pub(crate) fn append(
         h.next_ctx_pos += 1;
         if let Some(d) = &e.state_delta {
             let split = ScopedDelta::split(d);
-            apply_delta(h.state()?, &split.session);
+            apply_delta(h.state.get_mut()?, &split.session);
             shared.add(&split);
         }
         tokens += i64::from(e.token_estimate);
@@ -666,7 +645,7 @@ pub(crate) fn append(
         .sql()?
         .execute(params![
             id,
-            h.changed_state()?,
+            h.state.changed()?,
             h.last_seq,
             h.next_ctx_pos,
             written,
@@ -732,7 +711,7 @@ pub(crate) fn replace_context(
             insert_event(tx, id, h.last_seq, Some(pos), e, body)?;
             if let Some(d) = &e.state_delta {
                 let split = ScopedDelta::split(d);
-                apply_delta(h.state()?, &split.session);
+                apply_delta(h.state.get_mut()?, &split.session);
                 shared.add(&split);
             }
             added += 1;
@@ -748,7 +727,7 @@ pub(crate) fn replace_context(
     .sql()?
     .execute(params![
         id,
-        h.changed_state()?,
+        h.state.changed()?,
         h.last_seq,
         h.next_ctx_pos,
         added,
