@@ -92,6 +92,14 @@ impl SharedDelta {
         }
     }
 
+    /// Applies one event's delta: the session part to `session_state` at
+    /// once, the shared parts collected here for the caller to write.
+    pub fn apply_event(&mut self, session_state: &mut StateMap, delta: &StateMap) {
+        let split = ScopedDelta::split(delta);
+        apply_delta(session_state, &split.session);
+        self.add(&split);
+    }
+
     /// Whether nothing shared changes.
     pub fn is_empty(&self) -> bool {
         self.app.is_empty() && self.user.is_empty()

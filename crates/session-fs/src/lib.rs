@@ -339,9 +339,7 @@ impl Inner {
             file.last_seq += 1;
             e.seq = file.last_seq;
             if let Some(d) = &e.state_delta {
-                let split = ScopedDelta::split(d);
-                apply_delta(&mut file.session.state, &split.session);
-                shared.add(&split);
+                shared.apply_event(&mut file.session.state, d);
             }
             tokens += u64::from(e.token_estimate);
             batch.insert(e.id.clone(), e.seq);
@@ -392,9 +390,7 @@ impl Inner {
             file.last_seq += 1;
             e.seq = file.last_seq;
             if let Some(d) = &e.state_delta {
-                let split = ScopedDelta::split(d);
-                apply_delta(&mut file.session.state, &split.session);
-                shared.add(&split);
+                shared.apply_event(&mut file.session.state, d);
             }
             context.push(e.seq);
             fresh.push(e);

@@ -556,9 +556,7 @@ pub(crate) async fn append(
         h.last_seq = seq;
         h.next_ctx_pos += 1;
         if let Some(d) = &e.state_delta {
-            let split = ScopedDelta::split(d);
-            apply_delta(h.state.get_mut()?, &split.session);
-            shared.add(&split);
+            shared.apply_event(h.state.get_mut()?, d);
         }
         tokens += i64::from(e.token_estimate);
         written += 1;
@@ -655,9 +653,7 @@ pub(crate) async fn replace_context(
             h.last_seq += 1;
             insert_event(tx, t, id, h.last_seq, Some(pos), e, body).await?;
             if let Some(d) = &e.state_delta {
-                let split = ScopedDelta::split(d);
-                apply_delta(h.state.get_mut()?, &split.session);
-                shared.add(&split);
+                shared.apply_event(h.state.get_mut()?, d);
             }
             added += 1;
         }
