@@ -7,6 +7,8 @@ pub use session_core::*;
 /// Compaction: triggers, strategies, summarizers, token estimators (feature `compaction`).
 #[cfg(feature = "compaction")]
 pub use session_compaction as compaction;
+#[cfg(feature = "es")]
+pub use session_es::{EsRepository, EsRepositoryBuilder, Refresh};
 #[cfg(feature = "fs")]
 pub use session_fs::{FsRepository, FsRepositoryBuilder};
 #[cfg(feature = "postgres")]
@@ -26,11 +28,7 @@ const BACKENDS: &[(&[&str], &str, &str)] = &[
         "session-redis",
     ),
     (&["postgres", "postgresql"], "postgres", "session-postgres"),
-    (
-        &["es+http", "es+https", "elasticsearch"],
-        "es",
-        "session-es",
-    ),
+    (&["es+http", "es+https"], "es", "session-es"),
 ];
 
 /// The scheme of a store URL: what precedes `://` (or `:` for `sqlite::memory:`).
@@ -60,7 +58,8 @@ fn scheme(url: &str) -> Option<&str> {
         feature = "sqlite",
         feature = "fs",
         feature = "redis",
-        feature = "postgres"
+        feature = "postgres",
+        feature = "es"
     )),
     allow(clippy::unused_async)
 )] // backends connect asynchronously
@@ -91,6 +90,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     if scheme == "postgres" || scheme == "postgresql" {
         return Ok(Arc::new(PostgresRepository::connect(url).await?));
     }
+    #[cfg(feature = "es")]
+    if scheme == "es+http" || scheme == "es+https" {
+        return Ok(Arc::new(EsRepository::from_url(url).await?));
+    }
     if let Some((_, feature, krate)) = BACKENDS
         .iter()
         .find(|(s, _, _)| s.contains(&scheme.as_str()))
@@ -113,11 +116,30 @@ pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
 mod tests {
     use super::*;
 
+    #[cfg(not(feature = "es"))]
     #[tokio::test]
     async fn disabled_backend_names_its_feature() {
         let err = open("es+http://localhost:9200").await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.to_string().contains("`es` feature"), "{err}");
+    }
+
+    #[cfg(feature = "es")]
+    #[tokio::test]
+    async fn es_scheme_connects_and_reports_an_absent_server_as_unavailable() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let err = open(&format!("es+http://127.0.0.1:{port}?prefix=t"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        let err = open("es+http://127.0.0.1:9?refresh=never")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     }
 
     #[tokio::test]

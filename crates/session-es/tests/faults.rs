@@ -1,0 +1,263 @@
+//! Faults on the wire: the answers Elasticsearch gives under conflict,
+//! overload, outage and oversize requests (bodies from `tests/fixtures`),
+//! injected into the fake node one request at a time. Each gives a typed
+//! error, nothing is half-written, and a retry converges.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/fake_es.rs"]
+mod fake_es;
+
+use serde_json::Value;
+use session_core::{
+    ErrorKind, EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
+    SessionRepositoryExt,
+};
+use session_es::EsRepository;
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn setup() -> (fake_es::FakeServer, EsRepository, String) {
+    let node = fake_es::FakeServer::start().await;
+    let repo = EsRepository::builder(node.url())
+        .prefix("f")
+        .connect()
+        .await
+        .unwrap();
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()))
+        .await
+        .unwrap();
+    repo.append(&s.id, vec![SessionEvent::new(Message::user("first"))])
+        .await
+        .unwrap();
+    (node, repo, s.id)
+}
+
+fn event(id: &str, text: &str) -> SessionEvent {
+    SessionEvent::builder(Message::user(text))
+        .id(id)
+        .build()
+        .unwrap()
+}
+
+async fn archive_texts(repo: &EsRepository, id: &str) -> Vec<String> {
+    repo.all_events(id, session_core::EventView::Archive)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.message.text().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn overload_on_the_commit_is_retryable_and_leaves_nothing() {
+    let (node, repo, id) = setup().await;
+    for (status, body) in [
+        (429, fixture("too_many_requests.json")),
+        (503, fixture("unavailable_cluster_block.json")),
+    ] {
+        node.fake
+            .fail_next("PUT", "f-sessions/_doc", status, body, 1);
+        let err = repo
+            .append(&id, vec![event("e2", "second")])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{status}: {err}");
+        assert!(err.is_retryable());
+        assert_eq!(
+            archive_texts(&repo, &id).await,
+            ["first"],
+            "{status}: half-written"
+        );
+        assert_eq!(repo.event_version(&id).await.unwrap(), 1);
+    }
+    // The same call again converges: written once.
+    let out = repo.append(&id, vec![event("e2", "second")]).await.unwrap();
+    assert_eq!((out.written, out.version), (1, 2));
+    let again = repo.append(&id, vec![event("e2", "second")]).await.unwrap();
+    assert_eq!((again.written, again.seqs), (0, out.seqs));
+    assert_eq!(archive_texts(&repo, &id).await, ["first", "second"]);
+}
+
+#[tokio::test]
+async fn a_rejected_bulk_item_is_never_ignored_and_the_next_write_repairs() {
+    let (node, repo, id) = setup().await;
+    // The commit succeeds; indexing the batch afterwards is rejected item by item.
+    node.fake
+        .fail_next("POST", "_bulk", 200, fixture("bulk_rejected_item.json"), 1);
+    let out = repo.append(&id, vec![event("e2", "second")]).await.unwrap();
+    assert_eq!(
+        out.written, 1,
+        "the commit point is the head: the append happened"
+    );
+    // Readers see the committed batch from the head even though it is not indexed.
+    assert_eq!(archive_texts(&repo, &id).await, ["first", "second"]);
+    let hits = repo
+        .search(&SearchQuery::in_session(&id, "SECOND"))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 1);
+    // The next writer must index it first; a rejection there fails the write, typed.
+    node.fake
+        .fail_next("POST", "_bulk", 200, fixture("bulk_rejected_item.json"), 1);
+    let err = repo
+        .append(&id, vec![event("e3", "third")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(archive_texts(&repo, &id).await, ["first", "second"]);
+    repo.append(&id, vec![event("e3", "third")]).await.unwrap();
+    assert_eq!(
+        archive_texts(&repo, &id).await,
+        ["first", "second", "third"]
+    );
+    assert_eq!(
+        node.fake.doc_count("f-events"),
+        3,
+        "every committed event is indexed once"
+    );
+}
+
+#[tokio::test]
+async fn an_oversize_request_is_invalid_input_and_stores_nothing() {
+    let (node, repo, id) = setup().await;
+    node.fake
+        .fail_next("PUT", "f-sessions/_doc", 413, Value::Null, 1);
+    let err = repo
+        .append(&id, vec![event("big", "huge")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("too large"), "{err}");
+    assert_eq!(archive_texts(&repo, &id).await, ["first"]);
+}
+
+#[tokio::test]
+async fn a_lost_compare_and_swap_is_retried_not_reported() {
+    let (node, repo, id) = setup().await;
+    // Another process wrote between our read and our write: the CAS answers 409.
+    node.fake.fail_next(
+        "PUT",
+        "f-sessions/_doc",
+        409,
+        fixture("version_conflict.json"),
+        2,
+    );
+    let out = repo.append(&id, vec![event("e2", "second")]).await.unwrap();
+    assert_eq!(out.written, 1);
+    assert_eq!(archive_texts(&repo, &id).await, ["first", "second"]);
+    // A replace whose expected version is stale says so (false), it is not an error.
+    assert!(!repo.replace_context(&id, Vec::new(), 0).await.unwrap());
+}
+
+#[tokio::test]
+async fn overload_on_reads_is_retryable() {
+    let (node, repo, id) = setup().await;
+    node.fake.fail_next(
+        "POST",
+        "f-events/_search",
+        503,
+        fixture("unavailable.json"),
+        1,
+    );
+    let err = repo.events(&id, &EventFilter::archive()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(archive_texts(&repo, &id).await, ["first"]);
+}
+
+#[tokio::test]
+async fn corrupt_stored_documents_are_reported_not_panicked_on() {
+    let (node, repo, id) = setup().await;
+    let mut head = node.fake.source("f-sessions", &id).unwrap();
+    head["head"] = Value::String("{not json".into());
+    node.fake.put_source("f-sessions", &id, head);
+    let err = repo.get(&id).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+    assert!(err.to_string().contains(&id), "{err}");
+
+    let (node, repo, id) = setup().await;
+    repo.append(&id, vec![event("e2", "second")]).await.unwrap(); // seq 1 leaves the head's pending batch
+    let doc_id = format!(
+        "{id}|{}|1",
+        node.fake.source("f-sessions", &id).unwrap()["inc"]
+            .as_str()
+            .unwrap()
+    );
+    let mut doc = node.fake.source("f-events", &doc_id).unwrap();
+    doc["body"] = Value::String("[]".into());
+    node.fake.put_source("f-events", &doc_id, doc);
+    let err = repo.events(&id, &EventFilter::archive()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+    assert!(err.to_string().contains("seq 1"), "{err}");
+}
+
+#[tokio::test]
+async fn a_missing_index_names_itself() {
+    let (node, repo, id) = setup().await;
+    node.fake.fail_next(
+        "GET",
+        "f-sessions/_doc",
+        404,
+        fixture("index_not_found.json"),
+        1,
+    );
+    let err = repo.get(&id).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Backend);
+    assert!(
+        err.to_string().contains("index_not_found_exception"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn no_server_is_unavailable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let err = EsRepository::builder(format!("http://127.0.0.1:{port}"))
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+}
+
+#[tokio::test]
+async fn requests_have_the_documented_shape() {
+    let (node, repo, id) = setup().await;
+    repo.append(&id, vec![event("e2", "second")]).await.unwrap();
+    node.fake.record();
+    repo.append(&id, vec![event("e3", "third")]).await.unwrap();
+    let reqs = node.fake.requests();
+    let put = reqs
+        .iter()
+        .find(|(m, p, _)| m == "PUT" && p.contains("f-sessions/_doc"))
+        .unwrap();
+    let head: Value = serde_json::from_str(&put.2).unwrap();
+    assert_eq!(head["sid"], Value::String(id.clone()));
+    let bulk = reqs
+        .iter()
+        .find(|(m, p, _)| m == "POST" && p.ends_with("_bulk"))
+        .unwrap();
+    let lines: Vec<Value> = bulk
+        .2
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "one action and one document");
+    assert!(lines[0]["create"]["_id"].as_str().unwrap().ends_with("|3"));
+    assert_eq!(lines[1]["event_id"], "e3");
+    let search = reqs
+        .iter()
+        .find(|(m, p, _)| m == "POST" && p.ends_with("f-events/_search"))
+        .unwrap();
+    let body: Value = serde_json::from_str(&search.2).unwrap();
+    assert!(body.get("from").is_none(), "paging is search_after only");
+    assert_eq!(
+        body["query"]["bool"]["filter"][3]["terms"]["event_id"][0],
+        "e3"
+    );
+}

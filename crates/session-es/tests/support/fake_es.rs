@@ -1,0 +1,891 @@
+//! An in-process stand-in for an Elasticsearch node, served by wiremock:
+//! the document APIs `session-es` uses (get, index with `op_type=create` and
+//! `if_seq_no`/`if_primary_term`, delete, `_bulk`, `_mget`, `_search` with
+//! sort and `search_after`, `_count`, `_delete_by_query`, `_refresh`, index
+//! and template creation) and the query DSL subset it sends (`bool`, `term`,
+//! `terms`, `range`, `exists`, `wildcard`, `match`), answering with the
+//! response shapes of Elasticsearch 8 (see `tests/fixtures`). Every write is
+//! visible at once, as after a refresh.
+//!
+//! It lets the whole conformance suite exercise the backend's protocol
+//! (commit points, pending batches, rewinds, paging) on every CI run; the
+//! same suite runs against a real cluster where `ELASTICSEARCH_URL` is set.
+//! Faults can be injected per request with [`FakeEs::fail_next`].
+
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::map_unwrap_or
+)]
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+#[derive(Debug, Clone)]
+struct Doc {
+    source: Value,
+    seq_no: i64,
+    version: i64,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    docs: BTreeMap<String, Doc>,
+    /// Doc ids by their `session_id` field: queries filtering on it scan only those.
+    by_session: HashMap<String, BTreeSet<String>>,
+}
+
+impl Index {
+    fn insert(&mut self, id: &str, doc: Doc) {
+        self.remove(id);
+        if let Some(sid) = doc.source.get("session_id").and_then(Value::as_str) {
+            self.by_session
+                .entry(sid.to_owned())
+                .or_default()
+                .insert(id.to_owned());
+        }
+        self.docs.insert(id.to_owned(), doc);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Doc> {
+        let doc = self.docs.remove(id)?;
+        if let Some(sid) = doc.source.get("session_id").and_then(Value::as_str) {
+            if let Some(set) = self.by_session.get_mut(sid) {
+                set.remove(id);
+            }
+        }
+        Some(doc)
+    }
+
+    /// The documents a query can match: those of one session when it filters on `session_id`.
+    fn candidates<'a>(&'a self, q: &Value) -> Vec<(&'a String, &'a Doc)> {
+        let sid = q
+            .pointer("/bool/filter")
+            .and_then(Value::as_array)
+            .and_then(|f| {
+                f.iter()
+                    .find_map(|c| c.pointer("/term/session_id").and_then(Value::as_str))
+            });
+        match sid {
+            Some(sid) => self
+                .by_session
+                .get(sid)
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(|id| self.docs.get_key_value(id))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => self.docs.iter().collect(),
+        }
+    }
+}
+
+/// A scripted failure: the next `times` requests whose method and path match get `status` and `body`.
+#[derive(Debug, Clone)]
+struct Fault {
+    method: String,
+    path_contains: String,
+    status: u16,
+    body: Value,
+    times: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    indices: HashMap<String, Index>,
+    templates: HashSet<String>,
+    next_seq_no: i64,
+    faults: Vec<Fault>,
+    record: bool,
+    requests: Vec<(String, String, String)>,
+}
+
+/// The fake node: clone it to inspect state or inject faults while the backend talks to it.
+#[derive(Clone, Default)]
+pub(crate) struct FakeEs {
+    state: Arc<Mutex<State>>,
+}
+
+/// A running fake node; the server stops when this is dropped.
+pub(crate) struct FakeServer {
+    pub(crate) fake: FakeEs,
+    pub(crate) server: MockServer,
+}
+
+impl FakeServer {
+    /// Starts a fresh node on a random local port.
+    pub(crate) async fn start() -> Self {
+        let server = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        let fake = FakeEs::default();
+        Mock::given(wiremock::matchers::any())
+            .respond_with(fake.clone())
+            .mount(&server)
+            .await;
+        Self { fake, server }
+    }
+
+    /// The node's URL (`http://127.0.0.1:PORT`).
+    pub(crate) fn url(&self) -> String {
+        self.server.uri()
+    }
+}
+
+fn error(status: u16, kind: &str, reason: &str) -> (u16, Value) {
+    (
+        status,
+        json!({
+            "error": {
+                "root_cause": [{"type": kind, "reason": reason}],
+                "type": kind,
+                "reason": reason
+            },
+            "status": status
+        }),
+    )
+}
+
+fn shards() -> Value {
+    json!({"total": 2, "successful": 1, "failed": 0})
+}
+
+impl FakeEs {
+    /// Makes the next `times` requests with this method whose path contains `path_contains` fail.
+    pub(crate) fn fail_next(
+        &self,
+        method: &str,
+        path_contains: &str,
+        status: u16,
+        body: Value,
+        times: usize,
+    ) {
+        self.state.lock().faults.push(Fault {
+            method: method.to_owned(),
+            path_contains: path_contains.to_owned(),
+            status,
+            body,
+            times,
+        });
+    }
+
+    /// Starts keeping every request (see [`FakeEs::requests`]).
+    pub(crate) fn record(&self) {
+        self.state.lock().record = true;
+    }
+
+    /// Every request seen since [`FakeEs::record`]: (method, path, body).
+    pub(crate) fn requests(&self) -> Vec<(String, String, String)> {
+        self.state.lock().requests.clone()
+    }
+
+    /// How many documents an index holds.
+    pub(crate) fn doc_count(&self, index: &str) -> usize {
+        self.state
+            .lock()
+            .indices
+            .get(index)
+            .map_or(0, |i| i.docs.len())
+    }
+
+    /// A document's source, if present.
+    pub(crate) fn source(&self, index: &str, id: &str) -> Option<Value> {
+        self.state
+            .lock()
+            .indices
+            .get(index)
+            .and_then(|i| i.docs.get(id))
+            .map(|d| d.source.clone())
+    }
+
+    /// Overwrites a document's source (to plant corrupt data).
+    pub(crate) fn put_source(&self, index: &str, id: &str, source: Value) {
+        let mut st = self.state.lock();
+        st.next_seq_no += 1;
+        let seq_no = st.next_seq_no;
+        st.indices.entry(index.to_owned()).or_default().insert(
+            id,
+            Doc {
+                source,
+                seq_no,
+                version: 1,
+            },
+        );
+    }
+
+    /// Deletes a document behind the backend's back.
+    pub(crate) fn remove(&self, index: &str, id: &str) {
+        if let Some(i) = self.state.lock().indices.get_mut(index) {
+            i.remove(id);
+        }
+    }
+
+    fn handle(
+        &self,
+        method: &str,
+        path: &str,
+        query: &HashMap<String, String>,
+        body: &str,
+    ) -> (u16, Value) {
+        let mut st = self.state.lock();
+        if st.record {
+            st.requests
+                .push((method.to_owned(), path.to_owned(), body.to_owned()));
+        }
+        if let Some(f) = st
+            .faults
+            .iter_mut()
+            .find(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains))
+        {
+            f.times -= 1;
+            return (f.status, f.body.clone());
+        }
+        let segs: Vec<String> = path
+            .trim_start_matches('/')
+            .split('/')
+            .map(percent_decode)
+            .collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        match (method, segs.as_slice()) {
+            ("PUT", ["_index_template", name]) => {
+                st.templates.insert((*name).to_owned());
+                (200, json!({"acknowledged": true}))
+            }
+            ("DELETE", ["_index_template", name]) => {
+                if st.templates.remove(*name) {
+                    (200, json!({"acknowledged": true}))
+                } else {
+                    error(
+                        404,
+                        "resource_not_found_exception",
+                        &format!("index template matching [{name}] not found"),
+                    )
+                }
+            }
+            ("POST", ["_bulk"]) => bulk(&mut st, body),
+            ("PUT", [index]) => {
+                if st.indices.contains_key(*index) {
+                    error(
+                        400,
+                        "resource_already_exists_exception",
+                        &format!("index [{index}/abc] already exists"),
+                    )
+                } else {
+                    st.indices.insert((*index).to_owned(), Index::default());
+                    (
+                        200,
+                        json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
+                    )
+                }
+            }
+            ("DELETE", [index]) => {
+                if st.indices.remove(*index).is_some() {
+                    (200, json!({"acknowledged": true}))
+                } else {
+                    index_missing(index)
+                }
+            }
+            ("GET", [index, "_doc", id]) => match st.indices.get(*index) {
+                None => index_missing(index),
+                Some(i) => match i.docs.get(*id) {
+                    Some(d) => (200, doc_json(index, id, d)),
+                    None => (404, json!({"_index": index, "_id": id, "found": false})),
+                },
+            },
+            ("PUT" | "POST", [index, "_doc" | "_create", id]) => {
+                let create = segs[1] == "_create"
+                    || query.get("op_type").map(String::as_str) == Some("create");
+                let source: Value = match serde_json::from_str(body) {
+                    Ok(v) => v,
+                    Err(e) => return error(400, "parse_exception", &e.to_string()),
+                };
+                let cas = query
+                    .get("if_seq_no")
+                    .map(|s| s.parse::<i64>().unwrap())
+                    .zip(
+                        query
+                            .get("if_primary_term")
+                            .map(|s| s.parse::<i64>().unwrap()),
+                    );
+                write_doc(&mut st, index, id, source, create, cas)
+            }
+            ("DELETE", [index, "_doc", id]) => {
+                let cas = query.get("if_seq_no").map(|s| s.parse::<i64>().unwrap());
+                let Some(i) = st.indices.get_mut(*index) else {
+                    return index_missing(index);
+                };
+                match (i.docs.get(*id), cas) {
+                    (None, Some(want)) => conflict_missing(id, want),
+                    (None, None) => (
+                        404,
+                        json!({"_index": index, "_id": id, "result": "not_found", "_shards": shards()}),
+                    ),
+                    (Some(d), Some(want)) if d.seq_no != want => conflict(id, want, d.seq_no),
+                    (Some(d), _) => {
+                        let version = d.version + 1;
+                        i.remove(id);
+                        st.next_seq_no += 1;
+                        (
+                            200,
+                            json!({"_index": index, "_id": id, "_version": version, "result": "deleted",
+                            "_shards": shards(), "_seq_no": st.next_seq_no, "_primary_term": 1}),
+                        )
+                    }
+                }
+            }
+            ("POST", [index, "_refresh"]) => {
+                if st.indices.contains_key(*index) {
+                    (200, json!({"_shards": shards()}))
+                } else {
+                    index_missing(index)
+                }
+            }
+            ("POST" | "GET", [index, "_search"]) => {
+                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+                search(&st, index, &req)
+            }
+            ("POST" | "GET", [index, "_count"]) => {
+                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+                let Some(i) = st.indices.get(*index) else {
+                    return index_missing(index);
+                };
+                let q = req
+                    .get("query")
+                    .cloned()
+                    .unwrap_or(json!({"match_all": {}}));
+                let n = i
+                    .docs
+                    .values()
+                    .filter(|d| score(&q, &d.source).is_some())
+                    .count();
+                (
+                    200,
+                    json!({"count": n, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
+                )
+            }
+            ("POST" | "GET", [index, "_mget"]) => {
+                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+                let Some(i) = st.indices.get(*index) else {
+                    return index_missing(index);
+                };
+                let docs: Vec<Value> = req["ids"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|id| {
+                        let id = id.as_str().unwrap_or_default();
+                        match i.docs.get(id) {
+                            Some(d) => doc_json(index, id, d),
+                            None => json!({"_index": index, "_id": id, "found": false}),
+                        }
+                    })
+                    .collect();
+                (200, json!({ "docs": docs }))
+            }
+            ("POST", [index, "_delete_by_query"]) => {
+                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+                let Some(i) = st.indices.get_mut(*index) else {
+                    return index_missing(index);
+                };
+                let q = req
+                    .get("query")
+                    .cloned()
+                    .unwrap_or(json!({"match_all": {}}));
+                let doomed: Vec<String> = i
+                    .candidates(&q)
+                    .into_iter()
+                    .filter(|(_, d)| score(&q, &d.source).is_some())
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in &doomed {
+                    i.remove(id);
+                }
+                let deleted = doomed.len();
+                (
+                    200,
+                    json!({"took": 1, "timed_out": false, "total": deleted, "deleted": deleted, "batches": 1,
+                    "version_conflicts": 0, "noops": 0, "retries": {"bulk": 0, "search": 0},
+                    "throttled_millis": 0, "requests_per_second": -1.0, "throttled_until_millis": 0, "failures": []}),
+                )
+            }
+            _ => error(
+                400,
+                "illegal_argument_exception",
+                &format!("no handler for {method} {path}"),
+            ),
+        }
+    }
+}
+
+impl Respond for FakeEs {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let query: HashMap<String, String> = request.url.query_pairs().into_owned().collect();
+        let body = String::from_utf8_lossy(&request.body).into_owned();
+        let (status, json) =
+            self.handle(request.method.as_str(), request.url.path(), &query, &body);
+        if json.is_null() {
+            ResponseTemplate::new(status)
+        } else {
+            ResponseTemplate::new(status).set_body_json(json)
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn index_missing(index: &str) -> (u16, Value) {
+    let (s, mut v) = error(
+        404,
+        "index_not_found_exception",
+        &format!("no such index [{index}]"),
+    );
+    v["error"]["index"] = json!(index);
+    (s, v)
+}
+
+fn conflict(id: &str, want: i64, have: i64) -> (u16, Value) {
+    error(
+        409,
+        "version_conflict_engine_exception",
+        &format!("[{id}]: version conflict, required seqNo [{want}], primary term [1]. current document has seqNo [{have}] and primary term [1]"),
+    )
+}
+
+fn conflict_missing(id: &str, want: i64) -> (u16, Value) {
+    error(
+        409,
+        "version_conflict_engine_exception",
+        &format!("[{id}]: version conflict, required seqNo [{want}], primary term [1]. but no document was found"),
+    )
+}
+
+fn doc_json(index: &str, id: &str, d: &Doc) -> Value {
+    json!({"_index": index, "_id": id, "_version": d.version, "_seq_no": d.seq_no,
+        "_primary_term": 1, "found": true, "_source": d.source})
+}
+
+fn write_doc(
+    st: &mut State,
+    index: &str,
+    id: &str,
+    source: Value,
+    create: bool,
+    cas: Option<(i64, i64)>,
+) -> (u16, Value) {
+    st.next_seq_no += 1;
+    let seq_no = st.next_seq_no;
+    let i = st.indices.entry(index.to_owned()).or_default();
+    let existing = i.docs.get(id).cloned();
+    if create {
+        if let Some(d) = &existing {
+            return error(
+                409,
+                "version_conflict_engine_exception",
+                &format!(
+                    "[{id}]: version conflict, document already exists (current version [{}])",
+                    d.version
+                ),
+            );
+        }
+    }
+    if let Some((want, _term)) = cas {
+        match &existing {
+            None => return conflict_missing(id, want),
+            Some(d) if d.seq_no != want => return conflict(id, want, d.seq_no),
+            _ => {}
+        }
+    }
+    let version = existing.as_ref().map_or(1, |d| d.version + 1);
+    i.insert(
+        id,
+        Doc {
+            source,
+            seq_no,
+            version,
+        },
+    );
+    let (status, result) = if existing.is_some() {
+        (200, "updated")
+    } else {
+        (201, "created")
+    };
+    (
+        status,
+        json!({"_index": index, "_id": id, "_version": version, "result": result,
+        "_shards": shards(), "_seq_no": seq_no, "_primary_term": 1}),
+    )
+}
+
+fn bulk(st: &mut State, body: &str) -> (u16, Value) {
+    let mut lines = body.lines().filter(|l| !l.trim().is_empty());
+    let mut items = Vec::new();
+    let mut errors = false;
+    while let Some(action_line) = lines.next() {
+        let action: Value = serde_json::from_str(action_line).unwrap();
+        let (op, meta) = action
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .unwrap();
+        let index = meta["_index"].as_str().unwrap().to_owned();
+        let id = meta["_id"].as_str().unwrap().to_owned();
+        let (status, mut result) = match op.as_str() {
+            "create" | "index" => {
+                let doc: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+                write_doc(st, &index, &id, doc, op == "create", None)
+            }
+            "delete" => {
+                let existed = st
+                    .indices
+                    .get_mut(&index)
+                    .and_then(|i| i.remove(&id))
+                    .is_some();
+                if existed {
+                    (
+                        200,
+                        json!({"_index": index, "_id": id, "result": "deleted"}),
+                    )
+                } else {
+                    (
+                        404,
+                        json!({"_index": index, "_id": id, "result": "not_found"}),
+                    )
+                }
+            }
+            other => error(
+                400,
+                "illegal_argument_exception",
+                &format!("unknown action {other}"),
+            ),
+        };
+        if status >= 300 && !(op == "delete" && status == 404) {
+            errors = true;
+            let err = result["error"].clone();
+            result = json!({"_index": index, "_id": id, "status": status, "error": err});
+        } else if let Some(m) = result.as_object_mut() {
+            m.insert("status".into(), json!(status));
+            m.remove("found");
+        }
+        items.push(json!({ op: result }));
+    }
+    (200, json!({"took": 3, "errors": errors, "items": items}))
+}
+
+// ----- the query DSL subset -----
+
+fn field<'a>(source: &'a Value, name: &str) -> Option<&'a Value> {
+    source.get(name).filter(|v| !v.is_null())
+}
+
+fn cmp_values(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => x
+                .as_f64()
+                .unwrap_or(0.0)
+                .total_cmp(&y.as_f64().unwrap_or(0.0)),
+        },
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        _ => Ordering::Equal,
+    }
+}
+
+fn eq_values(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(_), Value::Number(_)) => cmp_values(a, b) == Ordering::Equal,
+        (Value::Bool(x), Value::String(y)) | (Value::String(y), Value::Bool(x)) => {
+            x.to_string() == *y
+        }
+        _ => a == b,
+    }
+}
+
+/// Matches an ES wildcard pattern (`*`, `?`, `\` escapes) against `text`.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Tok {
+        Any,
+        One,
+        Lit(char),
+    }
+    let mut toks = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        toks.push(match c {
+            '*' => Tok::Any,
+            '?' => Tok::One,
+            '\\' => Tok::Lit(chars.next().unwrap_or('\\')),
+            c => Tok::Lit(c),
+        });
+    }
+    let text: Vec<char> = text.chars().collect();
+    // Classic DP over (token, char) with a rolling row.
+    let mut row = vec![false; text.len() + 1];
+    row[0] = true;
+    for t in &toks {
+        let mut next = vec![false; text.len() + 1];
+        match t {
+            Tok::Any => {
+                let mut seen = false;
+                for j in 0..=text.len() {
+                    seen |= row[j];
+                    next[j] = seen;
+                }
+            }
+            Tok::One => {
+                next[1..].copy_from_slice(&row[..text.len()]);
+            }
+            Tok::Lit(c) => {
+                for j in 1..=text.len() {
+                    next[j] = row[j - 1] && text[j - 1] == *c;
+                }
+            }
+        }
+        row = next;
+    }
+    row[text.len()]
+}
+
+fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// `Some(score)` if `source` matches `q`.
+fn score(q: &Value, source: &Value) -> Option<f64> {
+    let (kind, body) = q.as_object()?.iter().next()?;
+    match kind.as_str() {
+        "match_all" => Some(1.0),
+        "bool" => {
+            let list = |k: &str| -> &[Value] {
+                match body.get(k) {
+                    Some(Value::Array(a)) => a.as_slice(),
+                    Some(v @ Value::Object(_)) => std::slice::from_ref(v),
+                    _ => &[],
+                }
+            };
+            let mut total = 0.0;
+            for c in list("filter") {
+                score(c, source)?;
+            }
+            for c in list("must") {
+                total += score(c, source)?;
+            }
+            for c in list("must_not") {
+                if score(c, source).is_some() {
+                    return None;
+                }
+            }
+            let should = list("should");
+            if !should.is_empty() {
+                let matched: Vec<f64> = should.iter().filter_map(|c| score(c, source)).collect();
+                let min = body
+                    .get("minimum_should_match")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(u64::from(
+                        list("must").is_empty() && list("filter").is_empty(),
+                    ));
+                if (matched.len() as u64) < min {
+                    return None;
+                }
+                total += matched.iter().sum::<f64>();
+            }
+            Some(total)
+        }
+        "term" => {
+            let (f, v) = body.as_object()?.iter().next()?;
+            let v = v.get("value").unwrap_or(v);
+            eq_values(field(source, f)?, v).then_some(1.0)
+        }
+        "terms" => {
+            let (f, vs) = body.as_object()?.iter().next()?;
+            let have = field(source, f)?;
+            vs.as_array()?
+                .iter()
+                .any(|v| eq_values(have, v))
+                .then_some(1.0)
+        }
+        "range" => {
+            let (f, r) = body.as_object()?.iter().next()?;
+            let have = field(source, f)?;
+            for (op, v) in r.as_object()? {
+                let o = cmp_values(have, v);
+                let ok = match op.as_str() {
+                    "gt" => o == Ordering::Greater,
+                    "gte" => o != Ordering::Less,
+                    "lt" => o == Ordering::Less,
+                    "lte" => o != Ordering::Greater,
+                    _ => true,
+                };
+                if !ok {
+                    return None;
+                }
+            }
+            Some(1.0)
+        }
+        "exists" => field(source, body.get("field")?.as_str()?).map(|_| 1.0),
+        "wildcard" => {
+            let (f, v) = body.as_object()?.iter().next()?;
+            let pattern = v.get("value").unwrap_or(v).as_str()?;
+            wildcard(pattern, field(source, f)?.as_str()?).then_some(1.0)
+        }
+        "match" => {
+            let (f, v) = body.as_object()?.iter().next()?;
+            let text = v.get("query").unwrap_or(v).as_str()?;
+            let have: HashSet<String> = tokens(field(source, f)?.as_str()?).into_iter().collect();
+            let n = tokens(text).iter().filter(|t| have.contains(*t)).count();
+            (n > 0).then_some(n as f64)
+        }
+        other => panic!("fake Elasticsearch: unsupported query {other}"),
+    }
+}
+
+fn sort_key(sort: &[(String, bool)], id: &str, source: &Value, score: f64) -> Vec<Value> {
+    sort.iter()
+        .map(|(f, _)| match f.as_str() {
+            "_score" => json!(score),
+            "_id" => json!(id),
+            f => field(source, f).cloned().unwrap_or(Value::Null),
+        })
+        .collect()
+}
+
+fn cmp_keys(sort: &[(String, bool)], a: &[Value], b: &[Value]) -> Ordering {
+    for ((_, desc), (x, y)) in sort.iter().zip(a.iter().zip(b)) {
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater, // missing values sort last
+            (false, true) => Ordering::Less,
+            _ if *desc => cmp_values(y, x),
+            _ => cmp_values(x, y),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+fn search(st: &State, index: &str, req: &Value) -> (u16, Value) {
+    let Some(i) = st.indices.get(index) else {
+        return index_missing(index);
+    };
+    if req.get("from").and_then(Value::as_u64).unwrap_or(0)
+        + req.get("size").and_then(Value::as_u64).unwrap_or(10)
+        > 10_000
+    {
+        return error(
+            400,
+            "illegal_argument_exception",
+            "Result window is too large, from + size must be less than or equal to: [10000]",
+        );
+    }
+    let q = req
+        .get("query")
+        .cloned()
+        .unwrap_or(json!({"match_all": {}}));
+    let sort: Vec<(String, bool)> = req
+        .get("sort")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| {
+                    let (f, d) = s.as_object()?.iter().next()?;
+                    let dir = d
+                        .as_str()
+                        .or_else(|| d.get("order").and_then(Value::as_str))
+                        .unwrap_or("asc");
+                    Some((f.clone(), dir == "desc"))
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| vec![("_score".to_owned(), true)]);
+    let mut hits: Vec<(Vec<Value>, &String, &Doc, f64)> = i
+        .candidates(&q)
+        .into_iter()
+        .filter_map(|(id, d)| {
+            score(&q, &d.source).map(|s| (sort_key(&sort, id, &d.source, s), id, d, s))
+        })
+        .collect();
+    hits.sort_by(|a, b| cmp_keys(&sort, &a.0, &b.0).then_with(|| a.1.cmp(b.1)));
+    if let Some(after) = req.get("search_after").and_then(Value::as_array) {
+        hits.retain(|h| cmp_keys(&sort, &h.0, after) == Ordering::Greater);
+    }
+    let from = req.get("from").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let size = req.get("size").and_then(Value::as_u64).unwrap_or(10) as usize;
+    let source_filter = req.get("_source").cloned().unwrap_or(Value::Bool(true));
+    let out: Vec<Value> = hits
+        .iter()
+        .skip(from)
+        .take(size)
+        .map(|(key, id, d, s)| {
+            let mut h = json!({"_index": index, "_id": id, "_score": s, "sort": key});
+            match &source_filter {
+                Value::Bool(false) => {}
+                Value::Array(fields) => {
+                    let mut src = serde_json::Map::new();
+                    for f in fields.iter().filter_map(Value::as_str) {
+                        if let Some(v) = d.source.get(f) {
+                            src.insert(f.to_owned(), v.clone());
+                        }
+                    }
+                    h["_source"] = Value::Object(src);
+                }
+                _ => h["_source"] = d.source.clone(),
+            }
+            h
+        })
+        .collect();
+    (
+        200,
+        json!({"took": 1, "timed_out": false,
+        "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+        "hits": {"total": {"value": hits.len(), "relation": "eq"}, "max_score": null, "hits": out}}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wildcard;
+
+    #[test]
+    fn wildcard_patterns_follow_elasticsearch_escaping() {
+        assert!(wildcard("*a\\*b*", "xxa*byy"));
+        assert!(!wildcard("*a\\*b*", "xxaxbyy"));
+        assert!(wildcard("*50%*", "it is 50% done"));
+        assert!(wildcard("a?c", "abc"));
+        assert!(wildcard("*\\\\*", "back\\slash"));
+    }
+}
