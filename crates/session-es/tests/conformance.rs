@@ -54,3 +54,4 @@ async fn es_store(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(es_store);
 session_testkit::model_suite!(es_store);
+session_testkit::stress_suite!(es_store);

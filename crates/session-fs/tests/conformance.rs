@@ -16,3 +16,4 @@ async fn fs_store(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(fs_store);
 session_testkit::model_suite!(fs_store);
+session_testkit::stress_suite!(fs_store);

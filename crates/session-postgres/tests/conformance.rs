@@ -47,3 +47,4 @@ async fn postgres(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(postgres);
 session_testkit::model_suite!(postgres);
+session_testkit::stress_suite!(postgres);

@@ -43,3 +43,4 @@ async fn redis_store(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(redis_store);
 session_testkit::model_suite!(redis_store);
+session_testkit::stress_suite!(redis_store);

@@ -34,6 +34,7 @@ use session_core::{
 pub mod cases;
 pub mod model;
 pub mod process;
+pub mod stress;
 
 #[doc(hidden)]
 pub use tempfile;

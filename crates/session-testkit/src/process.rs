@@ -110,7 +110,10 @@ async fn setup(repo: &dyn SessionRepository) -> String {
         .id
 }
 
-/// Four processes × 500 appends to one session: every acknowledged event is
+/// Appends per process in [`processes_lose_nothing`].
+pub const PER_PROCESS: usize = 2000;
+
+/// Four processes × 2,000 appends to one session: every acknowledged event is
 /// stored once under its acknowledged seq, gapless, each process's events in order.
 pub fn processes_lose_nothing<F, Fut>(location: &str, open: F, check: impl Fn(&str))
 where
@@ -121,7 +124,7 @@ where
     let repo = rt.block_on(open(location.to_owned()));
     let session = rt.block_on(setup(&*repo));
     let mut children: Vec<Child> = (0..4)
-        .map(|p| spawn("append", location, &session, &format!("p{p}"), 500))
+        .map(|p| spawn("append", location, &session, &format!("p{p}"), PER_PROCESS))
         .collect();
     let readers: Vec<_> = children.iter_mut().map(acks).collect();
     for c in &mut children {
@@ -131,12 +134,13 @@ where
     for r in readers {
         acked.extend(r.join().unwrap());
     }
-    assert_eq!(acked.len(), 2000);
+    let total = 4 * PER_PROCESS as u64;
+    assert_eq!(acked.len() as u64, total);
     let archive = rt
         .block_on(repo.all_events(&session, EventView::Archive))
         .unwrap();
     let seqs: Vec<u64> = archive.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=2000).collect::<Vec<u64>>());
+    assert_eq!(seqs, (1..=total).collect::<Vec<u64>>());
     for e in &archive {
         assert_eq!(acked.get(&e.id), Some(&e.seq), "event {}", e.id);
     }
@@ -147,7 +151,7 @@ where
             .filter(|e| e.id.starts_with(&prefix))
             .map(|e| e.id.as_str())
             .collect();
-        let want: Vec<String> = (0..500).map(|i| format!("p{p}-{i}")).collect();
+        let want: Vec<String> = (0..PER_PROCESS).map(|i| format!("p{p}-{i}")).collect();
         assert_eq!(mine, want, "each process's events keep their order");
     }
     check(location);
@@ -253,7 +257,7 @@ macro_rules! process_suite {
             let rounds = ::std::env::var("CRASH_ROUNDS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(20);
+                .unwrap_or(50);
             $crate::process::killed_writers_lose_nothing(
                 &$location(dir.path()),
                 rounds,

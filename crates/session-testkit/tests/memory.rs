@@ -8,3 +8,4 @@ async fn memory(clock: SharedClock) -> Option<TestStore> {
 }
 
 session_testkit::conformance_suite!(memory);
+session_testkit::stress_suite!(memory);
