@@ -13,6 +13,7 @@ use session_core::{
     SessionStatus, SessionUpdate, StateMap, SyntheticFilter, ToolCall, GROUP_USER,
 };
 
+pub use crate::isolation::isolation_matrix_every_service_call;
 use crate::{assistant, texts, user, Fixture, APP};
 
 fn kind<T: std::fmt::Debug>(r: Result<T, SessionError>) -> ErrorKind {
@@ -1298,73 +1299,7 @@ pub async fn rewind_unknown_invocation_is_not_found(fx: Fixture) {
 }
 
 // ---------------------------------------------------------------- isolation
-
-/// A call naming the wrong app or user gets `NotFound`, exactly as for an unknown id.
-pub async fn isolation_wrong_owner_is_not_found(fx: Fixture) {
-    let svc = fx.service();
-    let o = owner();
-    let s = service_session(&fx, &o).await;
-    svc.append_message(&o, &s.id, Message::user("secret plan"))
-        .await
-        .unwrap();
-    let v = fx.repo.event_version(&s.id).await.unwrap();
-    for wrong in [Owner::new(APP, "mallory"), Owner::new("other-app", "alice")] {
-        for id in [s.id.as_str(), "no-such-session"] {
-            let msg = format!("{wrong:?} on {id}");
-            assert_eq!(
-                kind(svc.get(&wrong, id).await),
-                ErrorKind::NotFound,
-                "{msg}"
-            );
-            assert_eq!(
-                kind(svc.messages(&wrong, id).await),
-                ErrorKind::NotFound,
-                "{msg}"
-            );
-            assert_eq!(
-                kind(svc.events(&wrong, id, &EventFilter::archive()).await),
-                ErrorKind::NotFound,
-                "{msg}"
-            );
-            assert_eq!(
-                kind(svc.append_message(&wrong, id, Message::user("x")).await),
-                ErrorKind::NotFound,
-                "{msg}"
-            );
-            assert_eq!(
-                kind(
-                    svc.search(&wrong, &SearchQuery::in_session(id, "secret"))
-                        .await
-                ),
-                ErrorKind::NotFound,
-                "{msg}"
-            );
-            assert_eq!(
-                kind(svc.replace_context(&wrong, id, vec![], v).await),
-                ErrorKind::NotFound
-            );
-            assert_eq!(
-                kind(svc.rewind(&wrong, id, "inv").await),
-                ErrorKind::NotFound
-            );
-            assert_eq!(kind(svc.end(&wrong, id).await), ErrorKind::NotFound);
-            assert_eq!(kind(svc.delete(&wrong, id).await), ErrorKind::NotFound);
-        }
-        let hits = svc
-            .search(&wrong, &SearchQuery::for_user(&o.app, &o.user_id, "secret"))
-            .await
-            .unwrap();
-        assert!(hits.items.is_empty(), "{wrong:?} sees nothing of alice's");
-        let listed = svc.list(&wrong, SessionQuery::new()).await.unwrap();
-        assert!(listed.items.is_empty());
-    }
-    assert_eq!(svc.messages(&o, &s.id).await.unwrap().len(), 1, "untouched");
-    assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), v);
-    assert_eq!(
-        svc.list(&o, SessionQuery::new()).await.unwrap().items.len(),
-        1
-    );
-}
+// The matrix of every service call x owner is in `isolation.rs`.
 
 // ---------------------------------------------------------------- limits and text
 

@@ -32,6 +32,7 @@ use session_core::{
 };
 
 pub mod cases;
+mod isolation;
 pub mod model;
 pub mod process;
 pub mod stress;
@@ -238,7 +239,7 @@ macro_rules! __with_cases {
             state_delta_lands_atomically_with_its_event,
             rewind_removes_invocation_and_later_events,
             rewind_unknown_invocation_is_not_found,
-            isolation_wrong_owner_is_not_found,
+            isolation_matrix_every_service_call,
             oversize_event_is_rejected,
             nul_and_astral_text_round_trips,
             page_size_limits,
