@@ -73,7 +73,8 @@ pub enum SessionError {
         #[source]
         source: BoxError,
     },
-    /// The engine is unreachable or overloaded; the same call may succeed later.
+    /// The engine is unreachable, overloaded or out of disk space; the same
+    /// call may succeed later.
     #[error("{backend} backend unavailable: {source}")]
     Unavailable {
         /// Which backend.

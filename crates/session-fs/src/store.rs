@@ -18,6 +18,12 @@ pub(crate) fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> Session
     let msg = format!("{what}: {e}");
     match e.kind() {
         K::WouldBlock | K::Interrupted | K::TimedOut => SessionError::unavailable(BACKEND, msg),
+        // The commit point was not moved, so nothing is half-written; the
+        // same call succeeds once there is room again.
+        K::StorageFull | K::QuotaExceeded => SessionError::unavailable(
+            BACKEND,
+            format!("the disk is full; free space, then retry ({msg})"),
+        ),
         _ => SessionError::backend(BACKEND, msg),
     }
 }

@@ -27,6 +27,14 @@ pub(crate) fn map_err(e: rusqlite::Error) -> SessionError {
         {
             SessionError::unavailable(BACKEND, e)
         }
+        // Nothing was written (the transaction rolled back); the same call
+        // succeeds once there is room again.
+        rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::DiskFull => {
+            SessionError::unavailable(
+                BACKEND,
+                format!("the disk is full; free space, then retry ({e})"),
+            )
+        }
         _ => SessionError::backend(BACKEND, e),
     }
 }

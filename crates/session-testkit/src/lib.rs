@@ -32,6 +32,7 @@ use session_core::{
 };
 
 pub mod cases;
+pub mod full_disk;
 mod isolation;
 pub mod model;
 pub mod process;

@@ -252,6 +252,16 @@ macro_rules! process_suite {
         }
 
         #[test]
+        fn full_disk_is_typed_and_recovers() {
+            $crate::full_disk::full_disk_is_typed_and_recovers(
+                "full_disk_is_typed_and_recovers",
+                $location,
+                $open,
+                $check,
+            );
+        }
+
+        #[test]
         fn killed_writers_lose_no_acknowledged_event() {
             let dir = $crate::tempfile::tempdir().unwrap();
             let rounds = ::std::env::var("CRASH_ROUNDS")
