@@ -4,9 +4,11 @@ use std::env;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-/// One named step: a cargo invocation and extra environment.
+/// One named step: a cargo invocation (or another program's) and extra environment.
 struct Step {
     name: String,
+    /// `None`: the cargo running xtask.
+    program: Option<String>,
     args: Vec<String>,
     env: Vec<(&'static str, &'static str)>,
     hint: &'static str,
@@ -15,6 +17,7 @@ struct Step {
 fn step(name: impl Into<String>, args: &[&str], hint: &'static str) -> Step {
     Step {
         name: name.into(),
+        program: None,
         args: args.iter().map(|s| (*s).to_owned()).collect(),
         env: Vec::new(),
         hint,
@@ -30,7 +33,110 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("test", "every test of the workspace with all features"),
     ("docs", "cargo doc with warnings denied"),
+    (
+        "fuzz",
+        "cargo fuzz on every target (or `fuzz <target>`) for FUZZ_SECONDS each (default 60); not in ci",
+    ),
 ];
+
+/// The fuzz targets: the files in `fuzz/fuzz_targets/`.
+fn fuzz_targets() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("fuzz/fuzz_targets")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".rs"))
+                .map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Installs cargo-fuzz if missing, then runs each target for a bounded
+/// time from its seeds (`fuzz/seeds/<target>`), keeping what it learns in
+/// `fuzz/corpus/<target>`. Uses a nightly toolchain when rustup has one,
+/// else the stable compiler with `RUSTC_BOOTSTRAP=1` (sanitizers need `-Z`).
+fn fuzz_steps(only: Option<&str>) -> Result<Vec<Step>, String> {
+    let all = fuzz_targets();
+    let targets: Vec<&str> = match only {
+        None => all.iter().map(String::as_str).collect(),
+        Some(t) if all.iter().any(|a| a == t) => vec![t],
+        Some(t) => return Err(format!("no fuzz target {t:?}; targets: {all:?}")),
+    };
+    if targets.is_empty() {
+        return Err(
+            "no fuzz targets in fuzz/fuzz_targets/ (run from the workspace root)".to_owned(),
+        );
+    }
+    let seconds = env::var("FUZZ_SECONDS").unwrap_or_else(|_| "60".to_owned());
+    if seconds.parse::<u32>().is_err() {
+        return Err(format!(
+            "FUZZ_SECONDS must be a number of seconds, not {seconds:?}"
+        ));
+    }
+    let mut steps = Vec::new();
+    if !succeeds("cargo", &["fuzz", "--version"]) {
+        steps.push(step(
+            "install cargo-fuzz",
+            &["install", "cargo-fuzz", "--locked"],
+            "cargo-fuzz did not install: see the error above",
+        ));
+    }
+    let nightly = succeeds("rustup", &["run", "nightly", "rustc", "--version"]);
+    for t in targets {
+        let corpus = format!("fuzz/corpus/{t}");
+        if let Err(e) = std::fs::create_dir_all(&corpus) {
+            return Err(format!("cannot create {corpus}: {e}"));
+        }
+        let mut args: Vec<String> = Vec::new();
+        if nightly {
+            args.push("+nightly".to_owned());
+        }
+        args.extend(
+            [
+                "fuzz",
+                "run",
+                t,
+                &corpus,
+                &format!("fuzz/seeds/{t}"),
+                "--",
+                &format!("-max_total_time={seconds}"),
+                "-rss_limit_mb=4096",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned()),
+        );
+        steps.push(Step {
+            name: format!("fuzz {t} for {seconds}s"),
+            // The rustup proxy, so `+nightly` picks the toolchain.
+            program: Some("cargo".to_owned()),
+            args,
+            env: if nightly {
+                Vec::new()
+            } else {
+                vec![("RUSTC_BOOTSTRAP", "1")]
+            },
+            hint: "the fuzzer found a failing input, saved under fuzz/artifacts/<target>/: \
+                   replay it with `cargo fuzz run <target> <file>`, fix the bug, then copy the \
+                   file into fuzz/regressions/<target>/ so `cargo test -p agent-session-scenarios \
+                   --test fuzz_inputs` replays it from now on",
+        });
+    }
+    Ok(steps)
+}
 
 /// The facade's backend features, read from its manifest so new backends are linted alone automatically.
 fn facade_features() -> Vec<String> {
@@ -110,6 +216,7 @@ fn lint_steps() -> Vec<Step> {
             .iter()
             .map(|s| (*s).to_owned())
             .collect(),
+            program: None,
             env: Vec::new(),
             hint,
         });
@@ -139,9 +246,14 @@ fn run(steps: Vec<Step>) -> ExitCode {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let total = Instant::now();
     for s in steps {
-        eprintln!("\n==> xtask: {} (cargo {})", s.name, s.args.join(" "));
+        eprintln!(
+            "\n==> xtask: {} ({} {})",
+            s.name,
+            s.program.as_deref().unwrap_or("cargo"),
+            s.args.join(" ")
+        );
         let started = Instant::now();
-        let mut cmd = Command::new(&cargo);
+        let mut cmd = Command::new(s.program.as_deref().unwrap_or(&cargo));
         cmd.args(&s.args);
         for (k, v) in &s.env {
             cmd.env(k, v);
@@ -149,7 +261,10 @@ fn run(steps: Vec<Step>) -> ExitCode {
         let ok = match cmd.status() {
             Ok(status) => status.success(),
             Err(e) => {
-                eprintln!("could not run cargo: {e}");
+                eprintln!(
+                    "could not run {}: {e}",
+                    s.program.as_deref().unwrap_or(&cargo)
+                );
                 false
             }
         };
@@ -186,6 +301,13 @@ fn main() -> ExitCode {
         Some("lint") => lint_steps(),
         Some("test") => test_steps(),
         Some("docs") => docs_steps(),
+        Some("fuzz") => match fuzz_steps(env::args().nth(2).as_deref()) {
+            Ok(steps) => steps,
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
         Some(other) => {
             eprintln!("xtask: unknown task {other:?}\n");
             usage();

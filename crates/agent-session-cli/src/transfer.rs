@@ -2,16 +2,14 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufReader, IsTerminal, Write};
 
-use agent_session::{ImportOutcome, SessionDump, SessionQuery, SessionRepository};
+use agent_session::{
+    ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionQuery, SessionRepository,
+};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-
-/// The first line of an export file.
-const HEADER: &str = "agent-session-export";
-const FORMAT_VERSION: u64 = 1;
 
 fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(
@@ -60,25 +58,19 @@ pub(crate) async fn export(
         (true, false) => bail!("give session ids or --all, not both"),
         (false, true) => bail!("nothing to export: give session ids or --all"),
     };
-    let mut writer: Box<dyn Write> = match out {
+    let writer: Box<dyn Write> = match out {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?,
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    writeln!(
-        writer,
-        "{}",
-        json!({"format": HEADER, "version": FORMAT_VERSION})
-    )?;
+    let mut writer = ExportWriter::new(writer)?;
     let bar = progress(ids.len() as u64, "exporting");
     for id in &ids {
-        let dump = repo.export_session(id).await?;
-        serde_json::to_writer(&mut writer, &dump)?;
-        writeln!(writer)?;
+        writer.write(&repo.export_session(id).await?)?;
         bar.inc(1);
     }
-    writer.flush()?;
+    writer.finish()?;
     bar.finish_and_clear();
     if let Some(path) = out {
         eprintln!("exported {} sessions to {path}", ids.len());
@@ -88,26 +80,11 @@ pub(crate) async fn export(
 
 pub(crate) async fn import(repo: &dyn SessionRepository, file: &str, json_out: bool) -> Result<()> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {file}"))?;
-    let mut lines = BufReader::new(f).lines();
-    let header = lines.next().transpose()?.unwrap_or_default();
-    let head: serde_json::Value = serde_json::from_str(&header).unwrap_or_default();
-    if head["format"] != HEADER {
-        bail!("{file} is not an agent-session export (its first line is not the export header)");
-    }
-    if head["version"].as_u64() != Some(FORMAT_VERSION) {
-        bail!(
-            "{file} has export format version {}, this build reads version {FORMAT_VERSION}",
-            head["version"]
-        );
-    }
+    let dumps =
+        ExportReader::new(BufReader::new(f)).with_context(|| format!("cannot import {file}"))?;
     let (mut imported, mut unchanged) = (0u64, 0u64);
-    for (n, line) in lines.enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let dump: SessionDump = serde_json::from_str(&line)
-            .with_context(|| format!("{file}: line {} is not a session dump", n + 2))?;
+    for dump in dumps {
+        let dump = dump.with_context(|| format!("cannot import {file}"))?;
         match repo.import_session(dump).await? {
             ImportOutcome::Imported => imported += 1,
             ImportOutcome::Unchanged => unchanged += 1,

@@ -3,6 +3,7 @@
 mod clock;
 mod error;
 mod event;
+mod export;
 mod filter;
 mod memory;
 mod message;
@@ -19,6 +20,7 @@ pub use event::{
     split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, StateMap,
     SUMMARY_PROMPT,
 };
+pub use export::{ExportReader, ExportWriter, EXPORT_FORMAT, EXPORT_VERSION};
 pub use filter::{
     contains_folded, fold_case, visible_branches, EventFilter, EventMatcher, EventView, Page,
     SearchHit, SearchMode, SearchQuery, SearchScope, SessionQuery, SyntheticFilter,

@@ -8,9 +8,9 @@ use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Value};
 use session_core::{
     turn_count, Clock as _, CompactionSource, ContentPart, CreateSessionRequest, ErrorKind,
-    EventFilter, EventView, Limits, Message, NewSession, Owner, ResetPolicy, ResolveRequest, Role,
-    SearchQuery, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionService,
-    SessionStatus, SessionUpdate, StateMap, SyntheticFilter, ToolCall, GROUP_USER,
+    EventFilter, EventView, Expiry, Limits, Message, NewSession, Owner, ResetPolicy,
+    ResolveRequest, Role, SearchQuery, SessionError, SessionEvent, SessionQuery, SessionRepository,
+    SessionService, SessionStatus, SessionUpdate, StateMap, SyntheticFilter, ToolCall, GROUP_USER,
 };
 
 pub use crate::isolation::isolation_matrix_every_service_call;
@@ -114,7 +114,27 @@ pub async fn create_duplicate_id_is_already_exists(fx: Fixture) {
 pub async fn create_rejects_invalid_ids(fx: Fixture) {
     let now = fx.clock.now();
     let long = "a".repeat(129);
-    for bad in ["../x", "a/b", "", long.as_str(), "a\0b", ".", ".."] {
+    // Path parts, NUL, Redis glob characters, quotes, wildcards, non-ASCII.
+    let hostile = [
+        "../x",
+        "a/b",
+        "",
+        long.as_str(),
+        "a\0b",
+        ".",
+        "..",
+        "a*",
+        "a?b",
+        "[ab]",
+        "a\\b",
+        "a b",
+        "a\"b",
+        "a'b",
+        "a%b",
+        "a😀",
+        "é",
+    ];
+    for bad in hostile {
         let err = fx
             .repo
             .create(NewSession::new(APP, "alice", now).with_id(bad))
@@ -126,7 +146,13 @@ pub async fn create_rejects_invalid_ids(fx: Fixture) {
             "get {bad:?}"
         );
     }
-    for (app, user) in [("../app", "alice"), (APP, "a/b"), ("", "alice")] {
+    for (app, user) in [
+        ("../app", "alice"),
+        (APP, "a/b"),
+        ("", "alice"),
+        ("*", "alice"),
+        (APP, "[a-z]*"),
+    ] {
         let err = fx.repo.create(NewSession::new(app, user, now)).await;
         assert_eq!(
             kind(err),
@@ -134,12 +160,31 @@ pub async fn create_rejects_invalid_ids(fx: Fixture) {
             "app {app:?} user {user:?}"
         );
     }
+    // Listing by a pattern is rejected too: no store ever matches a glob
+    // (`*` alone is `GROUP_USER`, the owner of group sessions).
+    fx.session("alice").await;
+    for pattern in ["*", "a*", "?lice", "[a]lice"] {
+        let mut queries = vec![
+            SessionQuery::new().app(pattern),
+            SessionQuery::new().key(pattern),
+        ];
+        if pattern != GROUP_USER {
+            queries.push(SessionQuery::new().user(pattern));
+        }
+        for q in queries {
+            assert_eq!(
+                kind(fx.repo.list(&q).await),
+                ErrorKind::InvalidInput,
+                "list {q:?}"
+            );
+        }
+    }
     let all = fx
         .repo
         .list(&SessionQuery::new().page(0, 100))
         .await
         .unwrap();
-    assert!(all.items.is_empty(), "nothing written: {:?}", all.items);
+    assert_eq!(all.items.len(), 1, "nothing else written: {:?}", all.items);
 }
 
 /// With no expiry given, a session expires 60 days after creation.
@@ -989,20 +1034,37 @@ pub async fn search_special_characters_match_literally(fx: Fixture) {
         "-neg",
         "col:val",
         "+plus",
+        // FTS5 and Lucene query syntax, taken literally.
+        "fox AND hound",
+        "NOT owl",
+        "OR",
+        "near/3",
+        "fuzzy~2",
+        "boost^4",
+        "/regex.*/",
+        "a||b",
+        "!bang",
+        "title:(x)",
+        "2026-01-01T00:00:00",
+        "a\\*b",
+        "0x00\u{0}nul",
+        "emoji 😀 here",
     ];
     let batch: Vec<SessionEvent> = hostile.iter().map(|t| user(&format!("<{t}>"))).collect();
     fx.append(&s.id, batch).await;
-    fx.append(
-        &s.id,
-        vec![user(
-            "1000 aXb 23 say hi path fx cats dogs ab abc xy its start 12 ab neg colval plus",
-        )],
-    )
-    .await;
-    for t in hostile {
+    let decoy = "1000 aXb 23 say hi path fx cats dogs ab abc xy its start 12 ab neg colval plus \
+                 fox hound owl near 3 fuzzy 2 boost 4 regex bang title x";
+    fx.append(&s.id, vec![user(decoy)]).await;
+    let stored: Vec<String> = hostile.iter().map(|t| format!("<{t}>")).collect();
+    // Whole strings, and each special character on its own.
+    let singles: Vec<String> = "%_*?[]\"\\()^$|{}:+-~!/'"
+        .chars()
+        .map(String::from)
+        .collect();
+    for t in hostile.iter().map(|t| (*t).to_owned()).chain(singles) {
         let hits = fx
             .repo
-            .search(&SearchQuery::in_session(&s.id, t).page(0, 100))
+            .search(&SearchQuery::in_session(&s.id, &t).page(0, 100))
             .await
             .unwrap();
         let got: Vec<String> = hits
@@ -1010,7 +1072,16 @@ pub async fn search_special_characters_match_literally(fx: Fixture) {
             .iter()
             .map(|h| h.event.message.text().to_owned())
             .collect();
-        assert_eq!(got, [format!("<{t}>")], "query {t:?}");
+        let mut want: Vec<String> = stored
+            .iter()
+            .filter(|text| text.to_lowercase().contains(&t.to_lowercase()))
+            .cloned()
+            .collect();
+        if decoy.to_lowercase().contains(&t.to_lowercase()) {
+            want.push(decoy.to_owned());
+        }
+        assert!(!want.is_empty(), "{t:?} is stored");
+        assert_eq!(got, want, "query {t:?}");
     }
 }
 
@@ -1389,6 +1460,107 @@ pub async fn page_size_limits(fx: Fixture) {
             .len(),
         3
     );
+}
+
+/// A session of 100,000 events (20 batches of 5,000): counters, the last
+/// page, a deep page, the context's tail and a search for one event are right.
+pub async fn session_of_100k_events_pages_and_searches(fx: Fixture) {
+    const N: usize = 100_000;
+    let s = fx.session("alice").await;
+    for b in 0..20 {
+        let batch: Vec<SessionEvent> = (0..5000)
+            .map(|i| user(&format!("e{}", b * 5000 + i)))
+            .collect();
+        fx.append(&s.id, batch).await;
+    }
+    let got = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!((got.event_count, got.version), (N as u64, 20));
+    let page = fx
+        .repo
+        .events(&s.id, &EventFilter::archive().page(99, 1000))
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1000);
+    assert!(!page.has_more);
+    assert_eq!(page.items[0].message.text(), "e99000");
+    assert_eq!(page.items[999].seq, N as u64);
+    let deep = fx
+        .repo
+        .events(&s.id, &EventFilter::archive().page(73, 1000))
+        .await
+        .unwrap();
+    assert_eq!(deep.items[0].seq, 73_001);
+    assert!(deep.has_more);
+    assert!(fx
+        .repo
+        .events(&s.id, &EventFilter::archive().page(100, 1000))
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+    assert_eq!(
+        fx.texts(&s.id, &EventFilter::last(3)).await,
+        ["e99997", "e99998", "e99999"]
+    );
+    let hits = fx
+        .repo
+        .search(&SearchQuery::in_session(&s.id, "e77777"))
+        .await
+        .unwrap();
+    let found: Vec<u64> = hits.items.iter().map(|h| h.event.seq).collect();
+    assert_eq!(found, [77_778]);
+}
+
+/// The injectable clock jumping back an hour, then forward a day: seqs and
+/// versions still increase and nothing reorders; a session last active "in
+/// the future" is not reset by an idle policy; expiry follows the clock.
+pub async fn clock_jumps_back_and_forward(fx: Fixture) {
+    let svc = fx.service();
+    let o = owner();
+    let req =
+        ResolveRequest::new(APP, "alice", "clock-jumps").expiry(Expiry::Ttl(Duration::hours(12)));
+    let policy = ResetPolicy::never().idle(Duration::minutes(30));
+    let s = svc.resolve(&req, &policy).await.unwrap().session;
+    let first = svc
+        .append_message(&o, &s.id, Message::user("before the jump"))
+        .await
+        .unwrap();
+    fx.clock.advance(Duration::hours(-1));
+    let again = svc.resolve(&req, &policy).await.unwrap();
+    assert!(!again.is_new, "last activity in the future is not idle");
+    assert_eq!(again.session.id, s.id);
+    let second = svc
+        .append_message(&o, &s.id, Message::user("after going back"))
+        .await
+        .unwrap();
+    assert_eq!(second.seqs, [first.seqs[0] + 1]);
+    assert_eq!(second.version, first.version + 1);
+    let both = ["before the jump", "after going back"];
+    assert_eq!(texts(&fx.archive(&s.id).await), both);
+    assert_eq!(texts(&fx.context(&s.id).await), both);
+    let hits = svc
+        .search(&o, &SearchQuery::in_session(&s.id, "jump"))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 1);
+
+    // A day later, past the 12 h expiry.
+    fx.clock.advance(Duration::hours(24));
+    assert_eq!(kind(fx.repo.get(&s.id).await), ErrorKind::NotFound);
+    assert_eq!(
+        kind(fx.repo.append(&s.id, vec![user("late")]).await),
+        ErrorKind::Expired
+    );
+    let fresh = svc.resolve(&req, &policy).await.unwrap();
+    assert!(fresh.is_new);
+    assert_ne!(fresh.session.id, s.id);
+    let out = svc
+        .append_message(&o, &fresh.session.id, Message::user("a new day"))
+        .await
+        .unwrap();
+    assert_eq!(out.seqs, [1]);
+    assert_eq!(fx.repo.purge_expired(fx.clock.now()).await.unwrap(), 1);
+    assert_eq!(texts(&fx.archive(&fresh.session.id).await), ["a new day"]);
 }
 
 // ---------------------------------------------------------------- concurrency

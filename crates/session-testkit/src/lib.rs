@@ -244,6 +244,8 @@ macro_rules! __with_cases {
             oversize_event_is_rejected,
             nul_and_astral_text_round_trips,
             page_size_limits,
+            session_of_100k_events_pages_and_searches,
+            clock_jumps_back_and_forward,
             concurrent_appends_lose_nothing,
             concurrent_replace_exactly_one_wins,
             resolve_returns_fresh_session,
