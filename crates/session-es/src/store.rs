@@ -787,6 +787,48 @@ impl EsRepository {
         }
     }
 
+    /// Deletes a session's head by compare-and-swap if `still` holds for the
+    /// current head (re-read after every lost race), then its documents.
+    /// Whether this call deleted it.
+    async fn delete_head(
+        &self,
+        id: &str,
+        still: impl Fn(&Head) -> bool,
+    ) -> session_core::Result<bool> {
+        let mut attempt = 0;
+        loop {
+            Self::backoff(&mut attempt).await;
+            let Some(cur) = self.load(id).await? else {
+                return Ok(false);
+            };
+            if !still(&cur.head) {
+                return Ok(false);
+            }
+            let reply = self
+                .client
+                .send(
+                    Method::Delete,
+                    &doc_path(&self.index("sessions"), id),
+                    &[
+                        ("if_seq_no", cur.seq_no.to_string()),
+                        ("if_primary_term", cur.primary_term.to_string()),
+                        self.refresh_param(),
+                    ],
+                    None,
+                )
+                .await?;
+            match reply.status {
+                409 => {}
+                404 => return Ok(false),
+                _ => {
+                    reply.success(id)?;
+                    self.drop_incarnation(id, &cur.head.inc).await;
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
     /// Removes the event documents of an incarnation (after a delete or a re-create).
     async fn drop_incarnation(&self, session_id: &str, inc: &str) {
         self.delete_by_query(
@@ -1557,35 +1599,7 @@ impl SessionRepository for EsRepository {
     async fn delete(&self, id: &str) -> session_core::Result<bool> {
         check_session_id(id)?;
         let _guard = self.lock(id).await;
-        let mut attempt = 0;
-        loop {
-            Self::backoff(&mut attempt).await;
-            let Some(cur) = self.load(id).await? else {
-                return Ok(false);
-            };
-            let reply = self
-                .client
-                .send(
-                    Method::Delete,
-                    &doc_path(&self.index("sessions"), id),
-                    &[
-                        ("if_seq_no", cur.seq_no.to_string()),
-                        ("if_primary_term", cur.primary_term.to_string()),
-                        self.refresh_param(),
-                    ],
-                    None,
-                )
-                .await?;
-            match reply.status {
-                409 => {}
-                404 => return Ok(false),
-                _ => {
-                    reply.success(id)?;
-                    self.drop_incarnation(id, &cur.head.inc).await;
-                    return Ok(true);
-                }
-            }
-        }
+        self.delete_head(id, |_| true).await
     }
 
     async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
@@ -1637,39 +1651,13 @@ impl SessionRepository for EsRepository {
             .await?;
         let mut n = 0;
         for h in hits {
+            let _guard = self.lock(&h.id).await;
             // Re-checked on the current head: an expiry moved since the search keeps the session.
-            let mut attempt = 0;
-            loop {
-                Self::backoff(&mut attempt).await;
-                let Some(cur) = self.load(&h.id).await? else {
-                    break;
-                };
-                if !cur.head.session.is_expired_at(now) {
-                    break;
-                }
-                let reply = self
-                    .client
-                    .send(
-                        Method::Delete,
-                        &doc_path(&self.index("sessions"), &h.id),
-                        &[
-                            ("if_seq_no", cur.seq_no.to_string()),
-                            ("if_primary_term", cur.primary_term.to_string()),
-                            self.refresh_param(),
-                        ],
-                        None,
-                    )
-                    .await?;
-                match reply.status {
-                    409 => {}
-                    404 => break,
-                    _ => {
-                        reply.success(&h.id)?;
-                        self.drop_incarnation(&h.id, &cur.head.inc).await;
-                        n += 1;
-                        break;
-                    }
-                }
+            if self
+                .delete_head(&h.id, |head| head.session.is_expired_at(now))
+                .await?
+            {
+                n += 1;
             }
         }
         Ok(n)

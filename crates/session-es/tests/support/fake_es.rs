@@ -362,10 +362,11 @@ impl FakeEs {
                     .get("query")
                     .cloned()
                     .unwrap_or(json!({"match_all": {}}));
+                let prepared = Prepared::new(&q);
                 let n = i
                     .docs
                     .values()
-                    .filter(|d| score(&q, &d.source).is_some())
+                    .filter(|d| prepared.score(&d.source).is_some())
                     .count();
                 (
                     200,
@@ -401,10 +402,11 @@ impl FakeEs {
                     .get("query")
                     .cloned()
                     .unwrap_or(json!({"match_all": {}}));
+                let prepared = Prepared::new(&q);
                 let doomed: Vec<String> = i
                     .candidates(&q)
                     .into_iter()
-                    .filter(|(_, d)| score(&q, &d.source).is_some())
+                    .filter(|(_, d)| prepared.score(&d.source).is_some())
                     .map(|(id, _)| id.clone())
                     .collect();
                 for id in &doomed {
@@ -683,8 +685,48 @@ fn tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A query prepared for matching many documents: each `terms` list of
+/// strings becomes a set, keyed by where the list sits in the query.
+struct Prepared<'q> {
+    root: &'q Value,
+    sets: Sets,
+}
+
+type Sets = HashMap<*const Value, HashSet<String>>;
+
+impl<'q> Prepared<'q> {
+    fn new(root: &'q Value) -> Self {
+        fn walk(v: &Value, sets: &mut Sets) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::Object(t)) = m.get("terms") {
+                        for list in t.values() {
+                            if let Some(a) = list.as_array() {
+                                if a.iter().all(Value::is_string) {
+                                    let set = a.iter().filter_map(Value::as_str).map(str::to_owned);
+                                    sets.insert(std::ptr::from_ref(list), set.collect());
+                                }
+                            }
+                        }
+                    }
+                    m.values().for_each(|x| walk(x, sets));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, sets)),
+                _ => {}
+            }
+        }
+        let mut sets = HashMap::new();
+        walk(root, &mut sets);
+        Self { root, sets }
+    }
+
+    fn score(&self, source: &Value) -> Option<f64> {
+        score(self.root, source, &self.sets)
+    }
+}
+
 /// `Some(score)` if `source` matches `q`.
-fn score(q: &Value, source: &Value) -> Option<f64> {
+fn score(q: &Value, source: &Value, sets: &Sets) -> Option<f64> {
     let (kind, body) = q.as_object()?.iter().next()?;
     match kind.as_str() {
         "match_all" => Some(1.0),
@@ -698,19 +740,22 @@ fn score(q: &Value, source: &Value) -> Option<f64> {
             };
             let mut total = 0.0;
             for c in list("filter") {
-                score(c, source)?;
+                score(c, source, sets)?;
             }
             for c in list("must") {
-                total += score(c, source)?;
+                total += score(c, source, sets)?;
             }
             for c in list("must_not") {
-                if score(c, source).is_some() {
+                if score(c, source, sets).is_some() {
                     return None;
                 }
             }
             let should = list("should");
             if !should.is_empty() {
-                let matched: Vec<f64> = should.iter().filter_map(|c| score(c, source)).collect();
+                let matched: Vec<f64> = should
+                    .iter()
+                    .filter_map(|c| score(c, source, sets))
+                    .collect();
                 let min = body
                     .get("minimum_should_match")
                     .and_then(Value::as_u64)
@@ -732,6 +777,9 @@ fn score(q: &Value, source: &Value) -> Option<f64> {
         "terms" => {
             let (f, vs) = body.as_object()?.iter().next()?;
             let have = field(source, f)?;
+            if let (Some(set), Some(have)) = (sets.get(&std::ptr::from_ref(vs)), have.as_str()) {
+                return set.contains(have).then_some(1.0);
+            }
             vs.as_array()?
                 .iter()
                 .any(|v| eq_values(have, v))
@@ -832,19 +880,32 @@ fn search(st: &State, index: &str, req: &Value) -> (u16, Value) {
                 .collect()
         })
         .unwrap_or_else(|| vec![("_score".to_owned(), true)]);
+    let prepared = Prepared::new(&q);
     let mut hits: Vec<(Vec<Value>, &String, &Doc, f64)> = i
         .candidates(&q)
         .into_iter()
         .filter_map(|(id, d)| {
-            score(&q, &d.source).map(|s| (sort_key(&sort, id, &d.source, s), id, d, s))
+            prepared
+                .score(&d.source)
+                .map(|s| (sort_key(&sort, id, &d.source, s), id, d, s))
         })
         .collect();
-    hits.sort_by(|a, b| cmp_keys(&sort, &a.0, &b.0).then_with(|| a.1.cmp(b.1)));
+    let total = hits.len();
     if let Some(after) = req.get("search_after").and_then(Value::as_array) {
         hits.retain(|h| cmp_keys(&sort, &h.0, after) == Ordering::Greater);
     }
     let from = req.get("from").and_then(Value::as_u64).unwrap_or(0) as usize;
     let size = req.get("size").and_then(Value::as_u64).unwrap_or(10) as usize;
+    // Only the first `from + size` in order are needed: select them, then sort those.
+    let order = |a: &(Vec<Value>, &String, &Doc, f64), b: &(Vec<Value>, &String, &Doc, f64)| {
+        cmp_keys(&sort, &a.0, &b.0).then_with(|| a.1.cmp(b.1))
+    };
+    let wanted = from.saturating_add(size);
+    if wanted > 0 && hits.len() > wanted {
+        hits.select_nth_unstable_by(wanted - 1, order);
+        hits.truncate(wanted);
+    }
+    hits.sort_by(order);
     let source_filter = req.get("_source").cloned().unwrap_or(Value::Bool(true));
     let out: Vec<Value> = hits
         .iter()
@@ -872,7 +933,7 @@ fn search(st: &State, index: &str, req: &Value) -> (u16, Value) {
         200,
         json!({"took": 1, "timed_out": false,
         "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-        "hits": {"total": {"value": hits.len(), "relation": "eq"}, "max_score": null, "hits": out}}),
+        "hits": {"total": {"value": total, "relation": "eq"}, "max_score": null, "hits": out}}),
     )
 }
 
