@@ -105,6 +105,13 @@ impl SessionDump {
                 format!("context names seq {missing}, which is not in the archive"),
             ));
         }
+        let mut in_context = std::collections::HashSet::new();
+        if let Some(twice) = self.context.iter().find(|s| !in_context.insert(**s)) {
+            return Err(SessionError::invalid(
+                "dump",
+                format!("context names seq {twice} twice"),
+            ));
+        }
         Ok(())
     }
 }

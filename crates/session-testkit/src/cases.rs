@@ -1915,10 +1915,19 @@ pub async fn export_import_round_trips(fx: Fixture) {
     // Rewind still replays from the imported initial state.
     let after = svc.rewind(&o, &s.id, "i1").await.unwrap();
     assert_eq!(after.state.get("counter"), Some(&json!(0)));
-    let mut bad = dump.clone();
-    bad.context.push(99);
-    assert_eq!(
-        kind(fx.repo.import_session(bad).await),
-        ErrorKind::InvalidInput
-    );
+    // Inconsistent dumps are refused before anything is written: a context
+    // naming a seq the archive lacks, or naming one seq twice.
+    let before = fx.repo.export_session(&s.id).await.unwrap();
+    let mut missing = dump.clone();
+    missing.context.push(99);
+    let mut twice = dump.clone();
+    twice.context.push(5);
+    twice.session.version += 10; // newer, so it would be imported if valid
+    for bad in [missing, twice] {
+        assert_eq!(
+            kind(fx.repo.import_session(bad).await),
+            ErrorKind::InvalidInput
+        );
+    }
+    assert_eq!(fx.repo.export_session(&s.id).await.unwrap(), before);
 }
