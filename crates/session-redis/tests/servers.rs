@@ -20,14 +20,23 @@ use tokio::net::{TcpListener, TcpStream};
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
-/// A loopback port for a server of this test process.
+/// A free loopback port for a server of this test process, whose cluster
+/// bus port (+10,000) is free too: 20000..22000 and 30000..32000, below the
+/// kernel's ephemeral range (32768 and up by default), so no client
+/// connection of another test can be holding them.
 fn port() -> u16 {
-    let base = 20000 + u16::try_from(std::process::id() % 2000).unwrap() * 10;
-    base + NEXT_PORT.fetch_add(1, Ordering::Relaxed)
+    let start = u16::try_from(std::process::id() % 40).unwrap() * 50;
+    loop {
+        let p = 20000 + (start + NEXT_PORT.fetch_add(1, Ordering::Relaxed)) % 2000;
+        let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(p) && free(p + 10_000) {
+            return p;
+        }
+    }
 }
 
 /// redis-server processes killed when the test ends, pass or fail.
-struct Servers(Vec<Child>, #[allow(dead_code)] tempfile::TempDir);
+struct Servers(Vec<Child>, tempfile::TempDir);
 
 impl Drop for Servers {
     fn drop(&mut self) {
@@ -66,6 +75,8 @@ fn start(ports: &[u16], cluster: bool) -> Servers {
         ])
         .arg("--dir")
         .arg(dir.path())
+        .arg("--logfile")
+        .arg(dir.path().join(format!("redis-{p}.log")))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
         if cluster {
@@ -81,7 +92,7 @@ fn start(ports: &[u16], cluster: bool) -> Servers {
     let servers = Servers(children, dir);
     for p in ports {
         let mut up = false;
-        for _ in 0..100 {
+        for _ in 0..200 {
             if Command::new("redis-cli")
                 .args(["-p", &p.to_string(), "ping"])
                 .output()
@@ -92,7 +103,12 @@ fn start(ports: &[u16], cluster: bool) -> Servers {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(up, "redis-server on port {p} did not start");
+        assert!(
+            up,
+            "redis-server on port {p} did not start; its log:\n{}",
+            std::fs::read_to_string(servers.1.path().join(format!("redis-{p}.log")))
+                .unwrap_or_default()
+        );
     }
     servers
 }
