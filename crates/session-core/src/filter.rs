@@ -320,6 +320,25 @@ impl<T> Page<T> {
         }
     }
 
+    /// Page `page` from a store that fetched up to `page_size + 1` items
+    /// from the page's start: an extra item means a later page has items.
+    ///
+    /// ```
+    /// use session_core::Page;
+    /// let page = Page::from_overfetch(vec![1, 2, 3], 0, 2);
+    /// assert_eq!((page.items, page.has_more), (vec![1, 2], true));
+    /// ```
+    pub fn from_overfetch(mut items: Vec<T>, page: usize, page_size: usize) -> Self {
+        let has_more = items.len() > page_size;
+        items.truncate(page_size);
+        Self {
+            items,
+            page,
+            page_size,
+            has_more,
+        }
+    }
+
     /// Maps the items.
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
         Page {

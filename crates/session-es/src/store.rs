@@ -1097,14 +1097,7 @@ impl EsRepository {
         if items.len() < take {
             items.extend(after.iter().skip(skip).take(take - items.len()).cloned());
         }
-        let has_more = items.len() > filter.page_size;
-        items.truncate(filter.page_size);
-        Ok(Page {
-            items,
-            page: filter.page,
-            page_size: filter.page_size,
-            has_more,
-        })
+        Ok(Page::from_overfetch(items, filter.page, filter.page_size))
     }
 
     async fn count_events(&self, query: &Value, session_id: &str) -> session_core::Result<usize> {
@@ -1355,22 +1348,26 @@ impl EsRepository {
         head.session.updated_at = head.session.updated_at.max(self.now());
     }
 
+    /// Every session document matching `query`, in id order, with `source` fields.
+    async fn all_sessions(&self, query: &Value, source: &Value) -> session_core::Result<Vec<Hit>> {
+        self.collect(
+            "sessions",
+            query,
+            &json!([{"sid": "asc"}]),
+            source,
+            0,
+            usize::MAX,
+            &mut |_| true,
+            "",
+        )
+        .await
+    }
+
     /// Live sessions of one owner (for cross-session search).
     async fn owner_heads(&self, app: &str, user_id: &str) -> session_core::Result<Vec<Head>> {
         let q = session_core::SessionQuery::new().app(app).user(user_id);
         let query = body::sessions_query(&q, micros(self.now()));
-        let hits = self
-            .collect(
-                "sessions",
-                &query,
-                &json!([{"sid": "asc"}]),
-                &json!(["head"]),
-                0,
-                usize::MAX,
-                &mut |_| true,
-                "",
-            )
-            .await?;
+        let hits = self.all_sessions(&query, &json!(["head"])).await?;
         hits.iter()
             .map(|h| Head::from_source(&h.id, &h.source))
             .collect()
@@ -1510,14 +1507,7 @@ impl EsRepository {
                 score: h.score,
             });
         }
-        let has_more = items.len() > query.page_size;
-        items.truncate(query.page_size);
-        Ok(Page {
-            items,
-            page: query.page,
-            page_size: query.page_size,
-            has_more,
-        })
+        Ok(Page::from_overfetch(items, query.page, query.page_size))
     }
 }
 
@@ -1620,35 +1610,17 @@ impl SessionRepository for EsRepository {
                 "",
             )
             .await?;
-        let mut items = hits
+        let items = hits
             .iter()
             .map(|h| Head::from_source(&h.id, &h.source).map(|head| head.session))
             .collect::<session_core::Result<Vec<_>>>()?;
-        let has_more = items.len() > query.page_size;
-        items.truncate(query.page_size);
-        Ok(Page {
-            items,
-            page: query.page,
-            page_size: query.page_size,
-            has_more,
-        })
+        Ok(Page::from_overfetch(items, query.page, query.page_size))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "purge_expired"))]
     async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
         let q = json!({"range": {"expires_us": {"lte": micros(now)}}});
-        let hits = self
-            .collect(
-                "sessions",
-                &q,
-                &json!([{"sid": "asc"}]),
-                &json!(["sid"]),
-                0,
-                usize::MAX,
-                &mut |_| true,
-                "",
-            )
-            .await?;
+        let hits = self.all_sessions(&q, &json!(["sid"])).await?;
         let mut n = 0;
         for h in hits {
             let _guard = self.lock(&h.id).await;

@@ -523,15 +523,8 @@ pub(crate) async fn list(
         q.page_size + 1
     ));
     let rows = c.query(&w.sql, &w.params()).await?;
-    let mut items = rows.iter().map(decode_session).collect::<R<Vec<_>>>()?;
-    let has_more = items.len() > q.page_size;
-    items.truncate(q.page_size);
-    Ok(Page {
-        items,
-        page: q.page,
-        page_size: q.page_size,
-        has_more,
-    })
+    let items = rows.iter().map(decode_session).collect::<R<Vec<_>>>()?;
+    Ok(Page::from_overfetch(items, q.page, q.page_size))
 }
 
 pub(crate) async fn append(
@@ -854,15 +847,8 @@ pub(crate) async fn events(
         " ORDER BY {order} LIMIT {} OFFSET {offset}",
         filter.page_size + 1
     ));
-    let mut items = decode(c.query(&w.sql, &w.params()).await?)?;
-    let has_more = items.len() > filter.page_size;
-    items.truncate(filter.page_size);
-    Ok(Page {
-        items,
-        page: filter.page,
-        page_size: filter.page_size,
-        has_more,
-    })
+    let items = decode(c.query(&w.sql, &w.params()).await?)?;
+    Ok(Page::from_overfetch(items, filter.page, filter.page_size))
 }
 
 /// A `LIKE` pattern matching `text` literally anywhere (`\` escapes).
@@ -940,14 +926,7 @@ pub(crate) async fn search(
                 score: Some(row.try_get(3)?),
             });
         }
-        let has_more = items.len() > q.page_size;
-        items.truncate(q.page_size);
-        return Ok(Page {
-            items,
-            page: q.page,
-            page_size: q.page_size,
-            has_more,
-        });
+        return Ok(Page::from_overfetch(items, q.page, q.page_size));
     }
     let needle = fold_case(&q.text);
     let m = w.next_mark(like_pattern(&needle));
@@ -978,14 +957,7 @@ pub(crate) async fn search(
         }
     }
     if exact {
-        let has_more = hits.len() > q.page_size;
-        hits.truncate(q.page_size);
-        Ok(Page {
-            items: hits,
-            page: q.page,
-            page_size: q.page_size,
-            has_more,
-        })
+        Ok(Page::from_overfetch(hits, q.page, q.page_size))
     } else {
         Ok(Page::paginate(hits, q.page, q.page_size))
     }

@@ -863,18 +863,11 @@ impl SessionRepository for RedisRepository {
                 .query_async(&mut c)
                 .await
                 .map_err(map_err)?;
-            let mut events = self.fetch(id, &seqs).await?;
+            let events = self.fetch(id, &seqs).await?;
             if page_base {
                 return Ok(Page::paginate(events, filter.page, filter.page_size));
             }
-            let has_more = events.len() > filter.page_size;
-            events.truncate(filter.page_size);
-            return Ok(Page {
-                items: events,
-                page: filter.page,
-                page_size: filter.page_size,
-                has_more,
-            });
+            return Ok(Page::from_overfetch(events, filter.page, filter.page_size));
         }
         let seqs = self.seqs(id, filter.view).await?;
         let events = self.fetch(id, &seqs).await?;

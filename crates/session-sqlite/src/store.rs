@@ -599,18 +599,11 @@ pub(crate) fn list(
         .sql()?
         .collect::<rusqlite::Result<_>>()
         .sql()?;
-    let mut items = raws
+    let items = raws
         .into_iter()
         .map(decode_session)
         .collect::<Result<Vec<_>>>()?;
-    let has_more = items.len() > q.page_size;
-    items.truncate(q.page_size);
-    Ok(Page {
-        items,
-        page: q.page,
-        page_size: q.page_size,
-        has_more,
-    })
+    Ok(Page::from_overfetch(items, q.page, q.page_size))
 }
 
 pub(crate) fn append(
@@ -1123,14 +1116,7 @@ fn ranked_search(
             score: Some(-rank),
         });
     }
-    let has_more = items.len() > q.page_size;
-    items.truncate(q.page_size);
-    Ok(Page {
-        items,
-        page: q.page,
-        page_size: q.page_size,
-        has_more,
-    })
+    Ok(Page::from_overfetch(items, q.page, q.page_size))
 }
 
 pub(crate) fn shared_state(conn: &Connection, app: &str, user_id: &str) -> Result<SharedState> {
