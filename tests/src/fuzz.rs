@@ -5,6 +5,10 @@
 //! ever found (`fuzz/seeds/<target>/`, `fuzz/regressions/<target>/`) as
 //! ordinary tests in `tests/fuzz_inputs.rs`. `cargo xtask fuzz` runs them
 //! under libFuzzer for a bounded time.
+//!
+//! The command line's targets (`cli_args`, `store_url`) need the CLI crate,
+//! so their bodies live in `agent_session_cli::fuzz` and its
+//! `tests/fuzz_inputs.rs` replays their seeds and regressions.
 
 use std::path::Path;
 use std::sync::Arc;

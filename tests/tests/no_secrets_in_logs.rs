@@ -1,6 +1,13 @@
 //! With `tracing` at trace level, message text, tool arguments and state
-//! values never reach the logs: ids, counts and sizes only.
+//! values never reach the logs: ids, counts and sizes only — on every
+//! backend, and with the `log` records of the engine drivers (tokio-postgres
+//! logs each statement's parameters at debug level) forwarded to the same
+//! global subscriber, as `tracing_subscriber::fmt().init()` does.
 #![allow(clippy::unwrap_used)]
+
+#[path = "../../crates/session-es/tests/support/fake_es.rs"]
+#[allow(unreachable_pub)]
+mod fake_es;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -111,36 +118,91 @@ async fn exercise(store: Arc<dyn SessionRepository>) {
     svc.delete(&owner, &s.id).await.unwrap();
 }
 
+/// The store URLs to exercise: the embedded ones always, PostgreSQL and
+/// Redis where a server answers (under `CI=true` they must), and
+/// Elasticsearch on the in-process fake node.
+async fn store_urls(dir: &std::path::Path, es: &fake_es::FakeServer) -> Vec<String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let mut urls = vec![
+        "memory://".to_owned(),
+        format!("sqlite://{}", dir.join("s.db").display()),
+        format!("fs://{}", dir.join("files").display()),
+        format!(
+            "{}?prefix=logs",
+            es.url().replacen("http://", "es+http://", 1)
+        ),
+    ];
+    let servers = [
+        (
+            "POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+            "?schema=no_secrets_in_logs",
+        ),
+        (
+            "REDIS_URL",
+            "redis://127.0.0.1:6379",
+            "?prefix=no-secrets-in-logs",
+        ),
+    ];
+    for (var, default, suffix) in servers {
+        let url = std::env::var(var).unwrap_or_else(|_| default.to_owned());
+        let url = if url.contains('?') {
+            url
+        } else {
+            format!("{url}{suffix}")
+        };
+        match agent_session::open(&url).await {
+            Ok(_) => urls.push(url),
+            Err(e) => {
+                assert!(!ci, "{var}: no server under CI=true: {e}");
+                let _ = std::io::stderr()
+                    .write_all(format!("SKIPPED {var} in the log test: {e}\n").as_bytes());
+            }
+        }
+    }
+    urls
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_canary_in_every_field_never_reaches_the_logs() {
     let captured = Captured::default();
     let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
+    // Global (every thread, blocking pools included) and bridging `log`.
+    tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+        .try_init()
+        .unwrap();
+    assert!(
+        log::log_enabled!(target: "tokio_postgres::query", log::Level::Debug),
+        "driver debug records reach the subscriber"
+    );
 
     let dir = tempfile::tempdir().unwrap();
-    for url in [
-        "memory://".to_owned(),
-        format!("sqlite://{}", dir.path().join("s.db").display()),
-        format!("fs://{}", dir.path().join("files").display()),
-    ] {
-        exercise(agent_session::open(&url).await.unwrap()).await;
+    let es = fake_es::FakeServer::start().await;
+    let urls = store_urls(dir.path(), &es).await;
+    for url in &urls {
+        exercise(agent_session::open(url).await.unwrap()).await;
     }
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("append"), "the operations were traced at all");
+    if urls.iter().any(|u| u.starts_with("postgres")) {
+        assert!(
+            logs.contains("executing statement") && logs.contains("<redacted>"),
+            "the driver's statement records reached the subscriber, parameters redacted"
+        );
+    }
+    assert!(logs.contains("compacted"), "compaction was traced");
+    let leaks: Vec<&str> = logs.lines().filter(|l| l.contains(CANARY)).collect();
     assert!(
-        logs.contains("append"),
-        "the operations were traced at all:\n{logs}"
-    );
-    assert!(logs.contains("compacted"), "compaction was traced:\n{logs}");
-    assert!(
-        !logs.contains(CANARY),
-        "a canary leaked into the logs:\n{}",
-        logs.lines()
-            .filter(|l| l.contains(CANARY))
+        leaks.is_empty(),
+        "a canary leaked into the logs ({} lines), e.g.:\n{}",
+        leaks.len(),
+        leaks
+            .iter()
+            .take(5)
+            .map(|l| &l[..l.len().min(600)])
             .collect::<Vec<_>>()
             .join("\n")
     );

@@ -1,5 +1,6 @@
 //! `bench`: the W1–W4 workloads against whatever store `--store` names.
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use agent_session::{
@@ -83,7 +84,7 @@ where
     Ok(Sample {
         name,
         ops,
-        events: ops * events_per_op,
+        events: ops.saturating_mul(events_per_op),
         total: start.elapsed(),
         latencies,
     })
@@ -94,6 +95,7 @@ pub(crate) async fn run(
     workload: WorkloadArg,
     events: usize,
     json_out: bool,
+    out: &mut dyn Write,
 ) -> Result<()> {
     let events = events.max(1);
     let mut created = Vec::new();
@@ -186,17 +188,18 @@ pub(crate) async fn run(
     let backend = repo.capabilities().backend;
     let reports: Vec<Value> = samples.iter_mut().map(Sample::report).collect();
     if json_out {
-        println!("{}", json!({"backend": backend, "results": reports}));
+        writeln!(out, "{}", json!({"backend": backend, "results": reports}))?;
     } else {
-        println!("store: {backend}");
+        writeln!(out, "store: {backend}")?;
         for r in &reports {
-            println!(
+            writeln!(
+                out,
                 "{:<48} {:>10} events/s   p50 {:>8.3} ms   p99 {:>8.3} ms",
                 r["workload"].as_str().unwrap_or_default(),
                 r["events_per_s"],
                 r["p50_ms"].as_f64().unwrap_or_default(),
                 r["p99_ms"].as_f64().unwrap_or_default()
-            );
+            )?;
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! The everyday commands: create, append, list, show, search, compact,
 //! rewind, end, delete, purge-expired, stats.
 
+use std::io::Write;
 use std::sync::Arc;
 
 use agent_session::compaction::{
@@ -10,43 +11,59 @@ use agent_session::compaction::{
 };
 use agent_session::{
     Clock, DefaultSessionService, EventFilter, EventView, Message, NewSession, Owner, SessionEvent,
-    SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate, StateMap,
+    SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate,
     SystemClock,
 };
-use anyhow::{anyhow, bail, Context, Result};
+use agent_session_cli::args::{parse_pairs, parse_ttl};
+use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 
 use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, ViewArg};
 
-/// Runs one command.
-pub(crate) async fn run(cli: Cli) -> Result<()> {
+/// Runs one command, writing what it prints to `out`.
+pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let json = cli.json;
     let url = store::url(cli.store.as_deref());
     match cli.command {
-        Command::Demo => crate::demo::run(&url).await,
+        Command::Demo => crate::demo::run(&url, out).await,
         Command::Bench { workload, events } => {
-            crate::bench::run(&*store::open(&url).await?, workload, events, json).await
+            crate::bench::run(&*store::open(&url).await?, workload, events, json, out).await
         }
-        Command::Export { sessions, all, out } => {
-            crate::transfer::export(&*store::open(&url).await?, &sessions, all, out.as_deref())
-                .await
+        Command::Export {
+            sessions,
+            all,
+            out: file,
+        } => {
+            crate::transfer::export(
+                &*store::open(&url).await?,
+                &sessions,
+                all,
+                file.as_deref(),
+                out,
+            )
+            .await
         }
         Command::Import { file } => {
-            crate::transfer::import(&*store::open(&url).await?, &file, json).await
+            crate::transfer::import(&*store::open(&url).await?, &file, json, out).await
         }
         Command::Migrate { to, app } => {
             let from = store::open(&url).await?;
             let target = store::open(&to).await?;
-            crate::transfer::migrate(&*from, &*target, app.as_deref(), json).await
+            crate::transfer::migrate(&*from, &*target, app.as_deref(), json, out).await
         }
         other => {
             let repo = store::open(&url).await?;
-            everyday(&repo, other, json).await
+            everyday(&repo, other, json, out).await
         }
     }
 }
 
-async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: bool) -> Result<()> {
+async fn everyday(
+    repo: &Arc<dyn SessionRepository>,
+    command: Command,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     match command {
         Command::Create {
             user,
@@ -58,7 +75,7 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
         } => {
             let now = SystemClock.now();
             let mut new =
-                NewSession::new(app, user, now).with_metadata(parse_pairs(&meta, "--meta", false)?);
+                NewSession::new(app, user, now).with_metadata(parse_pairs("--meta", &meta, false)?);
             if let Some(id) = id {
                 new = new.with_id(id);
             }
@@ -66,13 +83,13 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
                 new = new.with_key(k);
             }
             if let Some(ttl) = ttl {
-                new = new.with_expires_at(parse_ttl(&ttl)?.map(|d| now + d));
+                new = new.with_expires_at(parse_ttl(&ttl, now)?);
             }
             let s = repo.create(new).await?;
             if json {
-                println!("{}", serde_json::to_string(&s)?);
+                writeln!(out, "{}", serde_json::to_string(&s)?)?;
             } else {
-                println!("{}", s.id);
+                writeln!(out, "{}", s.id)?;
             }
         }
         Command::Append {
@@ -106,16 +123,16 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
             if let Some(i) = invocation {
                 b = b.invocation_id(i);
             }
-            let delta = parse_pairs(&state, "--state", true)?;
+            let delta = parse_pairs("--state", &state, true)?;
             if !delta.is_empty() {
                 b = b.state_delta(delta);
             }
-            let out = repo.append(&session, vec![b.build()?]).await?;
-            let seq = out.seqs.first().copied().unwrap_or_default();
+            let appended = repo.append(&session, vec![b.build()?]).await?;
+            let seq = appended.seqs.first().copied().unwrap_or_default();
             if json {
-                println!("{}", json!({"seq": seq, "version": out.version}));
+                writeln!(out, "{}", json!({"seq": seq, "version": appended.version}))?;
             } else {
-                println!("{seq}");
+                writeln!(out, "{seq}")?;
             }
         }
         Command::List {
@@ -140,17 +157,19 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
             let page = repo.list(&q).await?;
             if json {
                 for s in &page.items {
-                    println!("{}", serde_json::to_string(s)?);
+                    writeln!(out, "{}", serde_json::to_string(s)?)?;
                 }
             } else if page.items.is_empty() {
-                println!("no sessions");
+                writeln!(out, "no sessions")?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "{:<36}  {:<12} {:<12} {:<8} {:>7}  last activity",
                     "id", "app", "user", "status", "events"
-                );
+                )?;
                 for s in &page.items {
-                    println!(
+                    writeln!(
+                        out,
                         "{:<36}  {:<12} {:<12} {:<8} {:>7}  {}",
                         s.id,
                         s.app,
@@ -158,7 +177,7 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
                         s.status,
                         s.event_count,
                         s.updated_at.format("%Y-%m-%d %H:%M:%S")
-                    );
+                    )?;
                 }
             }
         }
@@ -181,9 +200,9 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
             };
             for e in &events {
                 if json {
-                    println!("{}", event_json(e));
+                    writeln!(out, "{}", event_json(e))?;
                 } else {
-                    println!("{}", event_line(e));
+                    writeln!(out, "{}", event_line(e))?;
                 }
             }
         }
@@ -201,11 +220,12 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
                 owner,
                 session_id: s.id,
             };
-            println!(
+            writeln!(
+                out,
                 "{}",
                 tool.call(&ctx, &json!({"query": query, "page": page}))
                     .await?
-            );
+            )?;
         }
         Command::Compact {
             session,
@@ -239,43 +259,51 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
                 CompactionOutcome::Compacted(r) => {
                     let m = r.metrics;
                     if json {
-                        println!(
+                        writeln!(
+                            out,
                             "{}",
                             json!({"compacted": true, "events_before": m.events_before, "events_after": m.events_after,
                                    "tokens_before": m.tokens_before, "tokens_after": m.tokens_after, "summary": r.summary})
-                        );
+                        )?;
                     } else {
-                        println!(
+                        writeln!(
+                            out,
                             "compacted: {} → {} events, {} → {} tokens ({} events left the context; all stay in the archive)",
                             m.events_before, m.events_after, m.tokens_before, m.tokens_after, m.archived
-                        );
+                        )?;
                     }
                 }
                 CompactionOutcome::LostRace { .. } => bail!(
                     "another writer changed the session meanwhile; nothing changed, try again"
                 ),
-                _ => println!(
+                _ => writeln!(
+                    out,
                     "{}",
                     if json {
                         json!({"compacted": false}).to_string()
                     } else {
                         "nothing to compact".to_owned()
                     }
-                ),
+                )?,
             }
         }
         Command::Rewind {
             session,
             before_invocation,
         } => {
-            let out = repo.rewind(&session, &before_invocation).await?;
+            let rewound = repo.rewind(&session, &before_invocation).await?;
             if json {
-                println!(
+                writeln!(
+                    out,
                     "{}",
-                    json!({"removed": out.removed, "version": out.version})
-                );
+                    json!({"removed": rewound.removed, "version": rewound.version})
+                )?;
             } else {
-                println!("removed {} events; version {}", out.removed, out.version);
+                writeln!(
+                    out,
+                    "removed {} events; version {}",
+                    rewound.removed, rewound.version
+                )?;
             }
         }
         Command::End { session } => {
@@ -284,40 +312,43 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
                 SessionUpdate::new().status(SessionStatus::Archived),
             )
             .await?;
-            println!(
+            writeln!(
+                out,
                 "{}",
                 if json {
                     json!({"ended": session}).to_string()
                 } else {
                     format!("ended {session}")
                 }
-            );
+            )?;
         }
         Command::Delete { session } => {
             if !repo.delete(&session).await? {
                 bail!("session not found: {session}");
             }
-            println!(
+            writeln!(
+                out,
                 "{}",
                 if json {
                     json!({"deleted": session}).to_string()
                 } else {
                     format!("deleted {session}")
                 }
-            );
+            )?;
         }
         Command::PurgeExpired => {
             let n = repo.purge_expired(SystemClock.now()).await?;
-            println!(
+            writeln!(
+                out,
                 "{}",
                 if json {
                     json!({"purged": n}).to_string()
                 } else {
                     format!("purged {n} expired sessions")
                 }
-            );
+            )?;
         }
-        Command::Stats => stats(repo, json).await?,
+        Command::Stats => stats(repo, json, out).await?,
         Command::Demo
         | Command::Bench { .. }
         | Command::Export { .. }
@@ -329,17 +360,18 @@ async fn everyday(repo: &Arc<dyn SessionRepository>, command: Command, json: boo
     Ok(())
 }
 
-async fn stats(repo: &Arc<dyn SessionRepository>, json: bool) -> Result<()> {
+async fn stats(repo: &Arc<dyn SessionRepository>, json: bool, out: &mut dyn Write) -> Result<()> {
     let (mut active, mut archived, mut events) = (0u64, 0u64, 0u64);
     let mut page = 0;
     loop {
         let p = repo.list(&SessionQuery::new().page(page, 1000)).await?;
         for s in &p.items {
             match s.status {
-                SessionStatus::Active => active += 1,
-                SessionStatus::Archived => archived += 1,
+                SessionStatus::Active => active = active.saturating_add(1),
+                SessionStatus::Archived => archived = archived.saturating_add(1),
             }
-            events += s.event_count;
+            // Counts come from the store: a corrupt one must not overflow here.
+            events = events.saturating_add(s.event_count);
         }
         if !p.has_more {
             break;
@@ -348,18 +380,20 @@ async fn stats(repo: &Arc<dyn SessionRepository>, json: bool) -> Result<()> {
     }
     let caps = repo.capabilities();
     if json {
-        println!(
+        writeln!(
+            out,
             "{}",
-            json!({"backend": caps.backend, "sessions": active + archived, "active": active,
+            json!({"backend": caps.backend, "sessions": active.saturating_add(archived), "active": active,
                    "archived": archived, "events": events, "ranked_search": caps.ranked_search})
-        );
+        )?;
     } else {
-        println!("backend   {}", caps.backend);
-        println!(
+        writeln!(out, "backend   {}", caps.backend)?;
+        writeln!(
+            out,
             "sessions  {} ({active} active, {archived} archived)",
-            active + archived
-        );
-        println!("events    {events}");
+            active.saturating_add(archived)
+        )?;
+        writeln!(out, "events    {events}")?;
     }
     Ok(())
 }
@@ -401,75 +435,4 @@ pub(crate) fn event_line(e: &SessionEvent) -> String {
         who,
         text
     )
-}
-
-/// Parses `K=V` pairs; with `json_values`, V must be JSON (`--state`), else
-/// JSON when it parses and text otherwise (`--meta`).
-fn parse_pairs(pairs: &[String], flag: &str, json_values: bool) -> Result<StateMap> {
-    let mut out = StateMap::new();
-    for p in pairs {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| anyhow!("{flag} {p:?} is not K=V"))?;
-        if k.is_empty() {
-            bail!("{flag} {p:?} has an empty key");
-        }
-        let value = match serde_json::from_str::<Value>(v) {
-            Ok(v) => v,
-            Err(e) if json_values => {
-                return Err(anyhow!(
-                "{flag} {k}: the value {v:?} is not JSON ({e}); quote strings, e.g. {k}='\"text\"'"
-            ))
-            }
-            Err(_) => Value::String(v.to_owned()),
-        };
-        out.insert(k.to_owned(), value);
-    }
-    Ok(out)
-}
-
-/// `30m`, `2h`, `30d`, `never`.
-fn parse_ttl(s: &str) -> Result<Option<chrono::Duration>> {
-    if s == "never" {
-        return Ok(None);
-    }
-    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: i64 = n
-        .parse()
-        .with_context(|| format!("--ttl {s:?}: expected e.g. 30m, 2h, 30d or never"))?;
-    let d = match unit {
-        "s" => chrono::Duration::seconds(n),
-        "m" => chrono::Duration::minutes(n),
-        "h" => chrono::Duration::hours(n),
-        "d" => chrono::Duration::days(n),
-        _ => bail!("--ttl {s:?}: the unit must be s, m, h or d (or use never)"),
-    };
-    if n <= 0 {
-        bail!("--ttl {s:?} must be positive");
-    }
-    Ok(Some(d))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ttl_forms() {
-        assert_eq!(parse_ttl("2h").unwrap(), Some(chrono::Duration::hours(2)));
-        assert_eq!(parse_ttl("30d").unwrap(), Some(chrono::Duration::days(30)));
-        assert_eq!(parse_ttl("never").unwrap(), None);
-        assert!(parse_ttl("2 weeks").is_err());
-        assert!(parse_ttl("0h").is_err());
-        assert!(parse_ttl("h").is_err());
-    }
-
-    #[test]
-    fn pairs_parse_json_or_text() {
-        let m = parse_pairs(&["a=1".into(), "b=hello".into()], "--meta", false).unwrap();
-        assert_eq!(m["a"], json!(1));
-        assert_eq!(m["b"], json!("hello"));
-        assert!(parse_pairs(&["a={oops".into()], "--state", true).is_err());
-        assert!(parse_pairs(&["novalue".into()], "--state", true).is_err());
-    }
 }

@@ -1,5 +1,6 @@
 //! `demo`: a scripted agent conversation on the embedded store, offline, in seconds.
 
+use std::io::Write;
 use std::sync::Arc;
 
 use agent_session::compaction::{
@@ -11,16 +12,21 @@ use agent_session::{
     SessionEvent, SessionService, ToolCall,
 };
 use anyhow::Result;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::commands::event_line;
 use crate::store;
 
-fn step(title: &str) {
-    println!("\n== {title}");
+fn step(out: &mut dyn Write, title: &str) -> std::io::Result<()> {
+    writeln!(out, "\n== {title}")
 }
 
-pub(crate) async fn run(url: &str) -> Result<()> {
+/// A state value for the story (`null` if absent).
+fn state<'a>(state: &'a serde_json::Map<String, Value>, key: &str) -> &'a Value {
+    state.get(key).unwrap_or(&Value::Null)
+}
+
+pub(crate) async fn run(url: &str, out: &mut dyn Write) -> Result<()> {
     let clock = Arc::new(ManualClock::new());
     let repo = store::open_embedded(url, clock.clone()).await?;
     let service = DefaultSessionService::new(repo.clone()).with_clock(clock.clone());
@@ -28,7 +34,7 @@ pub(crate) async fn run(url: &str) -> Result<()> {
     let key = format!("demo:{}", uuid::Uuid::new_v4().simple());
     let policy = ResetPolicy::never().idle(chrono::Duration::minutes(30));
 
-    step("1. resolve a session by key");
+    step(out, "1. resolve a session by key")?;
     let resolved = service
         .resolve(
             &ResolveRequest::new(&owner.app, &owner.user_id, &key),
@@ -36,9 +42,12 @@ pub(crate) async fn run(url: &str) -> Result<()> {
         )
         .await?;
     let id = resolved.session.id.clone();
-    println!("key {key} → session {id} (new: {})", resolved.is_new);
+    writeln!(out, "key {key} → session {id} (new: {})", resolved.is_new)?;
 
-    step("2. a multi-turn conversation with tool calls, a sub-agent and state");
+    step(
+        out,
+        "2. a multi-turn conversation with tool calls, a sub-agent and state",
+    )?;
     let run = |inv: &str, events: Vec<SessionEvent>| {
         events
             .into_iter()
@@ -121,18 +130,19 @@ pub(crate) async fn run(url: &str) -> Result<()> {
         .await?
         .items
     {
-        println!("{}", event_line(&e));
+        writeln!(out, "{}", event_line(&e))?;
     }
     let s = service.get(&owner, &id).await?;
-    println!(
+    writeln!(
+        out,
         "state: {}   events: {}   context tokens: {}   version: {}",
         serde_json::Value::Object(s.state.clone()),
         s.event_count,
         s.context_tokens,
         s.version
-    );
+    )?;
 
-    step("3. auto-compaction fires after an append");
+    step(out, "3. auto-compaction fires after an append")?;
     let compaction = CompactionPolicy::new(
         Trigger::TokenCount(120),
         Arc::new(RecursiveSummarization::new(
@@ -170,21 +180,25 @@ pub(crate) async fn run(url: &str) -> Result<()> {
         )
         .await?
         .items;
-    println!(
+    writeln!(
+        out,
         "trigger TokenCount(120) fired on the next append: context {} → {} events, {} → {} tokens; the archive keeps all {} events",
         before_events,
         ctx.len(),
         before.context_tokens,
         after.context_tokens,
         after.event_count
-    );
+    )?;
 
-    step("4. the summary turn now opens the context");
+    step(out, "4. the summary turn now opens the context")?;
     for e in &ctx {
-        println!("{}", event_line(e));
+        writeln!(out, "{}", event_line(e))?;
     }
 
-    step("5. recall: conversation_search finds a fact compacted out of the context");
+    step(
+        out,
+        "5. recall: conversation_search finds a fact compacted out of the context",
+    )?;
     let tools_service: Arc<dyn SessionService> =
         Arc::new(DefaultSessionService::new(repo.clone()).with_clock(clock.clone()));
     let search = ConversationSearch::new(tools_service);
@@ -195,8 +209,9 @@ pub(crate) async fn run(url: &str) -> Result<()> {
     let in_context = ctx
         .iter()
         .any(|e| !e.is_synthetic() && e.message.text().contains("4711"));
-    println!("\"4711\" in the context verbatim: {in_context}");
-    println!(
+    writeln!(out, "\"4711\" in the context verbatim: {in_context}")?;
+    writeln!(
+        out,
         "conversation_search(query=\"locker code\") →\n{}",
         search
             .call(
@@ -204,9 +219,9 @@ pub(crate) async fn run(url: &str) -> Result<()> {
                 &json!({"inner_thought": "the user asks about the locker", "query": "locker code"})
             )
             .await?
-    );
+    )?;
 
-    step("6. rewind a bad run");
+    step(out, "6. rewind a bad run")?;
     let bad = vec![
         SessionEvent::builder(Message::user("Change my trip to the moon."))
             .invocation_id("inv-bad")
@@ -217,17 +232,20 @@ pub(crate) async fn run(url: &str) -> Result<()> {
             .build()?,
     ];
     service.append_events(&owner, &id, bad).await?;
-    println!(
+    writeln!(
+        out,
         "after the bad run, trip = {}",
-        service.get(&owner, &id).await?.state["trip"]
-    );
+        state(&service.get(&owner, &id).await?.state, "trip")
+    )?;
     let rewound = service.rewind(&owner, &id, "inv-bad").await?;
-    println!(
+    writeln!(
+        out,
         "rewind(before inv-bad): trip = {}, events: {}",
-        rewound.state["trip"], rewound.event_count
-    );
+        state(&rewound.state, "trip"),
+        rewound.event_count
+    )?;
 
-    step("7. an idle reset through resolve");
+    step(out, "7. an idle reset through resolve")?;
     clock.advance(chrono::Duration::hours(2));
     let next = service
         .resolve(
@@ -236,22 +254,25 @@ pub(crate) async fn run(url: &str) -> Result<()> {
         )
         .await?;
     let old = repo.get(&id).await?;
-    println!(
+    writeln!(
+        out,
         "2 hours later (idle timeout 30 min): resolve → session {} (new: {}); the old one is {} and still searchable",
         next.session.id, next.is_new, old.status
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "user-scope state carried over: user:name = {}",
-        next.session.state["user:name"]
-    );
+        state(&next.session.state, "user:name")
+    )?;
 
     if let CompactionOutcome::NotNeeded = compaction.compact_now(&*repo, &next.session.id).await? {
-        println!("\n(the new session is empty: nothing to compact)");
+        writeln!(out, "\n(the new session is empty: nothing to compact)")?;
     }
-    println!(
+    writeln!(
+        out,
         "\nstore: {} at {}   try: agent-session show {id} --view archive",
         repo.capabilities().backend,
-        store::redact(url)
-    );
+        agent_session_cli::store_url::redact(url)
+    )?;
     Ok(())
 }

@@ -8,9 +8,15 @@ mod demo;
 mod store;
 mod transfer;
 
+use std::fmt::Display;
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
+use clap::builder::RangedU64ValueParser;
 use clap::{Parser, Subcommand, ValueEnum};
+
+/// The most events `bench --events` takes.
+const MAX_BENCH_EVENTS: u64 = 1_000_000;
 
 /// Durable conversation sessions for LLM agents: inspect, search, compact,
 /// export, migrate and benchmark session stores.
@@ -46,7 +52,7 @@ pub(crate) enum Command {
         /// The resolution key.
         #[arg(long)]
         key: Option<String>,
-        /// Time to live: 30m, 2h, 30d or never (default 60 days).
+        /// Time to live: 30m, 2h, 30d, 1h30m, 2weeks or never (default 60 days).
         #[arg(long)]
         ttl: Option<String>,
         /// Metadata entries K=V (V is read as JSON when it parses, else as text).
@@ -190,8 +196,9 @@ pub(crate) enum Command {
         /// Which workload.
         #[arg(long, value_enum, default_value = "all")]
         workload: WorkloadArg,
-        /// Events for the append, read and search workloads.
-        #[arg(long, default_value_t = 2000)]
+        /// Events for the append, read and search workloads (at most 1000000).
+        #[arg(long, default_value_t = 2000,
+              value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_BENCH_EVENTS))]
         events: usize,
     },
 }
@@ -233,10 +240,66 @@ pub(crate) enum WorkloadArg {
     All,
 }
 
+/// Standard output that remembers whether its reader went away
+/// (`agent-session show S | head -1`): then the command ends quietly.
+#[derive(Debug)]
+struct Stdout {
+    inner: io::Stdout,
+    closed: bool,
+}
+
+impl Stdout {
+    fn note<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                self.closed = true;
+            }
+        }
+        r
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
+/// An error and its causes on one line, each cause once: a cause whose text
+/// the message already ends with (a `Display` that shows its source) is
+/// not repeated.
+pub(crate) fn describe(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// One line on stderr; a closed stderr is not worth a panic.
+pub(crate) fn report(line: impl Display) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
 fn main() -> ExitCode {
     // No backtraces for users: a panic is a bug, reported in one line.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error ({info}); please report it");
+        report(format_args!(
+            "error: internal error ({info}); please report it"
+        ));
     }));
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -245,15 +308,58 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            report(format_args!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
+    let mut out = BufWriter::new(Stdout {
+        inner: io::stdout(),
+        closed: false,
+    });
+    let result = runtime.block_on(commands::run(cli, &mut out));
+    let flushed = out.flush();
+    if out.get_ref().closed {
+        // The reader has all it wanted (`| head`): like `ripgrep`, stop quietly.
+        return ExitCode::SUCCESS;
+    }
+    match (result, flushed) {
+        (Ok(()), Ok(())) => ExitCode::SUCCESS,
+        (Err(e), _) => {
+            report(format_args!("error: {}", describe(&e)));
             ExitCode::FAILURE
         }
+        (Ok(()), Err(e)) => {
+            report(format_args!("error: cannot write to stdout: {e}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error whose `Display` repeats its source, as some do.
+    #[derive(Debug)]
+    struct Echo(io::Error);
+
+    impl std::fmt::Display for Echo {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "backend error: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Echo {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn every_cause_shows_once() {
+        let e = anyhow::Error::new(Echo(io::Error::other("disk on fire"))).context("cannot open x");
+        assert_eq!(describe(&e), "cannot open x: backend error: disk on fire");
+        let e = anyhow::Error::new(io::Error::other("plain")).context("outer");
+        assert_eq!(describe(&e), "outer: plain");
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use agent_session::{SessionRepository, SharedClock};
+use agent_session_cli::store_url::redact;
 use anyhow::{Context, Result};
 
 /// The store used when neither `--store` nor `AGENT_SESSION_STORE` is given.
@@ -15,7 +16,9 @@ pub(crate) fn url(given: Option<&str>) -> String {
     }
     let path = DEFAULT_STORE.trim_start_matches("sqlite://");
     if !std::path::Path::new(path).exists() {
-        eprintln!("creating {path} in the current directory (use --store or AGENT_SESSION_STORE for another store)");
+        crate::report(format_args!(
+            "creating {path} in the current directory (use --store or AGENT_SESSION_STORE for another store)"
+        ));
     }
     DEFAULT_STORE.to_owned()
 }
@@ -55,32 +58,6 @@ pub(crate) async fn open_embedded(
         .clock(clock)
         .open()
         .await
-        .with_context(|| format!("cannot open store {url}"))?;
+        .with_context(|| format!("cannot open store {}", redact(url)))?;
     Ok(Arc::new(repo))
-}
-
-/// A URL with any password replaced, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}://{user}:***@{}", &url[..s], &url[at + 1..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
-        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
-    }
 }

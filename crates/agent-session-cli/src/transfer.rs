@@ -1,19 +1,26 @@
 //! export, import and migrate: whole sessions as JSON Lines, between any two stores.
+//!
+//! One session that cannot be read or written (a corrupt stored row, a
+//! refused dump) does not stop the others: its error goes to stderr, the
+//! rest carry on, and the command fails at the end with the count. An
+//! unavailable store or an unwritable output stops at once.
 
 use std::collections::hash_map::DefaultHasher;
+use std::fmt::Display;
 use std::hash::{Hash, Hasher};
-use std::io::{BufReader, IsTerminal, Write};
+use std::io::{BufReader, BufWriter, IsTerminal, Write};
 
 use agent_session::{
-    ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionQuery, SessionRepository,
+    ErrorKind, ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionError, SessionQuery,
+    SessionRepository,
 };
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-fn progress(len: u64, what: &str) -> ProgressBar {
+fn progress(len: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(
-        Some(len),
+        Some(u64::try_from(len).unwrap_or(u64::MAX)),
         if std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {
@@ -46,11 +53,24 @@ async fn all_ids(repo: &dyn SessionRepository, app: Option<&str>) -> Result<Vec<
     }
 }
 
+/// Whether an error concerns one session only, so the others can go on
+/// (an unavailable store would fail them all).
+fn per_session(e: &SessionError) -> bool {
+    e.kind() != ErrorKind::Unavailable
+}
+
+/// Reports one session's failure on stderr, above the progress bar.
+fn failure(bar: &ProgressBar, what: impl Display, e: SessionError) {
+    let e = anyhow::Error::from(e);
+    bar.suspend(|| crate::report(format_args!("error: {what}: {}", crate::describe(&e))));
+}
+
 pub(crate) async fn export(
     repo: &dyn SessionRepository,
     sessions: &[String],
     all: bool,
-    out: Option<&str>,
+    file: Option<&str>,
+    out: &mut dyn Write,
 ) -> Result<()> {
     let ids = match (all, sessions.is_empty()) {
         (true, true) => all_ids(repo, None).await?,
@@ -58,42 +78,104 @@ pub(crate) async fn export(
         (true, false) => bail!("give session ids or --all, not both"),
         (false, true) => bail!("nothing to export: give session ids or --all"),
     };
-    let writer: Box<dyn Write> = match out {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    let mut created;
+    let sink: &mut dyn Write = match file {
+        Some(path) => {
+            created = BufWriter::new(
+                std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?,
+            );
+            &mut created
+        }
+        None => out,
     };
-    let mut writer = ExportWriter::new(writer)?;
-    let bar = progress(ids.len() as u64, "exporting");
+    let mut writer = ExportWriter::new(sink)?;
+    let bar = progress(ids.len(), "exporting");
+    let mut failed = 0usize;
     for id in &ids {
-        writer.write(&repo.export_session(id).await?)?;
         bar.inc(1);
+        let dump = match repo.export_session(id).await {
+            Ok(dump) => dump,
+            Err(e) if per_session(&e) => {
+                failure(&bar, format_args!("cannot export session {id}"), e);
+                failed += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match writer.write(&dump) {
+            Ok(()) => {}
+            // A dump that does not encode wrote nothing: the output stays whole.
+            Err(e) if e.kind() == ErrorKind::Serialization => {
+                failure(&bar, format_args!("cannot export session {id}"), e);
+                failed += 1;
+            }
+            // The output failed (a full disk, a closed pipe): nothing more can be written.
+            Err(e) => return Err(e.into()),
+        }
     }
     writer.finish()?;
     bar.finish_and_clear();
-    if let Some(path) = out {
-        eprintln!("exported {} sessions to {path}", ids.len());
+    if let Some(path) = file {
+        crate::report(format_args!(
+            "exported {} sessions to {path}",
+            ids.len() - failed
+        ));
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} sessions could not be exported (each is named above)",
+            ids.len()
+        );
     }
     Ok(())
 }
 
-pub(crate) async fn import(repo: &dyn SessionRepository, file: &str, json_out: bool) -> Result<()> {
+pub(crate) async fn import(
+    repo: &dyn SessionRepository,
+    file: &str,
+    json_out: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {file}"))?;
     let dumps =
         ExportReader::new(BufReader::new(f)).with_context(|| format!("cannot import {file}"))?;
-    let (mut imported, mut unchanged) = (0u64, 0u64);
+    let (mut imported, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
+    let bar = ProgressBar::hidden();
     for dump in dumps {
-        let dump = dump.with_context(|| format!("cannot import {file}"))?;
-        match repo.import_session(dump).await? {
-            ImportOutcome::Imported => imported += 1,
-            ImportOutcome::Unchanged => unchanged += 1,
+        let dump = match dump {
+            Ok(d) => d,
+            Err(e) if per_session(&e) => {
+                failure(&bar, format_args!("cannot import from {file}"), e);
+                failed += 1;
+                continue;
+            }
+            Err(e) => return Err(anyhow::Error::from(e).context(format!("cannot import {file}"))),
+        };
+        let id = dump.session.id.clone();
+        match repo.import_session(dump).await {
+            Ok(ImportOutcome::Imported) => imported += 1,
+            Ok(ImportOutcome::Unchanged) => unchanged += 1,
+            Err(e) if per_session(&e) => {
+                failure(&bar, format_args!("cannot import session {id}"), e);
+                failed += 1;
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     if json_out {
-        println!("{}", json!({"imported": imported, "unchanged": unchanged}));
+        writeln!(
+            out,
+            "{}",
+            json!({"imported": imported, "unchanged": unchanged, "failed": failed})
+        )?;
     } else {
-        println!("imported {imported} sessions ({unchanged} already up to date)");
+        writeln!(
+            out,
+            "imported {imported} sessions ({unchanged} already up to date)"
+        )?;
+    }
+    if failed > 0 {
+        bail!("{failed} entries of {file} could not be imported (each is named above)");
     }
     Ok(())
 }
@@ -110,38 +192,78 @@ pub(crate) async fn migrate(
     to: &dyn SessionRepository,
     app: Option<&str>,
     json_out: bool,
+    out: &mut dyn Write,
 ) -> Result<()> {
     let ids = all_ids(from, app).await?;
-    let bar = progress(ids.len() as u64, "copying");
-    let mut events = 0usize;
+    let mut failed = 0usize;
+    let bar = progress(ids.len(), "copying");
+    let mut copied = Vec::with_capacity(ids.len());
     for id in &ids {
-        let dump = from.export_session(id).await?;
-        events += dump.events.len();
-        to.import_session(dump).await?;
+        let copy = match from.export_session(id).await {
+            Ok(dump) => {
+                let n = dump.events.len();
+                to.import_session(dump).await.map(|_| n)
+            }
+            Err(e) => Err(e),
+        };
+        match copy {
+            Ok(n) => copied.push((id, n)),
+            Err(e) if per_session(&e) => {
+                failure(&bar, format_args!("cannot copy session {id}"), e);
+                failed += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let bar = progress(ids.len() as u64, "verifying");
-    for id in &ids {
-        let (a, b) = (from.export_session(id).await?, to.export_session(id).await?);
-        if a.events.len() != b.events.len() || checksum(&a)? != checksum(&b)? {
-            bail!(
-                "session {id} differs after the copy ({} events at the source, {} at the target)",
-                a.events.len(),
-                b.events.len()
-            );
+    let bar = progress(copied.len(), "verifying");
+    let (mut verified, mut events) = (0usize, 0usize);
+    for (id, n) in copied {
+        let pair = match from.export_session(id).await {
+            Ok(a) => to.export_session(id).await.map(|b| (a, b)),
+            Err(e) => Err(e),
+        };
+        match pair {
+            Ok((a, b)) => {
+                if a.events.len() == b.events.len() && checksum(&a)? == checksum(&b)? {
+                    verified += 1;
+                    events = events.saturating_add(n);
+                } else {
+                    bar.suspend(|| {
+                        crate::report(format_args!(
+                            "error: session {id} differs after the copy ({} events at the source, {} at the target)",
+                            a.events.len(),
+                            b.events.len()
+                        ));
+                    });
+                    failed += 1;
+                }
+            }
+            Err(e) if per_session(&e) => {
+                failure(&bar, format_args!("cannot verify session {id}"), e);
+                failed += 1;
+            }
+            Err(e) => return Err(e.into()),
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
     if json_out {
-        println!(
+        writeln!(
+            out,
             "{}",
-            json!({"sessions": ids.len(), "events": events, "verified": true})
-        );
+            json!({"sessions": verified, "events": events, "verified": true, "failed": failed})
+        )?;
     } else {
-        println!(
-            "migrated {} sessions ({events} events); verified: event counts and checksums match for every session",
+        writeln!(
+            out,
+            "migrated {verified} sessions ({events} events); verified: event counts and checksums match for every session"
+        )?;
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} sessions could not be migrated (each is named above)",
             ids.len()
         );
     }

@@ -1,6 +1,9 @@
 //! The `agent-session` binary, command by command, including bad input.
 #![allow(clippy::unwrap_used)]
 
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
@@ -345,7 +348,14 @@ fn bad_input_gets_one_clear_line_and_a_failure() {
             vec!["create", "--user", "ada", "--id", "../etc"],
             "invalid session id",
         ),
-        (vec!["create", "--user", "ada", "--ttl", "2 weeks"], "--ttl"),
+        (
+            vec!["create", "--user", "ada", "--ttl", "2 fortnights"],
+            "--ttl",
+        ),
+        (
+            vec!["create", "--user", "ada", "--ttl", "106751991167d"],
+            "out of range",
+        ),
         (
             vec!["rewind", "s1", "--before-invocation", "never"],
             "invocation not found",
@@ -405,4 +415,264 @@ fn the_default_store_is_announced_once() {
         .contains("creating agent-sessions.db"));
     assert!(String::from_utf8(run()).unwrap().is_empty());
     assert!(dir.path().join("agent-sessions.db").exists());
+}
+
+/// The stderr of a failed run: exit code 1 (not 101, a panic), no panic text.
+fn failure(c: &mut Command) -> String {
+    let a = c.assert().failure().code(1);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
+    err
+}
+
+#[test]
+fn ttl_out_of_range_is_a_clear_error_not_a_panic() {
+    let s = store();
+    for ttl in [
+        "106751991167d",
+        "999999999999h",
+        "99999999999999m",
+        "9223372036854775807s",
+        "18446744073709551616s",
+        "300000y",
+        // humantime's own parser panics on this sum; ours does not.
+        "18446744073709551615s 500ms 500ms",
+    ] {
+        let err = failure(cli(&s).args(["create", "--user", "ada", "--ttl", ttl]));
+        assert!(
+            err.starts_with(&format!(
+                "error: --ttl {ttl:?}: out of range: a TTL is 1s to "
+            )),
+            "{ttl}: {err}"
+        );
+        assert!(err.contains("or never"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let err = failure(cli(&s).args(["create", "--user", "ada", "--ttl", "0s"]));
+    assert!(err.contains("at least 1s"), "{err}");
+    assert_eq!(
+        out(cli(&s).arg("list")),
+        "no sessions",
+        "nothing was created"
+    );
+}
+
+#[test]
+fn ttl_takes_the_old_forms_and_humantime_ones() {
+    let s = store();
+    for (ttl, seconds) in [
+        ("45s", Some(45)),
+        ("90m", Some(90 * 60)),
+        ("12h", Some(12 * 3600)),
+        ("30d", Some(30 * 86_400)),
+        ("1h30m", Some(90 * 60)),
+        ("2 weeks", Some(14 * 86_400)),
+        ("1y", Some(31_557_600)),
+        ("never", None),
+    ] {
+        let before = chrono::Utc::now();
+        let created: Value = serde_json::from_str(&out(
+            cli(&s).args(["--json", "create", "--user", "ada", "--ttl", ttl])
+        ))
+        .unwrap();
+        let expires = &created["expires_at"];
+        match seconds {
+            None => assert!(expires.is_null(), "{ttl}: {created}"),
+            Some(secs) => {
+                let at: chrono::DateTime<chrono::Utc> = expires.as_str().unwrap().parse().unwrap();
+                let got = (at - before).num_seconds();
+                assert!((secs..secs + 60).contains(&got), "{ttl}: {got}s");
+            }
+        }
+    }
+}
+
+#[test]
+fn huge_counts_are_refused_or_clamped_not_a_panic() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    append(&s, "s1", &["--role", "user", "--text", "hello"]);
+    let a = cli(&s)
+        .args(["bench", "--events", "18446744073709551615"])
+        .assert()
+        .failure()
+        .code(2);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("--events") && err.contains("0..=1000000") && !err.contains("panicked"),
+        "{err}"
+    );
+    let max = "18446744073709551615";
+    for args in [
+        vec!["show", "s1", "--last", max],
+        vec!["list", "--limit", max],
+        vec!["search", "s1", "hello", "--page", "9223372036854775807"],
+        vec!["search", "s1", "hello", "--page", "-9223372036854775808"],
+        vec!["search", "s1", "hello", "--page-size", max],
+        vec![
+            "compact",
+            "s1",
+            "--strategy",
+            "sliding-window",
+            "--max-events",
+            max,
+        ],
+        vec![
+            "compact",
+            "s1",
+            "--strategy",
+            "turn-window",
+            "--max-turns",
+            max,
+        ],
+        vec![
+            "compact",
+            "s1",
+            "--strategy",
+            "token-budget",
+            "--max-tokens",
+            max,
+        ],
+        vec!["compact", "s1", "--strategy", "summarize", "--keep", max],
+    ] {
+        cli(&s).args(&args).assert().success();
+    }
+}
+
+/// Runs the binary with stdout piped, reads one line, closes the pipe and
+/// waits: the run must end quietly.
+fn read_one_line_then_close(s: &Store, args: &[&str]) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agent-session"))
+        .arg("--store")
+        .arg(&s.url)
+        .args(args)
+        .env_remove("AGENT_SESSION_STORE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "{args:?}");
+    drop(reader);
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_ne!(done.status.code(), Some(101), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(done.status.success(), "{args:?}: {:?} {err}", done.status);
+    assert!(err.is_empty(), "{args:?}: {err}");
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    create(&s, &["--id", "s2"]);
+    // Far more than a pipe holds, so the writer meets the closed pipe.
+    let big = "x".repeat(60_000);
+    for id in ["s1", "s2"] {
+        for _ in 0..4 {
+            append(&s, id, &["--role", "user", "--text", &big]);
+        }
+    }
+    read_one_line_then_close(&s, &["show", "s1", "--view", "archive"]);
+    read_one_line_then_close(&s, &["--json", "show", "s1"]);
+    read_one_line_then_close(&s, &["export", "--all"]);
+    read_one_line_then_close(&s, &["demo"]);
+}
+
+/// Makes one stored event of `id` undecodable, as a damaged disk would.
+fn corrupt_events_of(s: &Store, id: &str) {
+    let db = rusqlite::Connection::open(s.dir.path().join("s.db")).unwrap();
+    let n = db
+        .execute(
+            "UPDATE events SET body = '{\"damaged' WHERE session_id = ?1",
+            [id],
+        )
+        .unwrap();
+    assert!(n > 0);
+}
+
+#[test]
+fn export_all_reports_a_corrupt_session_and_keeps_going() {
+    let s = store();
+    for id in ["s1", "s2", "s3"] {
+        create(&s, &["--id", id]);
+        append(
+            &s,
+            id,
+            &["--role", "user", "--text", &format!("hello from {id}")],
+        );
+    }
+    corrupt_events_of(&s, "s2");
+
+    // list and stats read no events: every session still shows.
+    assert_eq!(out(cli(&s).args(["--json", "list"])).lines().count(), 3);
+    let stats: Value = serde_json::from_str(&out(cli(&s).args(["--json", "stats"]))).unwrap();
+    assert_eq!(stats["sessions"], 3);
+
+    let a = cli(&s).args(["export", "--all"]).assert().failure().code(1);
+    let stdout = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    let exported: Vec<&str> = stdout.lines().collect();
+    assert_eq!(exported.len(), 3, "header + s1 + s3: {stdout}");
+    assert!(exported[1..].iter().all(|l| !l.contains("\"s2\"")));
+    assert!(
+        err.contains("error: cannot export session s2: ") && err.contains("serialization"),
+        "{err}"
+    );
+    assert!(
+        err.trim_end()
+            .ends_with("error: 1 of 3 sessions could not be exported (each is named above)"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+
+    let file = s.dir.path().join("partial.jsonl");
+    let err = failure(cli(&s).args(["export", "--all", "--out"]).arg(&file));
+    assert!(err.contains("exported 2 sessions to"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 3);
+
+    // Named sessions, one missing: the others are still written.
+    let err = failure(cli(&s).args(["export", "s1", "nope", "s3"]));
+    assert!(
+        err.contains("cannot export session nope: session not found"),
+        "{err}"
+    );
+
+    let m = store();
+    let err = failure(cli(&s).args(["migrate", "--to", &m.url]));
+    assert!(err.contains("error: cannot copy session s2: "), "{err}");
+    assert!(
+        err.contains("1 of 3 sessions could not be migrated"),
+        "{err}"
+    );
+    assert_eq!(out(cli(&m).args(["--json", "list"])).lines().count(), 2);
+}
+
+#[test]
+fn import_reports_a_bad_line_and_imports_the_rest() {
+    let s = store();
+    for id in ["s1", "s2"] {
+        create(&s, &["--id", id]);
+        append(&s, id, &["--role", "user", "--text", "hi"]);
+    }
+    let good = out(cli(&s).args(["export", "--all"]));
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines.insert(2, "{\"not\": \"a dump\"}");
+    let file = s.dir.path().join("damaged.jsonl");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+
+    let t = store();
+    let a = cli(&t).arg("import").arg(&file).assert().failure().code(1);
+    let stdout = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert_eq!(stdout.trim(), "imported 2 sessions (0 already up to date)");
+    assert!(err.contains("export line 3"), "{err}");
+    assert!(err.contains("1 entries of"), "{err}");
+    assert_eq!(out(cli(&t).args(["--json", "list"])).lines().count(), 2);
 }

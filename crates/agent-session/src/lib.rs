@@ -150,6 +150,36 @@ mod tests {
         }
     }
 
+    /// A misspelt or unknown URL option is an error naming it, never ignored
+    /// (a Redis `?prefx=` would silently share keys with another app).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn unknown_url_parameters_are_invalid_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut urls = Vec::new();
+        if cfg!(feature = "sqlite") {
+            urls.push(format!(
+                "sqlite://{}?mode=ro",
+                dir.path().join("s.db").display()
+            ));
+        }
+        if cfg!(feature = "fs") {
+            urls.push(format!("fs://{}?sync=off", dir.path().join("f").display()));
+        }
+        if cfg!(feature = "redis") {
+            urls.push("redis://127.0.0.1:9?prefx=a".to_owned());
+        }
+        for url in urls {
+            let err = open(&url).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{url}: {err}");
+            let name = url
+                .rsplit('?')
+                .next()
+                .and_then(|q| q.split('=').next())
+                .unwrap();
+            assert!(err.to_string().contains(name), "{url}: {err}");
+        }
+    }
+
     #[cfg(feature = "sqlite")]
     #[tokio::test(flavor = "multi_thread")]
     async fn sqlite_scheme_opens_a_file_that_persists() {

@@ -7,7 +7,7 @@ use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::message::Role;
 use crate::session::SessionStatus;
-use crate::validate::{validate_branch, validate_id, Limits};
+use crate::validate::{validate_branch, validate_id, validate_name, Limits};
 
 /// The page size used when none is given.
 pub const DEFAULT_PAGE_SIZE: usize = 10;
@@ -291,6 +291,11 @@ pub struct Page<T> {
     pub page_size: usize,
     /// Whether a later page has items.
     pub has_more: bool,
+    /// Ids of entries on this page the store holds but could not decode
+    /// (a corrupt row): left out of `items`, logged as a warning, and
+    /// reported with their error when read alone (`get`, `export_session`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl<T> Page<T> {
@@ -301,6 +306,7 @@ impl<T> Page<T> {
             page,
             page_size,
             has_more: false,
+            unreadable: Vec::new(),
         }
     }
 
@@ -317,6 +323,7 @@ impl<T> Page<T> {
             page,
             page_size,
             has_more,
+            unreadable: Vec::new(),
         }
     }
 
@@ -336,7 +343,32 @@ impl<T> Page<T> {
             page,
             page_size,
             has_more,
+            unreadable: Vec::new(),
         }
+    }
+
+    /// Like [`Page::from_overfetch`], for rows decoded one by one: a row
+    /// that failed to decode takes its place on the page but goes to
+    /// [`Page::unreadable`] (with a warning naming it and the error kind),
+    /// so one corrupt row never hides the others.
+    pub fn from_overfetch_decoded(
+        rows: Vec<(String, crate::error::Result<T>)>,
+        page: usize,
+        page_size: usize,
+    ) -> Self {
+        let has_more = rows.len() > page_size;
+        let mut out = Self::empty(page, page_size);
+        out.has_more = has_more;
+        for (id, row) in rows.into_iter().take(page_size) {
+            match row {
+                Ok(item) => out.items.push(item),
+                Err(e) => {
+                    tracing::warn!(id = %id, kind = ?e.kind(), "unreadable row left out of the page");
+                    out.unreadable.push(id);
+                }
+            }
+        }
+        out
     }
 
     /// Maps the items.
@@ -346,6 +378,7 @@ impl<T> Page<T> {
             page: self.page,
             page_size: self.page_size,
             has_more: self.has_more,
+            unreadable: self.unreadable,
         }
     }
 }
@@ -439,17 +472,27 @@ impl SessionQuery {
     pub fn check(&self, limits: &Limits) -> Result<()> {
         limits.check_page_size(self.page_size)?;
         if let Some(a) = &self.app {
-            validate_id("app", a)?;
+            validate_name("app", a)?;
         }
         if let Some(u) = &self.user_id {
             if u != crate::session::GROUP_USER {
-                validate_id("user id", u)?;
+                validate_name("user id", u)?;
             }
         }
         if let Some(k) = &self.key {
-            validate_id("key", k)?;
+            validate_name("key", k)?;
         }
         Ok(())
+    }
+
+    /// Whether the query names no criterion at all (an operator's listing of everything).
+    pub fn is_unfiltered(&self) -> bool {
+        self.app.is_none()
+            && self.user_id.is_none()
+            && self.key.is_none()
+            && self.status.is_none()
+            && self.active_from.is_none()
+            && self.active_to.is_none()
     }
 
     /// Whether `s` passes the criteria (paging aside).
@@ -553,11 +596,11 @@ impl SearchQuery {
         match &self.scope {
             SearchScope::Session(id) => validate_id("session id", id),
             SearchScope::User { app, user_id } => {
-                validate_id("app", app)?;
+                validate_name("app", app)?;
                 if user_id == crate::session::GROUP_USER {
                     Ok(())
                 } else {
-                    validate_id("user id", user_id)
+                    validate_name("user id", user_id)
                 }
             }
         }

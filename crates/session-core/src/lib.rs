@@ -12,6 +12,7 @@ mod service;
 mod session;
 pub mod state;
 mod tokens;
+mod url;
 mod validate;
 
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
@@ -41,4 +42,8 @@ pub use session::{
 };
 pub use state::{SharedDelta, SharedState, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
-pub use validate::{validate_branch, validate_id, validate_owner, Limits, MAX_ID_LEN};
+pub use url::split_url_query;
+pub use validate::{
+    check_seq_room, next_seq, next_version, stored_counter, validate_branch, validate_id,
+    validate_name, validate_owner, Limits, MAX_ID_LEN, MAX_SEQ, MAX_VERSION,
+};

@@ -1,6 +1,6 @@
 //! `InMemoryRepository`: the reference semantics, in process memory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -20,7 +20,7 @@ use crate::repository::{
 };
 use crate::session::{NewSession, Session, SessionUpdate};
 use crate::state::{apply_delta, replay_session_state, ScopedDelta, SharedState};
-use crate::validate::{validate_id, Limits};
+use crate::validate::{check_seq_room, next_version, validate_id, Limits};
 
 const BACKEND: &str = "memory";
 
@@ -74,7 +74,8 @@ impl Record {
 
     /// Adds a new event to the archive (not the context); returns its seq.
     fn archive_new(&mut self, inner_shared: &mut Shared<'_>, mut event: SessionEvent) -> u64 {
-        self.last_seq += 1;
+        // Room was checked before the write began (`check_seq_room`).
+        self.last_seq = self.last_seq.saturating_add(1);
         let seq = self.last_seq;
         event.seq = seq;
         event.session_id.clone_from(&self.session.id);
@@ -85,7 +86,7 @@ impl Record {
         }
         self.ids.insert(event.id.clone(), seq);
         self.archive.insert(seq, event);
-        self.session.event_count += 1;
+        self.session.event_count = self.session.event_count.saturating_add(1);
         seq
     }
 }
@@ -270,7 +271,7 @@ impl SessionRepository for InMemoryRepository {
         let mut inner = self.inner.write();
         let before = inner.sessions.len();
         inner.sessions.retain(|_, r| !r.session.is_expired_at(now));
-        Ok((before - inner.sessions.len()) as u64)
+        Ok(u64::try_from(before.saturating_sub(inner.sessions.len())).unwrap_or(u64::MAX))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "append", session_id = %id, events = events.len()))]
@@ -281,6 +282,15 @@ impl SessionRepository for InMemoryRepository {
         let mut inner = self.inner.write();
         let (sessions, mut shared) = inner.split();
         let r = writable(sessions, id, now)?;
+        let fresh: HashSet<&str> = events
+            .iter()
+            .map(|e| e.id.as_str())
+            .filter(|e| !r.ids.contains_key(*e))
+            .collect();
+        if !fresh.is_empty() {
+            check_seq_room(r.last_seq, fresh.len())?;
+            next_version(r.session.version)?;
+        }
         let mut seqs = Vec::with_capacity(events.len());
         let mut written = 0;
         for e in events {
@@ -291,12 +301,12 @@ impl SessionRepository for InMemoryRepository {
             let tokens = u64::from(e.token_estimate);
             let seq = r.archive_new(&mut shared, e);
             r.context.push(seq);
-            r.session.context_tokens += tokens;
+            r.session.context_tokens = r.session.context_tokens.saturating_add(tokens);
             seqs.push(seq);
             written += 1;
         }
         if written > 0 {
-            r.session.version += 1;
+            r.session.version = next_version(r.session.version)?;
             r.session.updated_at = r.session.updated_at.max(now);
         }
         Ok(AppendOutcome {
@@ -340,6 +350,13 @@ impl SessionRepository for InMemoryRepository {
         if r.session.version != expected_version {
             return Ok(false);
         }
+        let version = next_version(r.session.version)?;
+        let fresh: HashSet<&str> = events
+            .iter()
+            .map(|e| e.id.as_str())
+            .filter(|e| !r.ids.contains_key(*e))
+            .collect();
+        check_seq_room(r.last_seq, fresh.len())?;
         let mut context = Vec::with_capacity(events.len());
         for e in events {
             let seq = match r.ids.get(&e.id) {
@@ -350,7 +367,7 @@ impl SessionRepository for InMemoryRepository {
         }
         r.context = context;
         r.session.context_tokens = r.context_tokens();
-        r.session.version += 1;
+        r.session.version = version;
         r.session.updated_at = r.session.updated_at.max(now);
         Ok(true)
     }
@@ -373,13 +390,14 @@ impl SessionRepository for InMemoryRepository {
                 id: before_invocation_id.to_owned(),
             });
         };
+        let version = next_version(r.session.version)?;
         let removed = r.archive.split_off(&from);
         r.ids.retain(|_, seq| *seq < from);
         r.context.retain(|seq| *seq < from);
         r.session.state = replay_session_state(&r.initial_state, r.archive.values());
-        r.session.event_count = r.archive.len() as u64;
+        r.session.event_count = u64::try_from(r.archive.len()).unwrap_or(u64::MAX);
         r.session.context_tokens = r.context_tokens();
-        r.session.version += 1;
+        r.session.version = version;
         r.session.updated_at = r.session.updated_at.max(now);
         Ok(RewindOutcome {
             version: r.session.version,
@@ -492,7 +510,7 @@ impl SessionRepository for InMemoryRepository {
             ids,
             last_seq: dump.last_seq,
         };
-        record.session.event_count = record.archive.len() as u64;
+        record.session.event_count = u64::try_from(record.archive.len()).unwrap_or(u64::MAX);
         record.session.context_tokens = record.context_tokens();
         inner.sessions.insert(record.session.id.clone(), record);
         Ok(ImportOutcome::Imported)

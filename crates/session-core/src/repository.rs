@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::StateMap;
 use crate::state::{take_temp, SharedState};
-use crate::validate::{validate_id, Limits};
+use crate::validate::{validate_id, validate_name, Limits, MAX_SEQ, MAX_VERSION};
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,9 +78,27 @@ impl SessionDump {
     pub fn validate(&self) -> Result<()> {
         let s = &self.session;
         validate_id("session id", &s.id)?;
-        validate_id("app", &s.app)?;
+        validate_name("app", &s.app)?;
         if s.user_id != crate::session::GROUP_USER {
-            validate_id("user id", &s.user_id)?;
+            validate_name("user id", &s.user_id)?;
+        }
+        if let Some(key) = &s.key {
+            validate_name("key", key)?;
+        }
+        if self.last_seq > MAX_SEQ {
+            return Err(SessionError::invalid(
+                "dump",
+                format!(
+                    "last_seq {} is over the maximum of {MAX_SEQ}",
+                    self.last_seq
+                ),
+            ));
+        }
+        if s.version > MAX_VERSION {
+            return Err(SessionError::invalid(
+                "dump",
+                format!("version {} is over the maximum of {MAX_VERSION}", s.version),
+            ));
         }
         let mut seqs = std::collections::HashSet::new();
         let mut last = 0;

@@ -19,7 +19,7 @@ use crate::session::{
 };
 use crate::state::{apply_delta, merge_scopes, take_temp};
 use crate::tokens::{HeuristicEstimator, TokenEstimator};
-use crate::validate::validate_id;
+use crate::validate::{validate_id, validate_name};
 
 /// Who is calling: every service call is scoped to one (app, user).
 ///
@@ -54,8 +54,8 @@ impl Owner {
     }
 
     fn validate(&self) -> Result<()> {
-        validate_id("app", &self.app)?;
-        validate_id("user id", &self.user_id)
+        validate_name("app", &self.app)?;
+        validate_name("user id", &self.user_id)
     }
 }
 
@@ -145,12 +145,12 @@ impl CreateSessionRequest {
         if let Some(id) = &self.id {
             validate_id("session id", id)?;
         }
-        validate_id("app", &self.app)?;
+        validate_name("app", &self.app)?;
         if self.user_id != GROUP_USER {
-            validate_id("user id", &self.user_id)?;
+            validate_name("user id", &self.user_id)?;
         }
         if let Some(k) = &self.key {
-            validate_id("key", k)?;
+            validate_name("key", k)?;
         }
         Ok(())
     }
@@ -602,10 +602,10 @@ impl<R: SessionRepository> DefaultSessionService<R> {
     }
 
     fn validate_resolve(request: &ResolveRequest) -> Result<()> {
-        validate_id("app", &request.app)?;
-        validate_id("key", &request.key)?;
+        validate_name("app", &request.app)?;
+        validate_name("key", &request.key)?;
         if let Some(u) = &request.user_id {
-            validate_id("user id", u)?;
+            validate_name("user id", u)?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SessionError};
 use crate::event::StateMap;
-use crate::validate::validate_id;
+use crate::validate::{validate_id, validate_name};
 
 /// The app namespace used when none is given.
 pub const DEFAULT_APP: &str = "default";
@@ -198,12 +198,12 @@ impl NewSession {
     /// Checks ids and expiry; repositories call this before writing.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<()> {
         validate_id("session id", &self.id)?;
-        validate_id("app", &self.app)?;
+        validate_name("app", &self.app)?;
         if self.user_id != GROUP_USER {
-            validate_id("user id", &self.user_id)?;
+            validate_name("user id", &self.user_id)?;
         }
         if let Some(k) = &self.key {
-            validate_id("key", k)?;
+            validate_name("key", k)?;
         }
         if let Some(at) = self.expires_at {
             if at <= now {
@@ -281,6 +281,7 @@ impl SessionUpdate {
                 });
             }
         }
+        let version = crate::validate::next_version(session.version)?;
         if let Some(m) = self.metadata {
             session.metadata = m;
         }
@@ -293,7 +294,7 @@ impl SessionUpdate {
         if let Some(exp) = self.expires_at {
             session.expires_at = exp;
         }
-        session.version += 1;
+        session.version = version;
         session.updated_at = session.updated_at.max(now);
         Ok(())
     }

@@ -5,11 +5,21 @@ use crate::error::{Result, SessionError};
 /// The longest id accepted, in bytes.
 pub const MAX_ID_LEN: usize = 128;
 
+/// The punctuation a session, event or invocation id may hold besides ASCII letters and digits.
+const ID_PUNCTUATION: &[char] = &['.', '_', ':', '-'];
+
+/// The punctuation a user id, app name or resolution key may hold besides
+/// ASCII letters and digits: the id set plus what chat platforms and
+/// identity providers use (`ada@example.com`, `slack/T123/C456`, `a+b`,
+/// `team|bot`, `#general`).
+const NAME_PUNCTUATION: &[char] = &['.', '_', ':', '-', '@', '+', '/', '|', '#'];
+
 /// Checks an identifier: 1..=128 bytes of `[A-Za-z0-9._:-]`, and not `.` or `..`.
 ///
-/// Session ids, app names, user ids, resolution keys, event ids and
-/// invocation ids all follow this rule, so no backend ever has to store a
-/// path separator, a glob character or a quote inside an id.
+/// Session ids, event ids, invocation ids and branches follow this rule, so
+/// no backend ever has to store a path separator, a glob character or a
+/// quote inside one. User ids, app names and resolution keys take a wider
+/// set: see [`validate_name`].
 ///
 /// ```
 /// use session_core::validate_id;
@@ -17,6 +27,27 @@ pub const MAX_ID_LEN: usize = 128;
 /// assert!(validate_id("session id", "../etc").is_err());
 /// ```
 pub fn validate_id(field: &str, id: &str) -> Result<()> {
+    check_chars(field, id, ID_PUNCTUATION)
+}
+
+/// Checks a user id, app name or resolution key: 1..=128 bytes of ASCII
+/// letters, digits and `. _ : - @ + / | #`, and not `.` or `..`.
+///
+/// Backends encode these (the file store escapes `/` and the other new
+/// characters in file names; Redis and Elasticsearch escape their key
+/// separators), so a name can never leave a store's root or act as a glob.
+///
+/// ```
+/// use session_core::validate_name;
+/// assert!(validate_name("user id", "ada@example.com").is_ok());
+/// assert!(validate_name("key", "slack/T123/C456").is_ok());
+/// assert!(validate_name("user id", "a*b").is_err());
+/// ```
+pub fn validate_name(field: &str, name: &str) -> Result<()> {
+    check_chars(field, name, NAME_PUNCTUATION)
+}
+
+fn check_chars(field: &str, id: &str, punctuation: &[char]) -> Result<()> {
     if id.is_empty() {
         return Err(SessionError::invalid(field, "must not be empty"));
     }
@@ -34,11 +65,15 @@ pub fn validate_id(field: &str, id: &str) -> Result<()> {
     }
     if let Some(bad) = id
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+        .find(|c| !(c.is_ascii_alphanumeric() || punctuation.contains(c)))
     {
+        let allowed: Vec<String> = punctuation.iter().map(|c| format!("`{c}`")).collect();
         return Err(SessionError::invalid(
             field,
-            format!("contains {bad:?}; only ASCII letters, digits and `.` `_` `:` `-` are allowed"),
+            format!(
+                "contains {bad:?}; only ASCII letters, digits and {} are allowed",
+                allowed.join(" ")
+            ),
         ));
     }
     Ok(())
@@ -46,11 +81,11 @@ pub fn validate_id(field: &str, id: &str) -> Result<()> {
 
 /// Checks an (app, user) pair; the group owner [`crate::GROUP_USER`] is accepted.
 pub fn validate_owner(app: &str, user_id: &str) -> Result<()> {
-    validate_id("app", app)?;
+    validate_name("app", app)?;
     if user_id == crate::session::GROUP_USER {
         Ok(())
     } else {
-        validate_id("user id", user_id)
+        validate_name("user id", user_id)
     }
 }
 
@@ -64,6 +99,66 @@ pub fn validate_branch(branch: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The highest seq a session can hold: 2^53 - 1.
+///
+/// Far inside `i64` (SQL `BIGINT`, Elasticsearch `long`) and exact as an
+/// IEEE double (Redis Lua numbers, JSON readers in every language); at a
+/// million appends a second it lasts 285 years. Imports past it are
+/// refused, and an append that would pass it is `InvalidInput`.
+pub const MAX_SEQ: u64 = (1 << 53) - 1;
+
+/// The highest version a session can reach: 2^53 - 1, for the same reasons as [`MAX_SEQ`].
+pub const MAX_VERSION: u64 = (1 << 53) - 1;
+
+/// The seq after `last`, or `InvalidInput` once [`MAX_SEQ`] is reached.
+///
+/// ```
+/// use session_core::{next_seq, MAX_SEQ};
+/// assert_eq!(next_seq(0).unwrap(), 1);
+/// assert!(next_seq(MAX_SEQ).is_err());
+/// ```
+pub fn next_seq(last: u64) -> Result<u64> {
+    check_seq_room(last, 1)?;
+    Ok(last.saturating_add(1))
+}
+
+/// Checks that `count` new events fit after seq `last` without passing
+/// [`MAX_SEQ`]; a write checks this before it changes anything.
+pub fn check_seq_room(last: u64, count: usize) -> Result<()> {
+    let count = u64::try_from(count).unwrap_or(u64::MAX);
+    match last.checked_add(count) {
+        Some(end) if end <= MAX_SEQ => Ok(()),
+        _ => Err(SessionError::invalid(
+            "seq",
+            format!("the session has used every seq up to the maximum of {MAX_SEQ}"),
+        )),
+    }
+}
+
+/// The version after `version`, or `InvalidInput` once [`MAX_VERSION`] is reached.
+pub fn next_version(version: u64) -> Result<u64> {
+    match version.checked_add(1) {
+        Some(next) if next <= MAX_VERSION => Ok(next),
+        _ => Err(SessionError::invalid(
+            "version",
+            format!("the session has reached the maximum version of {MAX_VERSION}"),
+        )),
+    }
+}
+
+/// Reads a seq or version a store kept as a signed integer (SQL `BIGINT`,
+/// a Redis hash field): a negative value or one past `max` is a
+/// `Serialization` error naming `what`, never a wrapped or clamped number.
+pub fn stored_counter(raw: i64, max: u64, what: impl FnOnce() -> String) -> Result<u64> {
+    match u64::try_from(raw) {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(SessionError::serialization(
+            what(),
+            format!("stored value {raw} is outside 0..={max}"),
+        )),
+    }
 }
 
 /// Size limits every repository enforces.
@@ -155,6 +250,42 @@ mod tests {
         }
         assert!(validate_id("session id", &"a".repeat(128)).is_ok());
         assert!(validate_id("session id", "A-z_0.9:x").is_ok());
+    }
+
+    #[test]
+    fn names_take_what_chat_platforms_use_and_nothing_that_escapes() {
+        for good in [
+            "ada@example.com",
+            "slack/T123/C456",
+            "a+b",
+            "team|bot",
+            "#general",
+        ] {
+            assert!(validate_name("user id", good).is_ok(), "{good:?}");
+            assert!(validate_id("session id", good).is_err(), "{good:?}");
+        }
+        for bad in [
+            "", ".", "..", "a*b", "a?b", "a b", "a\\b", "a%b", "{a}", "a\0b", "é",
+        ] {
+            let err = validate_name("user id", bad).expect_err(bad);
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn seq_and_version_stop_at_the_documented_maximum() {
+        assert_eq!(next_seq(MAX_SEQ - 1).unwrap(), MAX_SEQ);
+        for last in [MAX_SEQ, u64::MAX, i64::MAX as u64, 1 << 63] {
+            assert_eq!(
+                next_seq(last).unwrap_err().kind(),
+                crate::ErrorKind::InvalidInput
+            );
+            assert_eq!(
+                next_version(last).unwrap_err().kind(),
+                crate::ErrorKind::InvalidInput
+            );
+        }
+        assert!(i64::try_from(MAX_SEQ).is_ok());
     }
 
     #[test]

@@ -843,10 +843,14 @@ impl EsRepository {
 
     // ----- shared scopes -----
 
+    /// `u|app|user` or `a|app`, with `|` inside a name escaped as `%7C`
+    /// (names may hold `|` but never `%`), so two owners never share a
+    /// document; names without `|` keep the id they always had.
     fn state_doc_id(app: &str, user_id: Option<&str>) -> String {
+        let esc = |s: &str| s.replace('|', "%7C");
         match user_id {
-            Some(u) => format!("u|{app}|{u}"),
-            None => format!("a|{app}"),
+            Some(u) => format!("u|{}|{}", esc(app), esc(u)),
+            None => format!("a|{}", esc(app)),
         }
     }
 
@@ -1306,12 +1310,13 @@ impl EsRepository {
                 placed.tokens.push(tokens);
                 continue;
             }
-            head.last_seq += 1;
+            // The head is written only after this loop: an error leaves the store as it was.
+            head.last_seq = session_core::next_seq(head.last_seq)?;
             let seq = head.last_seq;
             if let Some(delta) = &e.state_delta {
                 placed.shared.apply_event(&mut head.session.state, delta);
             }
-            head.session.event_count += 1;
+            head.session.event_count = head.session.event_count.saturating_add(1);
             known.insert(e.id.clone(), (seq, e.token_estimate));
             placed.seqs.push(seq);
             placed.tokens.push(e.token_estimate);
@@ -1343,9 +1348,11 @@ impl EsRepository {
         *attempt = (*attempt + 1).min(8);
     }
 
-    fn touch(&self, head: &mut Head) {
-        head.session.version += 1;
+    /// Bumps the version (a typed error at `MAX_VERSION`) and the activity time.
+    fn touch(&self, head: &mut Head) -> session_core::Result<()> {
+        head.session.version = session_core::next_version(head.session.version)?;
         head.session.updated_at = head.session.updated_at.max(self.now());
+        Ok(())
     }
 
     /// Every session document matching `query`, in id order, with `source` fields.
@@ -1658,10 +1665,12 @@ impl SessionRepository for EsRepository {
                     written,
                 });
             }
-            head.session.context_tokens +=
-                placed.new.iter().map(|p| u64::from(p.tokens)).sum::<u64>();
+            head.session.context_tokens = head
+                .session
+                .context_tokens
+                .saturating_add(placed.new.iter().map(|p| u64::from(p.tokens)).sum::<u64>());
             head.pending = placed.new;
-            self.touch(&mut head);
+            self.touch(&mut head)?;
             if self.commit(&memo, &cur, &head).await? {
                 self.after_commit(&mut memo, &head, &placed.shared).await?;
                 return Ok(AppendOutcome {
@@ -1719,7 +1728,7 @@ impl SessionRepository for EsRepository {
             head.mark = head.last_seq;
             head.session.context_tokens = head.base.iter().map(|[_, t]| *t).sum();
             head.pending = placed.new;
-            self.touch(&mut head);
+            self.touch(&mut head)?;
             if self.commit(&memo, &cur, &head).await? {
                 self.after_commit(&mut memo, &head, &placed.shared).await?;
                 return Ok(true);
@@ -1759,7 +1768,7 @@ impl SessionRepository for EsRepository {
                 &head.initial_state,
                 kept.iter().filter_map(|e| e.state_delta.as_ref()),
             );
-            head.session.event_count = kept.len() as u64;
+            head.session.event_count = u64::try_from(kept.len()).unwrap_or(u64::MAX);
             head.base.retain(|[s, _]| *s < from);
             let tail_tokens: u64 = kept
                 .iter()
@@ -1770,7 +1779,7 @@ impl SessionRepository for EsRepository {
                 head.base.iter().map(|[_, t]| *t).sum::<u64>() + tail_tokens;
             head.dead.push([from, head.last_seq]);
             head.pending.clear();
-            self.touch(&mut head);
+            self.touch(&mut head)?;
             if self.commit(&memo, &cur, &head).await? {
                 self.delete_by_query(
                     "events",
@@ -1859,7 +1868,7 @@ impl SessionRepository for EsRepository {
             .collect();
         let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
         let mut session = dump.session.clone();
-        session.event_count = dump.events.len() as u64;
+        session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
         session.context_tokens = dump.context_tokens();
         let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
         let head = Head {

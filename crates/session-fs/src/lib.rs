@@ -12,11 +12,11 @@ use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use session_core::state::{apply_delta, replay_session_state, ScopedDelta, SharedDelta};
 use session_core::{
-    check_session_id, check_unique_ids, contains_folded, fold_case, prepare_events, system_clock,
-    validate_id, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome, Limits,
-    NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope, Session,
-    SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository, SessionUpdate,
-    SharedClock, SharedState, StateMap,
+    check_session_id, check_unique_ids, contains_folded, fold_case, next_seq, next_version,
+    prepare_events, system_clock, validate_id, AppendOutcome, Capabilities, EventFilter, EventView,
+    ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery,
+    SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository,
+    SessionUpdate, SharedClock, SharedState, StateMap,
 };
 
 use crate::store::{
@@ -125,10 +125,16 @@ impl FsRepository {
         let path = url
             .strip_prefix("fs://")
             .or_else(|| url.strip_prefix("file://"))
-            .filter(|p| !p.is_empty())
             .ok_or_else(|| {
                 SessionError::invalid("store URL", format!("{url:?} is not fs://<directory>"))
             })?;
+        let (path, _) = session_core::split_url_query(path, "fs", &[])?;
+        if path.is_empty() {
+            return Err(SessionError::invalid(
+                "store URL",
+                format!("{url:?} is not fs://<directory>"),
+            ));
+        }
         Self::open(path).await
     }
 
@@ -142,6 +148,11 @@ impl FsRepository {
             .await
             .map_err(|e| SessionError::backend(BACKEND, e))?
     }
+}
+
+/// A length as a stored counter.
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 fn expired(s: &Session, now: DateTime<Utc>) -> bool {
@@ -259,7 +270,7 @@ impl Inner {
         if self.sync {
             f.sync_data().map_err(|e| io_err(log.display(), e))?;
         }
-        Ok(buf.len() as u64)
+        Ok(count(buf.len()))
     }
 
     fn create(&self, new: NewSession) -> Result<Session> {
@@ -336,22 +347,24 @@ impl Inner {
                 seqs.push(seq);
                 continue;
             }
-            file.last_seq += 1;
+            // Nothing is written before the loop ends: an error leaves the store as it was.
+            file.last_seq = next_seq(file.last_seq)?;
             e.seq = file.last_seq;
             if let Some(d) = &e.state_delta {
                 shared.apply_event(&mut file.session.state, d);
             }
-            tokens += u64::from(e.token_estimate);
+            tokens = tokens.saturating_add(u64::from(e.token_estimate));
             batch.insert(e.id.clone(), e.seq);
             seqs.push(e.seq);
             fresh.push(e);
         }
         if !fresh.is_empty() {
+            let version = next_version(file.session.version)?;
             let bytes = self.write_events(&dir, &fresh)?;
-            file.log_bytes += bytes;
-            file.session.event_count += fresh.len() as u64;
-            file.session.context_tokens += tokens;
-            file.session.version += 1;
+            file.log_bytes = file.log_bytes.saturating_add(bytes);
+            file.session.event_count = file.session.event_count.saturating_add(count(fresh.len()));
+            file.session.context_tokens = file.session.context_tokens.saturating_add(tokens);
+            file.session.version = version;
             file.session.updated_at = file.session.updated_at.max(self.now());
             self.save(&dir, &file)?;
             cache.extend(id, file.log_bytes, batch);
@@ -376,6 +389,7 @@ impl Inner {
         if file.session.version != expected {
             return Ok(false);
         }
+        let version = next_version(file.session.version)?;
         let archive = Self::archive(&dir, &file)?;
         let known: std::collections::HashMap<&str, u64> =
             archive.iter().map(|e| (e.id.as_str(), e.seq)).collect();
@@ -387,7 +401,7 @@ impl Inner {
                 context.push(seq);
                 continue;
             }
-            file.last_seq += 1;
+            file.last_seq = next_seq(file.last_seq)?;
             e.seq = file.last_seq;
             if let Some(d) = &e.state_delta {
                 shared.apply_event(&mut file.session.state, d);
@@ -406,9 +420,9 @@ impl Inner {
             seqs: context,
             through: file.last_seq,
         };
-        file.log_bytes += bytes;
-        file.session.event_count += fresh.len() as u64;
-        file.session.version += 1;
+        file.log_bytes = file.log_bytes.saturating_add(bytes);
+        file.session.event_count = file.session.event_count.saturating_add(count(fresh.len()));
+        file.session.version = version;
         file.session.updated_at = file.session.updated_at.max(self.now());
         self.save(&dir, &file)?;
         self.ids.lock().forget(id);
@@ -435,6 +449,7 @@ impl Inner {
                 id: invocation.to_owned(),
             });
         };
+        let version = next_version(file.session.version)?;
         let (kept, removed): (Vec<SessionEvent>, Vec<SessionEvent>) =
             archive.into_iter().partition(|e| e.seq < from);
         let mut buf = Vec::new();
@@ -446,18 +461,18 @@ impl Inner {
             buf.push(b'\n');
         }
         write_atomic(&dir.join("events.jsonl"), &buf, self.sync)?;
-        file.log_bytes = buf.len() as u64;
+        file.log_bytes = count(buf.len());
         file.context.seqs.retain(|s| *s < from);
         let seqs: Vec<u64> = kept.iter().map(|e| e.seq).collect();
         let ctx: std::collections::HashSet<u64> = file.context.resolve(&seqs).into_iter().collect();
         file.session.state = replay_session_state(&file.initial_state, &kept);
-        file.session.event_count = kept.len() as u64;
+        file.session.event_count = count(kept.len());
         file.session.context_tokens = kept
             .iter()
             .filter(|e| ctx.contains(&e.seq))
             .map(|e| u64::from(e.token_estimate))
             .sum();
-        file.session.version += 1;
+        file.session.version = version;
         file.session.updated_at = file.session.updated_at.max(self.now());
         self.save(&dir, &file)?;
         self.ids.lock().forget(id);
@@ -476,7 +491,9 @@ impl Inner {
     }
 
     /// Every session file in the store (unreadable ones are reported).
-    fn all_sessions(&self) -> Result<Vec<SessionFile>> {
+    /// Every session file, each read on its own: a corrupt one is reported
+    /// by its directory name and never hides the others.
+    fn all_sessions(&self) -> Result<Vec<(String, Result<SessionFile>)>> {
         let dir = self.layout.sessions_dir();
         let mut out = Vec::new();
         for entry in fs::read_dir(&dir).map_err(|e| io_err(dir.display(), e))? {
@@ -486,35 +503,57 @@ impl Inner {
             if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            if let Some(f) = read_json::<SessionFile>(
+            match read_json::<SessionFile>(
                 &entry.path().join("session.json"),
                 &format!("session {name}"),
-            )? {
-                out.push(f);
+            ) {
+                Ok(Some(f)) => out.push((name.to_owned(), Ok(f))),
+                Ok(None) => {}
+                Err(e) => out.push((name.to_owned(), Err(e))),
             }
         }
         Ok(out)
     }
 
+    /// The readable session files; each unreadable one is logged and left out.
+    fn readable_sessions(&self) -> Result<Vec<SessionFile>> {
+        Ok(Page::from_overfetch_decoded(self.all_sessions()?, 0, usize::MAX).items)
+    }
+
     fn list(&self, q: &SessionQuery) -> Result<Page<Session>> {
         let now = self.now();
-        let mut found: Vec<Session> = self
-            .all_sessions()?
-            .into_iter()
-            .map(|f| f.session)
-            .filter(|s| !expired(s, now) && q.matches(s))
-            .collect();
+        let mut found: Vec<Session> = Vec::new();
+        let mut unreadable = Vec::new();
+        for (name, file) in self.all_sessions()? {
+            match file {
+                Ok(f) if !expired(&f.session, now) && q.matches(&f.session) => {
+                    found.push(f.session);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(id = %name, kind = ?e.kind(), "unreadable session file");
+                    unreadable.push(name);
+                }
+            }
+        }
         found.sort_by(|a, b| {
             b.updated_at
                 .cmp(&a.updated_at)
                 .then_with(|| a.id.cmp(&b.id))
         });
-        Ok(Page::paginate(found, q.page, q.page_size))
+        let mut page = Page::paginate(found, q.page, q.page_size);
+        // An unreadable file's owner is unknown: it is named only in an
+        // operator's unfiltered listing, so no owner sees another's ids.
+        if q.page == 0 && q.is_unfiltered() {
+            unreadable.sort();
+            page.unreadable = unreadable;
+        }
+        Ok(page)
     }
 
     fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
         let mut n = 0;
-        for f in self.all_sessions()? {
+        for f in self.readable_sessions()? {
             if expired(&f.session, now) {
                 let dir = self.layout.session_dir(&f.session.id)?;
                 let _lock = Lock::exclusive(&dir.join(".lock"))?;
@@ -552,7 +591,7 @@ impl Inner {
         let files: Vec<(PathBuf, SessionFile)> = match &q.scope {
             SearchScope::Session(id) => vec![self.live(id)?],
             SearchScope::User { app, user_id } => self
-                .all_sessions()?
+                .readable_sessions()?
                 .into_iter()
                 .filter(|f| {
                     &f.session.app == app
@@ -623,7 +662,7 @@ impl Inner {
         fs::create_dir(&staging).map_err(|e| io_err(staging.display(), e))?;
         let bytes = self.write_events(&staging, &dump.events)?;
         let mut session = dump.session.clone();
-        session.event_count = dump.events.len() as u64;
+        session.event_count = count(dump.events.len());
         let file = SessionFile {
             session,
             initial_state: dump.initial_state.clone(),

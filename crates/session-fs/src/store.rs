@@ -121,6 +121,25 @@ impl Layout {
         Ok(path)
     }
 
+    /// One path component from a user id or app name: every byte outside
+    /// `[A-Za-z0-9._:-]` becomes `%XX`, so `slack/T1`, `ada@example.com` or
+    /// `../x` stay one file name inside the root. Names made only of the
+    /// old id characters keep their old file names (stores written before
+    /// the wider alphabet read unchanged); `%` never occurs in a valid name,
+    /// so the encoding is one to one.
+    fn name_component(name: &str) -> Result<String> {
+        let mut out = String::with_capacity(name.len());
+        for b in name.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-') {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        Self::component(&out)?;
+        Ok(out)
+    }
+
     pub(crate) fn session_dir(&self, id: &str) -> Result<PathBuf> {
         let dir = self.root.join("sessions").join(Self::component(id)?);
         self.confined(dir)
@@ -135,21 +154,21 @@ impl Layout {
             .root
             .join("shared")
             .join("app")
-            .join(format!("{}.json", Self::component(app)?));
+            .join(format!("{}.json", Self::name_component(app)?));
         self.confined(p)
     }
 
     pub(crate) fn user_state(&self, app: &str, user: &str) -> Result<PathBuf> {
         let user = if user == session_core::GROUP_USER {
-            "_group"
+            "_group".to_owned()
         } else {
-            Self::component(user)?
+            Self::name_component(user)?
         };
         let dir = self
             .root
             .join("shared")
             .join("user")
-            .join(Self::component(app)?);
+            .join(Self::name_component(app)?);
         let p = dir.join(format!("{user}.json"));
         self.confined(p)
     }
@@ -279,7 +298,9 @@ pub(crate) fn scan_log(
             break;
         };
         session_id.clone_into(&mut e.session_id);
-        out.valid_bytes += n as u64;
+        out.valid_bytes = out
+            .valid_bytes
+            .saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
         if let Some(e) = keep(e) {
             out.events.push(e);
         }
@@ -335,7 +356,7 @@ pub(crate) fn recover(dir: &Path, mut file: SessionFile, sync: bool) -> Result<S
         // Recount from what survived.
         let scan = scan_log(&log, keep_to, &id, Some)?;
         file.log_bytes = keep_to;
-        file.session.event_count = scan.events.len() as u64;
+        file.session.event_count = u64::try_from(scan.events.len()).unwrap_or(u64::MAX);
         let seqs: Vec<u64> = scan.events.iter().map(|e| e.seq).collect();
         let ctx: HashSet<u64> = file.context.resolve(&seqs).into_iter().collect();
         file.context.seqs.retain(|s| seqs.contains(s));

@@ -25,11 +25,32 @@ async fn ids_that_would_leave_the_root_are_refused() {
             "{bad}"
         );
     }
-    let err = repo
-        .create(NewSession::new("../app", "u", chrono::Utc::now()))
+    // App names and user ids may hold `.` and `/` (`slack/T1`, `a.b`), so
+    // these are valid names: their shared-state files are escaped and stay
+    // inside the root.
+    let s = repo
+        .create(NewSession::new(
+            "../app",
+            "../../etc/passwd",
+            chrono::Utc::now(),
+        ))
         .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        .unwrap();
+    repo.append(
+        &s.id,
+        vec![SessionEvent::builder(Message::user("x"))
+            .state("user:k", 1)
+            .state("app:k", 2)
+            .build()
+            .unwrap()],
+    )
+    .await
+    .unwrap();
+    let shared = dir.path().join("root/shared");
+    assert!(shared.join("app/..%2Fapp.json").is_file());
+    assert!(shared
+        .join("user/..%2Fapp/..%2F..%2Fetc%2Fpasswd.json")
+        .is_file());
     let outside: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(outside.len(), 1, "nothing written beside the root");
 }
@@ -183,4 +204,25 @@ async fn the_files_are_readable_json() {
     assert!(log.contains("grep me"));
     let user = std::fs::read_to_string(root.join("shared/user/app/u.json")).unwrap();
     assert!(user.contains("\"user:name\": \"Ada\""), "{user}");
+}
+
+/// A session file that no longer parses fails only that session: listings
+/// of the others go on and name the damaged one as unreadable.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unparsable_session_file_is_reported_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let repo = session_fs::FsRepository::open(&root).await.unwrap();
+    let fx = session_testkit::Fixture::new(
+        std::sync::Arc::new(repo),
+        std::sync::Arc::new(session_core::ManualClock::new()),
+    );
+    session_testkit::hostile::corrupt_session_is_reported_alone(fx, |id| async move {
+        std::fs::write(
+            root.join("sessions").join(&id).join("session.json"),
+            b"{\"session\": {\"version\": -1",
+        )
+        .unwrap();
+    })
+    .await;
 }

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod quiet;
 mod store;
 
 use std::str::FromStr;

@@ -9,8 +9,11 @@ use session_core::{
     SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionStatus,
     SessionUpdate, SharedState, StateMap, SyntheticFilter,
 };
+use session_core::{next_seq, next_version, stored_counter, MAX_SEQ, MAX_VERSION};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
+
+use crate::quiet::Quiet;
 
 /// A failure inside a store function: an engine error (kept whole, so the
 /// caller can retry serialization failures) or an already-typed error.
@@ -71,6 +74,19 @@ fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// A seq or version as PostgreSQL stores it; values are bounded by
+/// `MAX_SEQ`/`MAX_VERSION`, far inside `BIGINT`.
+fn sql_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The context position after `pos`, or a typed error instead of an overflow.
+fn next_position(pos: i64) -> Result<i64, SessionError> {
+    pos.checked_add(1).ok_or_else(|| {
+        SessionError::invalid("context", "the context position counter is exhausted")
+    })
+}
+
 const SESSION_COLUMNS: &str = "id, app, user_id, key, status, created_at, updated_at, expires_at, \
      metadata, state, event_count, context_tokens, version";
 
@@ -104,7 +120,7 @@ fn decode_session(row: &Row) -> R<Session> {
         state: parse_map(&row.try_get::<_, String>(9)?, || ctx("state"))?,
         event_count: count(row.try_get(10)?),
         context_tokens: count(row.try_get(11)?),
-        version: count(row.try_get(12)?),
+        version: stored_counter(row.try_get(12)?, MAX_VERSION, || ctx("version"))?,
         id: id.clone(),
     })
 }
@@ -120,7 +136,7 @@ pub(crate) async fn get(c: &Client, t: &Tables, id: &str, now: DateTime<Utc>) ->
             t.sessions
         ))
         .await?;
-    match c.query_opt(&stmt, &[&id]).await? {
+    match c.fetch_opt(&stmt, &[&id]).await? {
         Some(row) if !expired(row.try_get(7)?, now) => decode_session(&row),
         _ => Err(SessionError::session_not_found(id).into()),
     }
@@ -133,7 +149,7 @@ async fn ensure_live(c: &Client, t: &Tables, id: &str, now: DateTime<Utc>) -> R<
             t.sessions
         ))
         .await?;
-    match c.query_opt(&stmt, &[&id]).await? {
+    match c.fetch_opt(&stmt, &[&id]).await? {
         Some(row) if !expired(row.try_get(0)?, now) => Ok(()),
         _ => Err(SessionError::session_not_found(id).into()),
     }
@@ -144,8 +160,10 @@ struct Head {
     user_id: String,
     /// The session-scope state, parsed only if a delta touches it.
     state: LazyState,
-    version: i64,
-    last_seq: i64,
+    /// Checked to be within `0..=MAX_VERSION` when read.
+    version: u64,
+    /// Checked to be within `0..=MAX_SEQ` when read.
+    last_seq: u64,
     next_ctx_pos: i64,
 }
 
@@ -158,7 +176,7 @@ async fn head(tx: &Transaction<'_>, t: &Tables, id: &str, now: DateTime<Utc>) ->
             t.sessions
         ))
         .await?;
-    let Some(row) = tx.query_opt(&stmt, &[&id]).await? else {
+    let Some(row) = tx.fetch_opt(&stmt, &[&id]).await? else {
         return Err(SessionError::session_not_found(id).into());
     };
     if expired(row.try_get(2)?, now) {
@@ -168,8 +186,12 @@ async fn head(tx: &Transaction<'_>, t: &Tables, id: &str, now: DateTime<Utc>) ->
         app: row.try_get(0)?,
         user_id: row.try_get(1)?,
         state: LazyState::new(row.try_get(3)?, id),
-        version: row.try_get(4)?,
-        last_seq: row.try_get(5)?,
+        version: stored_counter(row.try_get(4)?, MAX_VERSION, || {
+            format!("session {id} version")
+        })?,
+        last_seq: stored_counter(row.try_get(5)?, MAX_SEQ, || {
+            format!("session {id} last_seq")
+        })?,
         next_ctx_pos: row.try_get(6)?,
     })
 }
@@ -222,13 +244,13 @@ async fn update_shared(
             "INSERT INTO {table} ({cols}, state) VALUES ({marks}, '{{}}') ON CONFLICT DO NOTHING"
         ))
         .await?;
-    tx.execute(&insert, key).await?;
+    tx.run(&insert, key).await?;
     let select = tx
         .prepare_cached(&format!(
             "SELECT state FROM {table} WHERE {cond} FOR UPDATE"
         ))
         .await?;
-    let row = tx.query_one(&select, key).await?;
+    let row = tx.fetch_one(&select, key).await?;
     let mut state = parse_map(&row.try_get::<_, String>(0)?, &what)?;
     apply_delta(&mut state, delta);
     let json = to_json(&state, &what())?;
@@ -238,7 +260,7 @@ async fn update_shared(
         .await?;
     let mut params: Vec<&(dyn ToSql + Sync)> = key.to_vec();
     params.push(&json);
-    tx.execute(&update, &params).await?;
+    tx.run(&update, &params).await?;
     Ok(())
 }
 
@@ -274,7 +296,7 @@ async fn insert_event(
         .map(|d| to_json(d, "state delta"))
         .transpose()?;
     let n = tx
-        .execute(
+        .run(
             &stmt,
             &[
                 &session_id,
@@ -309,7 +331,7 @@ async fn existing_seq(
         ))
         .await?;
     Ok(tx
-        .query_one(&stmt, &[&session_id, &event_id])
+        .fetch_one(&stmt, &[&session_id, &event_id])
         .await?
         .try_get(0)?)
 }
@@ -326,7 +348,7 @@ pub(crate) async fn create(
             t.sessions
         ))
         .await?;
-    if let Some(row) = tx.query_opt(&existing, &[&new.id]).await? {
+    if let Some(row) = tx.fetch_opt(&existing, &[&new.id]).await? {
         if !expired(row.try_get(0)?, now) {
             return Err(SessionError::AlreadyExists {
                 what: "session",
@@ -337,7 +359,7 @@ pub(crate) async fn create(
         let del = tx
             .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
             .await?;
-        tx.execute(&del, &[&new.id]).await?;
+        tx.run(&del, &[&new.id]).await?;
     }
     let split = ScopedDelta::split(&new.state);
     let updated_at = now.max(new.created_at);
@@ -349,7 +371,7 @@ pub(crate) async fn create(
             t.sessions
         ))
         .await?;
-    tx.execute(
+    tx.run(
         &stmt,
         &[
             &new.id,
@@ -381,8 +403,9 @@ pub(crate) async fn update(
     now: DateTime<Utc>,
 ) -> R<Session> {
     let h = head(tx, t, id, now).await?;
+    next_version(h.version)?;
     if let Some(expected) = update.expected_version {
-        let actual = count(h.version);
+        let actual = h.version;
         if actual != expected {
             return Err(SessionError::Conflict {
                 id: id.to_owned(),
@@ -416,7 +439,7 @@ pub(crate) async fn update(
         ))
         .await?;
     let row = tx
-        .query_one(
+        .fetch_one(
             &stmt,
             &[
                 &id,
@@ -436,7 +459,7 @@ pub(crate) async fn delete(tx: &Transaction<'_>, t: &Tables, id: &str) -> R<bool
     let stmt = tx
         .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
         .await?;
-    Ok(tx.execute(&stmt, &[&id]).await? > 0)
+    Ok(tx.run(&stmt, &[&id]).await? > 0)
 }
 
 pub(crate) async fn purge_expired(tx: &Transaction<'_>, t: &Tables, now: DateTime<Utc>) -> R<u64> {
@@ -446,7 +469,7 @@ pub(crate) async fn purge_expired(tx: &Transaction<'_>, t: &Tables, now: DateTim
             t.sessions
         ))
         .await?;
-    Ok(tx.execute(&stmt, &[&micros(now)]).await?)
+    tx.run(&stmt, &[&micros(now)]).await
 }
 
 /// Builds `WHERE` conditions with numbered placeholders.
@@ -522,9 +545,18 @@ pub(crate) async fn list(
         " ORDER BY updated_at DESC, id LIMIT {} OFFSET {offset}",
         q.page_size + 1
     ));
-    let rows = c.query(&w.sql, &w.params()).await?;
-    let items = rows.iter().map(decode_session).collect::<R<Vec<_>>>()?;
-    Ok(Page::from_overfetch(items, q.page, q.page_size))
+    let rows = c.fetch(&w.sql, &w.params()).await?;
+    let mut decoded = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id: String = row.try_get(0)?;
+        let session = match decode_session(row) {
+            Ok(s) => Ok(s),
+            Err(StoreError::Session(e)) => Err(e),
+            Err(StoreError::Pg(e)) => Err(SessionError::serialization(format!("session {id}"), e)),
+        };
+        decoded.push((id, session));
+    }
+    Ok(Page::from_overfetch_decoded(decoded, q.page, q.page_size))
 }
 
 pub(crate) async fn append(
@@ -541,21 +573,24 @@ pub(crate) async fn append(
     let mut tokens = 0i64;
     let mut written = 0i64;
     for (e, body) in events.iter().zip(bodies) {
-        let seq = h.last_seq + 1;
-        if !insert_event(tx, t, id, seq, Some(h.next_ctx_pos), e, body).await? {
+        let candidate = h.last_seq.saturating_add(1);
+        if !insert_event(tx, t, id, sql_int(candidate), Some(h.next_ctx_pos), e, body).await? {
             seqs.push(count(existing_seq(tx, t, id, &e.id).await?));
             continue;
         }
+        // Past the maximum: the error rolls the whole batch back with the transaction.
+        let seq = next_seq(h.last_seq)?;
         h.last_seq = seq;
-        h.next_ctx_pos += 1;
+        h.next_ctx_pos = next_position(h.next_ctx_pos)?;
         if let Some(d) = &e.state_delta {
             shared.apply_event(h.state.get_mut()?, d);
         }
-        tokens += i64::from(e.token_estimate);
+        tokens = tokens.saturating_add(i64::from(e.token_estimate));
         written += 1;
-        seqs.push(count(seq));
+        seqs.push(seq);
     }
     if written > 0 {
+        let version = next_version(h.version)?;
         let stmt = tx
             .prepare_cached(&format!(
                 "UPDATE {} SET state = COALESCE($2, state), version = version + 1, last_seq = $3, \
@@ -565,17 +600,17 @@ pub(crate) async fn append(
             ))
             .await?;
         let n = tx
-            .execute(
+            .run(
                 &stmt,
                 &[
                     &id,
                     &h.state.changed()?,
-                    &h.last_seq,
+                    &sql_int(h.last_seq),
                     &h.next_ctx_pos,
                     &written,
                     &tokens,
                     &micros(now),
-                    &h.version,
+                    &sql_int(h.version),
                 ],
             )
             .await?;
@@ -589,10 +624,10 @@ pub(crate) async fn append(
         SharedWrite(&shared)
             .write(tx, t, &h.app, &h.user_id)
             .await?;
-        h.version += 1;
+        h.version = version;
     }
     Ok(AppendOutcome {
-        version: count(h.version),
+        version: h.version,
         seqs,
         written: usize::try_from(written).unwrap_or(0),
     })
@@ -605,8 +640,12 @@ pub(crate) async fn event_version(c: &Client, t: &Tables, id: &str, now: DateTim
             t.sessions
         ))
         .await?;
-    match c.query_opt(&stmt, &[&id]).await? {
-        Some(row) if !expired(row.try_get(1)?, now) => Ok(count(row.try_get(0)?)),
+    match c.fetch_opt(&stmt, &[&id]).await? {
+        Some(row) if !expired(row.try_get(1)?, now) => {
+            Ok(stored_counter(row.try_get(0)?, MAX_VERSION, || {
+                format!("session {id} version")
+            })?)
+        }
         _ => Err(SessionError::session_not_found(id).into()),
     }
 }
@@ -621,16 +660,17 @@ pub(crate) async fn replace_context(
     now: DateTime<Utc>,
 ) -> R<bool> {
     let mut h = head(tx, t, id, now).await?;
-    if count(h.version) != expected_version {
+    if h.version != expected_version {
         return Ok(false);
     }
+    next_version(h.version)?;
     let clear = tx
         .prepare_cached(&format!(
             "UPDATE {} SET ctx_pos = NULL WHERE session_id = $1 AND ctx_pos IS NOT NULL",
             t.events
         ))
         .await?;
-    tx.execute(&clear, &[&id]).await?;
+    tx.run(&clear, &[&id]).await?;
     let place = tx
         .prepare_cached(&format!(
             "UPDATE {} SET ctx_pos = $3 WHERE session_id = $1 AND id = $2",
@@ -641,10 +681,10 @@ pub(crate) async fn replace_context(
     let mut added = 0i64;
     for (e, body) in events.iter().zip(bodies) {
         let pos = h.next_ctx_pos;
-        h.next_ctx_pos += 1;
-        if tx.execute(&place, &[&id, &e.id, &pos]).await? == 0 {
-            h.last_seq += 1;
-            insert_event(tx, t, id, h.last_seq, Some(pos), e, body).await?;
+        h.next_ctx_pos = next_position(h.next_ctx_pos)?;
+        if tx.run(&place, &[&id, &e.id, &pos]).await? == 0 {
+            h.last_seq = next_seq(h.last_seq)?;
+            insert_event(tx, t, id, sql_int(h.last_seq), Some(pos), e, body).await?;
             if let Some(d) = &e.state_delta {
                 shared.apply_event(h.state.get_mut()?, d);
             }
@@ -662,12 +702,12 @@ pub(crate) async fn replace_context(
             e = t.events
         ))
         .await?;
-    tx.execute(
+    tx.run(
         &stmt,
         &[
             &id,
             &h.state.changed()?,
-            &h.last_seq,
+            &sql_int(h.last_seq),
             &h.next_ctx_pos,
             &added,
             &micros(now),
@@ -688,6 +728,7 @@ pub(crate) async fn rewind(
     now: DateTime<Utc>,
 ) -> R<RewindOutcome> {
     let h = head(tx, t, id, now).await?;
+    let version = next_version(h.version)?;
     let first = tx
         .prepare_cached(&format!(
             "SELECT MIN(seq) FROM {} WHERE session_id = $1 AND invocation_id = $2",
@@ -695,7 +736,7 @@ pub(crate) async fn rewind(
         ))
         .await?;
     let from: Option<i64> = tx
-        .query_one(&first, &[&id, &invocation])
+        .fetch_one(&first, &[&id, &invocation])
         .await?
         .try_get(0)?;
     let Some(from) = from else {
@@ -711,14 +752,14 @@ pub(crate) async fn rewind(
             t.events
         ))
         .await?;
-    let removed = tx.execute(&del, &[&id, &from]).await?;
+    let removed = tx.run(&del, &[&id, &from]).await?;
     let initial = tx
         .prepare_cached(&format!(
             "SELECT initial_state FROM {} WHERE id = $1",
             t.sessions
         ))
         .await?;
-    let initial: String = tx.query_one(&initial, &[&id]).await?.try_get(0)?;
+    let initial: String = tx.fetch_one(&initial, &[&id]).await?.try_get(0)?;
     let initial = parse_map(&initial, || format!("session {id} initial state"))?;
     let deltas_stmt = tx
         .prepare_cached(&format!(
@@ -727,7 +768,7 @@ pub(crate) async fn rewind(
         ))
         .await?;
     let mut deltas = Vec::new();
-    for row in tx.query(&deltas_stmt, &[&id]).await? {
+    for row in tx.fetch(&deltas_stmt, &[&id]).await? {
         let seq: i64 = row.try_get(0)?;
         let text: String = row.try_get(1)?;
         deltas.push(parse_map(&text, || {
@@ -746,10 +787,10 @@ pub(crate) async fn rewind(
             e = t.events
         ))
         .await?;
-    tx.execute(&stmt, &[&id, &to_json(&state, "state")?, &micros(now)])
+    tx.run(&stmt, &[&id, &to_json(&state, "state")?, &micros(now)])
         .await?;
     Ok(RewindOutcome {
-        version: count(h.version + 1),
+        version,
         removed: usize::try_from(removed).unwrap_or(0),
     })
 }
@@ -826,14 +867,14 @@ pub(crate) async fn events(
         if exact {
             w.sql.push_str(&format!(" LIMIT {n}"));
         }
-        let mut recent = decode(c.query(&w.sql, &w.params()).await?)?;
+        let mut recent = decode(c.fetch(&w.sql, &w.params()).await?)?;
         recent.truncate(n);
         recent.reverse();
         return Ok(Page::paginate(recent, filter.page, filter.page_size));
     }
     if !exact {
         w.sql.push_str(&format!(" ORDER BY {order}"));
-        let all = decode(c.query(&w.sql, &w.params()).await?)?;
+        let all = decode(c.fetch(&w.sql, &w.params()).await?)?;
         return Ok(Page::paginate(all, filter.page, filter.page_size));
     }
     let Some(offset) = filter
@@ -847,7 +888,7 @@ pub(crate) async fn events(
         " ORDER BY {order} LIMIT {} OFFSET {offset}",
         filter.page_size + 1
     ));
-    let items = decode(c.query(&w.sql, &w.params()).await?)?;
+    let items = decode(c.fetch(&w.sql, &w.params()).await?)?;
     Ok(Page::from_overfetch(items, filter.page, filter.page_size))
 }
 
@@ -915,7 +956,7 @@ pub(crate) async fn search(
              ORDER BY rank DESC, seq LIMIT {} OFFSET {offset}",
             q.page_size + 1
         );
-        let rows = c.query(&sql, &w.params()).await?;
+        let rows = c.fetch(&sql, &w.params()).await?;
         let mut items = Vec::with_capacity(rows.len());
         for row in rows {
             let session_id: String = row.try_get(0)?;
@@ -943,7 +984,7 @@ pub(crate) async fn search(
     } else {
         w.sql.push_str(&format!(" ORDER BY {order}"));
     }
-    let rows = c.query(&w.sql, &w.params()).await?;
+    let rows = c.fetch(&w.sql, &w.params()).await?;
     let mut hits = Vec::new();
     for row in rows {
         let session_id: String = row.try_get(0)?;
@@ -978,11 +1019,11 @@ pub(crate) async fn shared_state(
             t.user_state
         ))
         .await?;
-    let app_state = match c.query_opt(&a, &[&app]).await? {
+    let app_state = match c.fetch_opt(&a, &[&app]).await? {
         Some(row) => parse_map(&row.try_get::<_, String>(0)?, || format!("app {app} state"))?,
         None => StateMap::new(),
     };
-    let user_state = match c.query_opt(&u, &[&app, &user_id]).await? {
+    let user_state = match c.fetch_opt(&u, &[&app, &user_id]).await? {
         Some(row) => parse_map(&row.try_get::<_, String>(0)?, || {
             format!("user {user_id} state in app {app}")
         })?,
@@ -1007,7 +1048,7 @@ pub(crate) async fn export_session(
             t.sessions
         ))
         .await?;
-    let row = c.query_one(&head, &[&id]).await?;
+    let row = c.fetch_one(&head, &[&id]).await?;
     let initial: String = row.try_get(0)?;
     let last_seq: i64 = row.try_get(1)?;
     let stmt = c
@@ -1018,7 +1059,7 @@ pub(crate) async fn export_session(
         .await?;
     let mut events = Vec::new();
     let mut context: Vec<(i64, u64)> = Vec::new();
-    for row in c.query(&stmt, &[&id]).await? {
+    for row in c.fetch(&stmt, &[&id]).await? {
         let e = decode_event(id, row.try_get(0)?, &row.try_get::<_, String>(1)?)?;
         if let Some(pos) = row.try_get::<_, Option<i64>>(2)? {
             context.push((pos, e.seq));
@@ -1045,24 +1086,34 @@ pub(crate) async fn import_session(
     now: DateTime<Utc>,
 ) -> R<ImportOutcome> {
     let s = &dump.session;
+    // Concurrent imports of one id queue here, so the later ones (each
+    // statement reads what committed before it, at READ COMMITTED) find
+    // the session written and change nothing, instead of failing on the
+    // primary key. Row locks cannot do this: the row does not exist yet.
+    let lock = tx
+        .prepare_cached("SELECT pg_advisory_xact_lock(hashtext('agent-session import ' || $1))")
+        .await?;
+    tx.run(&lock, &[&s.id]).await?;
     let existing = tx
         .prepare_cached(&format!(
             "SELECT version, expires_at FROM {} WHERE id = $1 FOR UPDATE",
             t.sessions
         ))
         .await?;
-    if let Some(row) = tx.query_opt(&existing, &[&s.id]).await? {
-        if !expired(row.try_get(1)?, now) && count(row.try_get(0)?) >= s.version {
+    if let Some(row) = tx.fetch_opt(&existing, &[&s.id]).await? {
+        // A corrupt stored version (negative) is replaced by a valid dump.
+        let stored = stored_counter(row.try_get(0)?, MAX_VERSION, String::new).ok();
+        if !expired(row.try_get(1)?, now) && stored.is_some_and(|v| v >= s.version) {
             return Ok(ImportOutcome::Unchanged);
         }
         let del = tx
             .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
             .await?;
-        tx.execute(&del, &[&s.id]).await?;
+        tx.run(&del, &[&s.id]).await?;
     }
     let position = dump.context_positions();
     let context_tokens = dump.context_tokens();
-    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let as_i64 = sql_int;
     let insert = tx
         .prepare_cached(&format!(
             "INSERT INTO {} (id, app, user_id, key, status, created_at, updated_at, expires_at, metadata, \
@@ -1071,7 +1122,7 @@ pub(crate) async fn import_session(
             t.sessions
         ))
         .await?;
-    tx.execute(
+    tx.run(
         &insert,
         &[
             &s.id,
@@ -1085,11 +1136,13 @@ pub(crate) async fn import_session(
             &to_json(&s.metadata, "metadata")?,
             &to_json(&s.state, "state")?,
             &to_json(&dump.initial_state, "initial state")?,
-            &as_i64(dump.events.len() as u64),
+            &i64::try_from(dump.events.len()).unwrap_or(i64::MAX),
             &as_i64(context_tokens),
             &as_i64(s.version),
             &as_i64(dump.last_seq),
-            &(i64::try_from(dump.context.len()).unwrap_or(0) + 1),
+            &i64::try_from(dump.context.len())
+                .unwrap_or(i64::MAX)
+                .saturating_add(1),
         ],
     )
     .await?;
@@ -1135,7 +1188,7 @@ pub(crate) async fn import_session(
         let mut params: Vec<&(dyn ToSql + Sync)> =
             key.iter().map(|k| k as &(dyn ToSql + Sync)).collect();
         params.push(&json);
-        tx.execute(&stmt, &params).await?;
+        tx.run(&stmt, &params).await?;
     }
     Ok(ImportOutcome::Imported)
 }

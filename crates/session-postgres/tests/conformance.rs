@@ -48,3 +48,37 @@ async fn postgres(clock: SharedClock) -> Option<TestStore> {
 session_testkit::conformance_suite!(postgres);
 session_testkit::model_suite!(postgres);
 session_testkit::stress_suite!(postgres);
+
+/// A session row with a negative version (written by hand or by an old
+/// bug) is reported for that session only; listings name it as unreadable.
+#[test]
+fn corrupt_session_row_is_reported_alone() {
+    session_testkit::run_case(postgres, |fx| async move {
+        session_testkit::hostile::corrupt_session_is_reported_alone(fx, |id| async move {
+            let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(conn);
+            // Every test has its own schema: find the one holding this id.
+            let rows = client
+                .query(
+                    "SELECT table_schema FROM information_schema.tables \
+                     WHERE table_name = 'sessions' AND table_schema LIKE 't\\_%'",
+                    &[],
+                )
+                .await
+                .expect("schemas");
+            for row in rows {
+                let schema: String = row.get(0);
+                client
+                    .execute(
+                        &format!("UPDATE \"{schema}\".sessions SET version = -5 WHERE id = $1"),
+                        &[&id],
+                    )
+                    .await
+                    .expect("corrupt");
+            }
+        })
+        .await;
+    });
+}

@@ -2,6 +2,8 @@
 local h, err = load_head()
 if not h then return err end
 local i, n = 6, tonumber(ARGV[5])
+local full = check_room(h, i, n)
+if full then return full end
 local seqs, written = {}, 0
 for _ = 1, n do
   local tok = tonumber(ARGV[i + 2])

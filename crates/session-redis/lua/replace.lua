@@ -2,9 +2,12 @@
 local err = check(true)
 if err then return err end
 if redis.call('HGET', KEYS[S], 'version') ~= ARGV[5] then return 0 end
-local h = load_head()
-redis.call('DEL', KEYS[CTX])
+local h, herr = load_head()
+if not h then return herr end
 local i, n = 7, tonumber(ARGV[6])
+local full = check_room(h, i, n) or check_version()
+if full then return full end
+redis.call('DEL', KEYS[CTX])
 for _ = 1, n do
   local known = redis.call('HGET', KEYS[IDS], ARGV[i])
   if known then

@@ -3,6 +3,8 @@
 local err = check(true)
 if err then return err end
 if redis.call('HGET', KEYS[S], 'version') ~= ARGV[5] then return -1 end
+local full = check_version()
+if full then return full end
 local from = tonumber(ARGV[6])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[ARC], from, '+inf')
 for _, seq in ipairs(gone) do

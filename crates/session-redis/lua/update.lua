@@ -4,6 +4,8 @@ local err = check(true)
 if err then return err end
 local version = redis.call('HGET', KEYS[S], 'version')
 if ARGV[5] ~= '' and version ~= ARGV[5] then return redis.error_reply('CONFLICT ' .. version) end
+local full = check_version()
+if full then return full end
 local n = tonumber(ARGV[6])
 local i = 7
 for _ = 1, n do

@@ -15,6 +15,7 @@ use session_core::{
     SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionQuery, SessionRepository,
     SessionUpdate, SharedClock, SharedState, StateMap,
 };
+use session_core::{stored_counter, MAX_VERSION};
 
 pub(crate) const BACKEND: &str = "redis";
 
@@ -83,7 +84,7 @@ struct Scripts {
     rewind: Script,
     update: Script,
     delete: Script,
-    load: Script,
+    import: Script,
 }
 
 /// A [`SessionRepository`] on Redis, standalone or cluster.
@@ -190,7 +191,7 @@ impl RedisRepositoryBuilder {
                 rewind: script(include_str!("../lua/rewind.lua")),
                 update: script(include_str!("../lua/update.lua")),
                 delete: script(include_str!("../lua/delete.lua")),
-                load: script(include_str!("../lua/load.lua")),
+                import: script(include_str!("../lua/import.lua")),
             }),
         };
         let mut c = repo.conn.clone();
@@ -205,6 +206,13 @@ impl RedisRepositoryBuilder {
 const SESSION_KEYS: [&str; 11] = [
     "s", "st", "ev", "ids", "sid", "arc", "ctx", "tok", "inv", "dl", "init",
 ];
+
+/// `app/user` (or `app/key`) for a key name, with `/` inside either part
+/// escaped as `%2F`: names may hold `/` but never `%`, so two owners never
+/// share a key, and names without `/` keep the key they always had.
+fn pair(a: &str, b: &str) -> String {
+    format!("{}/{}", a.replace('/', "%2F"), b.replace('/', "%2F"))
+}
 
 fn micros(t: DateTime<Utc>) -> i64 {
     t.timestamp_micros()
@@ -248,12 +256,21 @@ impl RedisRepository {
     }
 
     /// Connects to `redis://…` (standalone) or `redis+cluster://host1:port,host2:port` (cluster).
+    ///
+    /// `?prefix=NAME` sets the key prefix (default `as`), so several
+    /// applications can share one database; any other parameter is refused.
     pub async fn from_url(url: &str) -> session_core::Result<Self> {
-        if let Some(rest) = url.strip_prefix("redis+cluster://") {
+        let (base, params) = session_core::split_url_query(url, "redis", &["prefix"])?;
+        let mut builder = if let Some(rest) = base.strip_prefix("redis+cluster://") {
             let nodes = rest.split(',').map(|n| format!("redis://{n}")).collect();
-            return Self::cluster_builder(nodes).connect().await;
+            Self::cluster_builder(nodes)
+        } else {
+            Self::builder(base)
+        };
+        for (_, prefix) in params {
+            builder = builder.prefix(prefix);
         }
-        Self::builder(url).connect().await
+        builder.connect().await
     }
 
     fn keys(&self, id: &str) -> Vec<String> {
@@ -302,6 +319,13 @@ impl RedisRepository {
                 what: "session",
                 id: id.to_owned(),
             },
+            Some("LIMIT") => SessionError::invalid(
+                "session",
+                e.detail()
+                    .unwrap_or("a counter reached its maximum")
+                    .to_owned(),
+            ),
+            Some("CORRUPT") => SessionError::serialization(format!("session {id} head"), e),
             _ => map_err(e),
         }
     }
@@ -372,7 +396,10 @@ impl RedisRepository {
             let Some(d) = &e.state_delta else { continue };
             let split = ScopedDelta::split(d);
             for (hash, map) in [
-                (format!("{}:u:{{{app}/{user}}}", self.prefix), &split.user),
+                (
+                    format!("{}:u:{{{}}}", self.prefix, pair(app, user)),
+                    &split.user,
+                ),
                 (format!("{}:a:{{{app}}}", self.prefix), &split.app),
             ] {
                 for (k, v) in map {
@@ -400,12 +427,12 @@ impl RedisRepository {
         let zadd = |index: String| redis::cmd("ZADD").arg(index).arg(score).arg(id).clone();
         for cmd in [
             zadd(format!("{}:idx:all", self.prefix)),
-            zadd(format!("{}:idx:o:{app}/{user}", self.prefix)),
+            zadd(format!("{}:idx:o:{}", self.prefix, pair(app, user))),
         ] {
             cmd.query_async::<()>(&mut c).await.map_err(map_err)?;
         }
         if !key.is_empty() {
-            zadd(format!("{}:idx:k:{app}/{key}", self.prefix))
+            zadd(format!("{}:idx:k:{}", self.prefix, pair(app, key)))
                 .query_async::<()>(&mut c)
                 .await
                 .map_err(map_err)?;
@@ -480,9 +507,15 @@ impl RedisRepository {
             metadata: serde_json::from_str(get("metadata"))
                 .map_err(|e| bad("metadata", e.to_string()))?,
             state,
-            event_count: u64::try_from(int("event_count")?).unwrap_or(0),
-            context_tokens: u64::try_from(int("context_tokens")?).unwrap_or(0),
-            version: u64::try_from(int("version")?).unwrap_or(0),
+            event_count: stored_counter(int("event_count")?, u64::MAX, || {
+                format!("session {id} event_count")
+            })?,
+            context_tokens: stored_counter(int("context_tokens")?, u64::MAX, || {
+                format!("session {id} context_tokens")
+            })?,
+            version: stored_counter(int("version")?, MAX_VERSION, || {
+                format!("session {id} version")
+            })?,
         })
     }
 
@@ -714,11 +747,11 @@ impl SessionRepository for RedisRepository {
                 );
                 let mut idx = vec![
                     format!("{}:idx:all", self.prefix),
-                    format!("{}:idx:o:{app}/{user}", self.prefix),
+                    format!("{}:idx:o:{}", self.prefix, pair(&app, &user)),
                     format!("{}:idx:exp", self.prefix),
                 ];
                 if !key.is_empty() {
-                    idx.push(format!("{}:idx:k:{app}/{key}", self.prefix));
+                    idx.push(format!("{}:idx:k:{}", self.prefix, pair(&app, &key)));
                 }
                 for i in idx {
                     redis::cmd("ZREM")
@@ -736,17 +769,26 @@ impl SessionRepository for RedisRepository {
     async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
         query.check(&self.limits)?;
         let index = match (&query.app, &query.user_id, &query.key) {
-            (Some(a), Some(u), _) => format!("{}:idx:o:{a}/{u}", self.prefix),
-            (Some(a), None, Some(k)) => format!("{}:idx:k:{a}/{k}", self.prefix),
+            (Some(a), Some(u), _) => format!("{}:idx:o:{}", self.prefix, pair(a, u)),
+            (Some(a), None, Some(k)) => format!("{}:idx:k:{}", self.prefix, pair(a, k)),
             _ => format!("{}:idx:all", self.prefix),
         };
         let now = self.now();
         let mut found = Vec::new();
+        let mut unreadable = Vec::new();
         for id in self.ids_in(&index).await? {
-            if let Some((f, st)) = self.raw_session(&id).await? {
-                let s = Self::decode_session(&id, &f, st)?;
-                if !s.is_expired_at(now) && query.matches(&s) {
-                    found.push(s);
+            let read = match self.raw_session(&id).await {
+                Ok(None) => continue,
+                Ok(Some((f, st))) => Self::decode_session(&id, &f, st),
+                Err(e) if e.kind() == session_core::ErrorKind::Serialization => Err(e),
+                Err(e) => return Err(e),
+            };
+            match read {
+                Ok(s) if !s.is_expired_at(now) && query.matches(&s) => found.push(s),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(id = %id, kind = ?e.kind(), "unreadable session left out of the list");
+                    unreadable.push(id);
                 }
             }
         }
@@ -755,7 +797,14 @@ impl SessionRepository for RedisRepository {
                 .cmp(&a.updated_at)
                 .then_with(|| a.id.cmp(&b.id))
         });
-        Ok(Page::paginate(found, query.page, query.page_size))
+        let mut page = Page::paginate(found, query.page, query.page_size);
+        // Named only where the index read is the asker's own (owner index) or
+        // an operator's unfiltered listing, so no owner sees another's ids.
+        let own_index = query.app.is_some() && query.user_id.is_some();
+        if query.page == 0 && (own_index || query.is_unfiltered()) {
+            page.unreadable = unreadable;
+        }
+        Ok(page)
     }
 
     async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
@@ -850,11 +899,14 @@ impl SessionRepository for RedisRepository {
                 else {
                     return Ok(Page::empty(filter.page, filter.page_size));
                 };
-                (
-                    offset,
-                    offset + i64::try_from(filter.page_size).unwrap_or(i64::MAX),
-                    false,
-                )
+                // ZRANGE's stop is inclusive: page_size + 1 items tell whether more follow.
+                let Some(stop) = i64::try_from(filter.page_size)
+                    .ok()
+                    .and_then(|size| offset.checked_add(size))
+                else {
+                    return Ok(Page::empty(filter.page, filter.page_size));
+                };
+                (offset, stop, false)
             };
             let seqs: Vec<u64> = redis::cmd("ZRANGE")
                 .arg(key)
@@ -1006,7 +1058,7 @@ impl SessionRepository for RedisRepository {
                 let now = self.now();
                 let mut out = Vec::new();
                 for id in self
-                    .ids_in(&format!("{}:idx:o:{app}/{user_id}", self.prefix))
+                    .ids_in(&format!("{}:idx:o:{}", self.prefix, pair(app, user_id)))
                     .await?
                 {
                     if let Some((f, st)) = self.raw_session(&id).await? {
@@ -1054,7 +1106,7 @@ impl SessionRepository for RedisRepository {
                 .read_state(&format!("{}:a:{{{app}}}", self.prefix))
                 .await?,
             user: self
-                .read_state(&format!("{}:u:{{{app}/{user_id}}}", self.prefix))
+                .read_state(&format!("{}:u:{{{}}}", self.prefix, pair(app, user_id)))
                 .await?,
         })
     }
@@ -1103,8 +1155,11 @@ impl SessionRepository for RedisRepository {
             if existing.version >= dump.session.version {
                 return Ok(ImportOutcome::Unchanged);
             }
+            if self.cluster {
+                // The old owner's indexes live outside the session's slot.
+                self.delete(&id).await?;
+            }
         }
-        self.delete(&id).await?;
         let s = dump.session.clone();
         let fields: Vec<(&str, String)> = vec![
             ("app", s.app.clone()),
@@ -1125,9 +1180,13 @@ impl SessionRepository for RedisRepository {
             ("context_tokens", dump.context_tokens().to_string()),
             ("version", s.version.to_string()),
             ("last_seq", dump.last_seq.to_string()),
-            ("next_ctx_pos", (dump.context.len() + 1).to_string()),
+            (
+                "next_ctx_pos",
+                dump.context.len().saturating_add(1).to_string(),
+            ),
         ];
         let mut args = self.base_args(&id);
+        args.push(s.version.to_string());
         args.push(fields.len().to_string());
         for (k, v) in fields {
             args.push(k.to_owned());
@@ -1137,12 +1196,9 @@ impl SessionRepository for RedisRepository {
         args.extend(kv_args(&dump.shared.user)?);
         args.extend(kv_args(&dump.shared.app)?);
         args.extend(kv_args(&dump.initial_state)?);
-        // Created with the dump's own times: the create script compares expiry with the real clock.
-        self.run(&self.scripts.create, &id, args).await?;
         let positions = dump.context_positions();
         let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
         let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
-        let mut args = self.base_args(&id);
         args.push(dump.events.len().to_string());
         for ((e, body), seq) in dump.events.iter().zip(&bodies).zip(seqs) {
             let split = e
@@ -1167,7 +1223,10 @@ impl SessionRepository for RedisRepository {
                     .unwrap_or_default(),
             ]);
         }
-        self.run(&self.scripts.load, &id, args).await?;
+        // One script: concurrent imports of the same dump write it once.
+        if self.run(&self.scripts.import, &id, args).await? == Value::Int(0) {
+            return Ok(ImportOutcome::Unchanged);
+        }
         if self.cluster {
             let e = SessionEvent::builder(session_core::Message::user(""))
                 .state_delta(

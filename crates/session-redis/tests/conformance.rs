@@ -44,3 +44,27 @@ async fn redis_store(clock: SharedClock) -> Option<TestStore> {
 session_testkit::conformance_suite!(redis_store);
 session_testkit::model_suite!(redis_store);
 session_testkit::stress_suite!(redis_store);
+
+/// A session whose head hash holds a version that is not a number is
+/// reported for that session only; listings name it as unreadable.
+#[test]
+fn corrupt_session_head_is_reported_alone() {
+    session_testkit::run_case(redis_store, |fx| async move {
+        session_testkit::hostile::corrupt_session_is_reported_alone(fx, |id| async move {
+            let client = redis::Client::open(url()).expect("client");
+            let mut c = client.get_connection().expect("connection");
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("t*:{{{id}}}:s"))
+                .query(&mut c)
+                .expect("keys");
+            assert_eq!(keys.len(), 1, "{keys:?}");
+            let _: () = redis::cmd("HSET")
+                .arg(&keys[0])
+                .arg("version")
+                .arg("1.8446744073709552e19")
+                .query(&mut c)
+                .expect("corrupt");
+        })
+        .await;
+    });
+}

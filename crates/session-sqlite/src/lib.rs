@@ -251,7 +251,7 @@ impl SqliteRepository {
             .ok_or_else(|| {
                 SessionError::invalid("store URL", format!("{url:?} is not a sqlite: URL"))
             })?;
-        let path = rest.split('?').next().unwrap_or_default();
+        let (path, _) = session_core::split_url_query(rest, "sqlite", &[])?;
         match path {
             ":memory:" => Self::in_memory().await,
             "" => Err(SessionError::invalid(

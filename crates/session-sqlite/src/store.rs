@@ -13,6 +13,7 @@ use session_core::{
     SessionError, SessionEvent, SessionQuery, SessionStatus, SessionUpdate, SharedState, StateMap,
     SyntheticFilter,
 };
+use session_core::{next_seq, next_version, stored_counter, MAX_SEQ, MAX_VERSION};
 
 use crate::BACKEND;
 
@@ -49,6 +50,31 @@ impl<T> SqlResult<T> for rusqlite::Result<T> {
     }
 }
 
+/// A seq or version as SQLite stores it; values are bounded by
+/// `MAX_SEQ`/`MAX_VERSION`, far inside `i64`.
+fn sql_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The context position after `pos`, or a typed error instead of SQLite's
+/// silent switch to floating point past `i64::MAX`.
+fn next_position(pos: i64) -> Result<i64> {
+    pos.checked_add(1).ok_or_else(|| {
+        SessionError::invalid("context", "the context position counter is exhausted")
+    })
+}
+
+/// A head read that failed on a column of the wrong type is corruption of
+/// that session (`Serialization`), anything else an engine error.
+fn corrupt_or(id: &str, e: rusqlite::Error) -> SessionError {
+    match e {
+        rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..) => {
+            SessionError::serialization(format!("session {id} row"), e)
+        }
+        other => map_err(other),
+    }
+}
+
 fn micros(t: DateTime<Utc>) -> i64 {
     t.timestamp_micros()
 }
@@ -80,22 +106,30 @@ struct RawSession {
     version: i64,
 }
 
-fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
-    Ok(RawSession {
-        id: row.get(0)?,
-        app: row.get(1)?,
-        user_id: row.get(2)?,
-        key: row.get(3)?,
-        status: row.get(4)?,
-        created_at: row.get(5)?,
-        updated_at: row.get(6)?,
-        expires_at: row.get(7)?,
-        metadata: row.get(8)?,
-        state: row.get(9)?,
-        event_count: row.get(10)?,
-        context_tokens: row.get(11)?,
-        version: row.get(12)?,
-    })
+/// Reads one session row: the id, and the rest or the reason it could not
+/// be read (a column of the wrong type), so one corrupt row is reported for
+/// its session and never fails a whole listing.
+fn raw_session(row: &Row<'_>) -> rusqlite::Result<(String, Result<RawSession>)> {
+    let id: String = row.get(0)?;
+    let rest = (|| {
+        Ok(RawSession {
+            id: id.clone(),
+            app: row.get(1)?,
+            user_id: row.get(2)?,
+            key: row.get(3)?,
+            status: row.get(4)?,
+            created_at: row.get(5)?,
+            updated_at: row.get(6)?,
+            expires_at: row.get(7)?,
+            metadata: row.get(8)?,
+            state: row.get(9)?,
+            event_count: row.get(10)?,
+            context_tokens: row.get(11)?,
+            version: row.get(12)?,
+        })
+    })()
+    .map_err(|e: rusqlite::Error| SessionError::serialization(format!("session {id} row"), e));
+    Ok((id, rest))
 }
 
 fn decode_session(r: RawSession) -> Result<Session> {
@@ -120,9 +154,9 @@ fn decode_session(r: RawSession) -> Result<Session> {
             .transpose()?,
         metadata: parse_map(&r.metadata, || ctx("metadata"))?,
         state: parse_map(&r.state, || ctx("state"))?,
-        event_count: u64::try_from(r.event_count).unwrap_or(0),
-        context_tokens: u64::try_from(r.context_tokens).unwrap_or(0),
-        version: u64::try_from(r.version).unwrap_or(0),
+        event_count: stored_counter(r.event_count, u64::MAX, || ctx("event_count"))?,
+        context_tokens: stored_counter(r.context_tokens, u64::MAX, || ctx("context_tokens"))?,
+        version: stored_counter(r.version, MAX_VERSION, || ctx("version"))?,
         id: r.id,
         app: r.app,
         user_id: r.user_id,
@@ -145,7 +179,8 @@ pub(crate) fn get(conn: &Connection, id: &str, now: DateTime<Utc>) -> Result<Ses
         .optional()
         .sql()?;
     match raw {
-        Some(r) if !expired(r.expires_at, now) => decode_session(r),
+        Some((_, Ok(r))) if !expired(r.expires_at, now) => decode_session(r),
+        Some((_, Err(e))) => Err(e),
         _ => Err(SessionError::session_not_found(id)),
     }
 }
@@ -169,8 +204,10 @@ struct Head {
     user_id: String,
     /// The session-scope state, parsed only if a delta touches it.
     state: LazyState,
-    version: i64,
-    last_seq: i64,
+    /// Checked to be within `0..=MAX_VERSION` when read.
+    version: u64,
+    /// Checked to be within `0..=MAX_SEQ` when read.
+    last_seq: u64,
     next_ctx_pos: i64,
 }
 
@@ -193,19 +230,20 @@ fn head(tx: &Transaction<'_>, id: &str, now: DateTime<Utc>) -> Result<Head> {
             ))
         })
         .optional()
-        .sql()?;
+        .map_err(|e| corrupt_or(id, e))?;
     let Some((app, user_id, expires_at, state, version, last_seq, next_ctx_pos)) = row else {
         return Err(SessionError::session_not_found(id));
     };
     if expired(expires_at, now) {
         return Err(SessionError::Expired { id: id.to_owned() });
     }
+    let what = |field: &str| format!("session {id} {field}");
     Ok(Head {
         app,
         user_id,
         state: LazyState::new(state, id),
-        version,
-        last_seq,
+        version: stored_counter(version, MAX_VERSION, || what("version"))?,
+        last_seq: stored_counter(last_seq, MAX_SEQ, || what("last_seq"))?,
         next_ctx_pos,
     })
 }
@@ -484,8 +522,9 @@ pub(crate) fn update(
     now: DateTime<Utc>,
 ) -> Result<Session> {
     let h = head(tx, id, now)?;
+    next_version(h.version)?;
     if let Some(expected) = update.expected_version {
-        let actual = u64::try_from(h.version).unwrap_or(0);
+        let actual = h.version;
         if actual != expected {
             return Err(SessionError::Conflict {
                 id: id.to_owned(),
@@ -594,16 +633,13 @@ pub(crate) fn list(
         q.page_size + 1
     ));
     let mut stmt = conn.prepare(&sql).sql()?;
-    let raws: Vec<RawSession> = stmt
+    let rows: Vec<(String, Result<Session>)> = stmt
         .query_map(params_from_iter(values), raw_session)
         .sql()?
+        .map(|row| row.map(|(id, raw)| (id, raw.and_then(decode_session))))
         .collect::<rusqlite::Result<_>>()
         .sql()?;
-    let items = raws
-        .into_iter()
-        .map(decode_session)
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Page::from_overfetch(items, q.page, q.page_size))
+    Ok(Page::from_overfetch_decoded(rows, q.page, q.page_size))
 }
 
 pub(crate) fn append(
@@ -620,22 +656,27 @@ pub(crate) fn append(
     let mut tokens = 0i64;
     let mut written = 0i64;
     for (e, body) in events.iter().zip(bodies) {
-        let seq = h.last_seq + 1;
-        if !insert_event(tx, id, seq, Some(h.next_ctx_pos), e, body)? {
+        let candidate = h.last_seq.saturating_add(1);
+        if !insert_event(tx, id, sql_int(candidate), Some(h.next_ctx_pos), e, body)? {
             let existing = existing_seq(tx, id, &e.id)?.unwrap_or(0);
-            seqs.push(u64::try_from(existing).unwrap_or(0));
+            seqs.push(stored_counter(existing, MAX_SEQ, || {
+                format!("session {id} event {} seq", e.id)
+            })?);
             continue;
         }
+        // Past the maximum: the error rolls the whole batch back with the transaction.
+        let seq = next_seq(h.last_seq)?;
         h.last_seq = seq;
-        h.next_ctx_pos += 1;
+        h.next_ctx_pos = next_position(h.next_ctx_pos)?;
         if let Some(d) = &e.state_delta {
             shared.apply_event(h.state.get_mut()?, d);
         }
-        tokens += i64::from(e.token_estimate);
+        tokens = tokens.saturating_add(i64::from(e.token_estimate));
         written += 1;
-        seqs.push(u64::try_from(seq).unwrap_or(0));
+        seqs.push(seq);
     }
     if written > 0 {
+        let version = next_version(h.version)?;
         tx.prepare_cached(
             "UPDATE sessions SET state = COALESCE(?2, state), version = version + 1, last_seq = ?3, \
              next_ctx_pos = ?4, event_count = event_count + ?5, context_tokens = context_tokens + ?6, \
@@ -645,7 +686,7 @@ pub(crate) fn append(
         .execute(params![
             id,
             h.state.changed()?,
-            h.last_seq,
+            sql_int(h.last_seq),
             h.next_ctx_pos,
             written,
             tokens,
@@ -654,10 +695,10 @@ pub(crate) fn append(
         .sql()?;
         SharedWrite(&shared).write(tx, &h.app, &h.user_id)?;
         indexing.after_insert(tx)?;
-        h.version += 1;
+        h.version = version;
     }
     Ok(AppendOutcome {
-        version: u64::try_from(h.version).unwrap_or(0),
+        version: h.version,
         seqs,
         written: usize::try_from(written).unwrap_or(0),
     })
@@ -671,7 +712,9 @@ pub(crate) fn event_version(conn: &Connection, id: &str, now: DateTime<Utc>) -> 
         .optional()
         .sql()?;
     match row {
-        Some((v, exp)) if !expired(exp, now) => Ok(u64::try_from(v).unwrap_or(0)),
+        Some((v, exp)) if !expired(exp, now) => {
+            stored_counter(v, MAX_VERSION, || format!("session {id} version"))
+        }
         _ => Err(SessionError::session_not_found(id)),
     }
 }
@@ -686,9 +729,10 @@ pub(crate) fn replace_context(
     indexing: &Indexing<'_>,
 ) -> Result<bool> {
     let mut h = head(tx, id, now)?;
-    if u64::try_from(h.version).ok() != Some(expected_version) {
+    if h.version != expected_version {
         return Ok(false);
     }
+    next_version(h.version)?;
     tx.prepare_cached(
         "UPDATE events SET ctx_pos = NULL WHERE session_id = ?1 AND ctx_pos IS NOT NULL",
     )
@@ -699,15 +743,15 @@ pub(crate) fn replace_context(
     let mut added = 0i64;
     for (e, body) in events.iter().zip(bodies) {
         let pos = h.next_ctx_pos;
-        h.next_ctx_pos += 1;
+        h.next_ctx_pos = next_position(h.next_ctx_pos)?;
         let moved = tx
             .prepare_cached("UPDATE events SET ctx_pos = ?3 WHERE session_id = ?1 AND id = ?2")
             .sql()?
             .execute(params![id, e.id, pos])
             .sql()?;
         if moved == 0 {
-            h.last_seq += 1;
-            insert_event(tx, id, h.last_seq, Some(pos), e, body)?;
+            h.last_seq = next_seq(h.last_seq)?;
+            insert_event(tx, id, sql_int(h.last_seq), Some(pos), e, body)?;
             if let Some(d) = &e.state_delta {
                 shared.apply_event(h.state.get_mut()?, d);
             }
@@ -725,7 +769,7 @@ pub(crate) fn replace_context(
     .execute(params![
         id,
         h.state.changed()?,
-        h.last_seq,
+        sql_int(h.last_seq),
         h.next_ctx_pos,
         added,
         micros(now)
@@ -745,6 +789,7 @@ pub(crate) fn rewind(
     now: DateTime<Utc>,
 ) -> Result<RewindOutcome> {
     let h = head(tx, id, now)?;
+    let version = next_version(h.version)?;
     let from: Option<i64> = tx
         .prepare_cached("SELECT MIN(seq) FROM events WHERE session_id = ?1 AND invocation_id = ?2")
         .sql()?
@@ -803,10 +848,7 @@ pub(crate) fn rewind(
     .sql()?
     .execute(params![id, to_json(&state, "state")?, micros(now)])
     .sql()?;
-    Ok(RewindOutcome {
-        version: u64::try_from(h.version + 1).unwrap_or(0),
-        removed,
-    })
+    Ok(RewindOutcome { version, removed })
 }
 
 fn decode_event(session_id: &str, seq: i64, body: &str) -> Result<SessionEvent> {
@@ -936,12 +978,9 @@ pub(crate) fn events(
     };
     let mut stmt = conn.prepare_cached(&sql).sql()?;
     let (items, has_more) = decode_all(&mut stmt, values, Some(filter.page_size), skip)?;
-    Ok(Page {
-        items,
-        page: filter.page,
-        page_size: filter.page_size,
-        has_more,
-    })
+    let mut page = Page::from_overfetch(items, filter.page, filter.page_size);
+    page.has_more = has_more;
+    Ok(page)
 }
 
 /// Whether a LIKE on the stored JSON body can pre-filter for `text`: ASCII
@@ -1061,12 +1100,9 @@ pub(crate) fn search(
             score: None,
         });
     }
-    Ok(Page {
-        items,
-        page: q.page,
-        page_size: q.page_size,
-        has_more,
-    })
+    let mut page = Page::from_overfetch(items, q.page, q.page_size);
+    page.has_more = has_more;
+    Ok(page)
 }
 
 fn ranked_search(
@@ -1203,14 +1239,17 @@ pub(crate) fn import_session(
         .optional()
         .sql()?;
     if let Some((version, exp)) = existing {
-        if !expired(exp, now) && u64::try_from(version).unwrap_or(0) >= s.version {
+        // A corrupt stored version (negative, past the maximum) is replaced
+        // by a valid dump rather than blocking the restore.
+        let stored = stored_counter(version, MAX_VERSION, String::new).ok();
+        if !expired(exp, now) && stored.is_some_and(|v| v >= s.version) {
             return Ok(ImportOutcome::Unchanged);
         }
         purge_session(tx, &s.id)?;
     }
     let position = dump.context_positions();
     let context_tokens = dump.context_tokens();
-    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let as_i64 = sql_int;
     tx.prepare_cached(
         "INSERT INTO sessions (id, app, user_id, key, status, created_at, updated_at, expires_at, \
          metadata, state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
@@ -1229,11 +1268,13 @@ pub(crate) fn import_session(
         to_json(&s.metadata, "metadata")?,
         to_json(&s.state, "state")?,
         to_json(&dump.initial_state, "initial state")?,
-        as_i64(dump.events.len() as u64),
+        i64::try_from(dump.events.len()).unwrap_or(i64::MAX),
         as_i64(context_tokens),
         as_i64(s.version),
         as_i64(dump.last_seq),
-        i64::try_from(dump.context.len()).unwrap_or(0) + 1,
+        i64::try_from(dump.context.len())
+            .unwrap_or(i64::MAX)
+            .saturating_add(1),
     ])
     .sql()?;
     for (e, body) in dump.events.iter().zip(bodies) {

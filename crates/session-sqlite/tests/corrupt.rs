@@ -97,9 +97,31 @@ async fn corrupt_session_row_is_reported_not_panicked_on() {
     repo.append("s1", vec![SessionEvent::new(Message::user("x"))])
         .await
         .unwrap();
-    let listed = repo
-        .list(&session_core::SessionQuery::new())
-        .await
-        .unwrap_err();
-    assert_eq!(listed.kind(), ErrorKind::Serialization);
+    // A listing names the damaged session instead of failing.
+    let listed = repo.list(&session_core::SessionQuery::new()).await.unwrap();
+    assert!(listed.items.is_empty());
+    assert_eq!(listed.unreadable, ["s1"]);
+}
+
+/// A version past `i64::MAX` (which SQLite silently stores as a REAL) in
+/// one session row fails only that session: listings, stats and exports of
+/// every other session go on, and name the damaged one as unreadable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_row_with_a_real_version_is_reported_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("corrupt.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let fx = session_testkit::Fixture::new(
+        std::sync::Arc::new(repo),
+        std::sync::Arc::new(session_core::ManualClock::new()),
+    );
+    session_testkit::hostile::corrupt_session_is_reported_alone(fx, |id| async move {
+        let raw = rusqlite::Connection::open(&db).unwrap();
+        raw.execute(
+            "UPDATE sessions SET version = 1.8446744073709552e19 WHERE id = ?1",
+            [&id],
+        )
+        .unwrap();
+    })
+    .await;
 }

@@ -13,6 +13,11 @@ use session_core::{
     SessionService, SessionStatus, SessionUpdate, StateMap, SyntheticFilter, ToolCall, GROUP_USER,
 };
 
+pub use crate::hostile::{
+    chat_platform_identifiers_stay_apart, concurrent_identical_imports_write_once,
+    counters_at_the_maximum_refuse_writes_and_keep_data, extreme_pages_are_empty,
+    import_refuses_counters_past_the_maximum,
+};
 pub use crate::isolation::isolation_matrix_every_service_call;
 use crate::{assistant, texts, user, Fixture, APP};
 
@@ -146,9 +151,12 @@ pub async fn create_rejects_invalid_ids(fx: Fixture) {
             "get {bad:?}"
         );
     }
+    // Names take `/`, `@`, `|`, ... (see `chat_platform_identifiers_stay_apart`),
+    // but never spaces, backslashes, `%` (the stores' escape character) or globs.
     for (app, user) in [
-        ("../app", "alice"),
-        (APP, "a/b"),
+        ("a b", "alice"),
+        (APP, "a\\b"),
+        (APP, "a%2Fb"),
         ("", "alice"),
         ("*", "alice"),
         (APP, "[a-z]*"),

@@ -33,6 +33,7 @@ use session_core::{
 
 pub mod cases;
 pub mod full_disk;
+pub mod hostile;
 mod isolation;
 pub mod model;
 pub mod process;
@@ -241,6 +242,11 @@ macro_rules! __with_cases {
             rewind_removes_invocation_and_later_events,
             rewind_unknown_invocation_is_not_found,
             isolation_matrix_every_service_call,
+            import_refuses_counters_past_the_maximum,
+            counters_at_the_maximum_refuse_writes_and_keep_data,
+            extreme_pages_are_empty,
+            concurrent_identical_imports_write_once,
+            chat_platform_identifiers_stay_apart,
             oversize_event_is_rejected,
             nul_and_astral_text_round_trips,
             page_size_limits,

@@ -1,0 +1,63 @@
+//! Store URL query parameters: parsed once, unknown names refused.
+
+use crate::error::{Result, SessionError};
+
+/// Splits `url` at its `?` and returns the part before it with the query's
+/// `name=value` pairs, refusing a name not in `known` (or given twice) with
+/// an `InvalidInput` that lists what the store takes — so a misspelt
+/// option is never silently ignored.
+///
+/// ```
+/// use session_core::split_url_query;
+/// let (base, params) = split_url_query("redis://h:6379/0?prefix=app1", "redis", &["prefix"]).unwrap();
+/// assert_eq!(base, "redis://h:6379/0");
+/// assert_eq!(params, [("prefix".to_owned(), "app1".to_owned())]);
+/// assert!(split_url_query("sqlite://s.db?mode=ro", "sqlite", &[]).is_err());
+/// ```
+pub fn split_url_query<'a>(
+    url: &'a str,
+    store: &str,
+    known: &[&str],
+) -> Result<(&'a str, Vec<(String, String)>)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url, Vec::new()));
+    };
+    let mut params: Vec<(String, String)> = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !known.contains(&name) {
+            let takes = if known.is_empty() {
+                "it takes no query parameters".to_owned()
+            } else {
+                format!("it takes: {}", known.join(", "))
+            };
+            return Err(SessionError::invalid(
+                "store URL",
+                format!("unknown {store} URL parameter {name:?}; {takes}"),
+            ));
+        }
+        if params.iter().any(|(n, _)| n == name) {
+            return Err(SessionError::invalid(
+                "store URL",
+                format!("{store} URL parameter {name:?} is given twice"),
+            ));
+        }
+        params.push((name.to_owned(), value.to_owned()));
+    }
+    Ok((base, params))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_repeated_parameters_are_refused() {
+        let err = split_url_query("redis://h?prefx=a", "redis", &["prefix"]).unwrap_err();
+        assert!(err.to_string().contains("prefx"), "{err}");
+        assert!(err.to_string().contains("prefix"), "{err}");
+        assert!(split_url_query("redis://h?prefix=a&prefix=b", "redis", &["prefix"]).is_err());
+        let (base, p) = split_url_query("fs://./data", "fs", &[]).unwrap();
+        assert_eq!((base, p.len()), ("fs://./data", 0));
+    }
+}
