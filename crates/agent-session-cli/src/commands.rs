@@ -155,6 +155,12 @@ async fn everyday(
                 });
             }
             let page = repo.list(&q).await?;
+            for id in &page.unreadable {
+                crate::report(format_args!(
+                    "warning: session {id} could not be read (corrupt stored data); \
+                     `agent-session show {id}` gives the error"
+                ));
+            }
             if json {
                 for s in &page.items {
                     writeln!(out, "{}", serde_json::to_string(s)?)?;

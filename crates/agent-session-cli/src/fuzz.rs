@@ -171,6 +171,10 @@ pub fn store_url(data: &[u8]) {
             assert!(shown.len() <= url.len() + 3, "{url:?} → {shown:?}");
         }
     }
+    if let Ok((base, params)) = agent_session::split_url_query(url, "fuzz", &["prefix"]) {
+        assert!(url.starts_with(base), "{url:?} → {base:?}");
+        assert!(params.len() <= 1 && params.iter().all(|(n, _)| n == "prefix"));
+    }
     if let Ok(builder) = agent_session::EsRepository::builder_from_url(url) {
         let _ = format!("{builder:?}");
     }

@@ -46,6 +46,9 @@ async fn all_ids(repo: &dyn SessionRepository, app: Option<&str>) -> Result<Vec<
         }
         let p = repo.list(&q).await?;
         ids.extend(p.items.into_iter().map(|s| s.id));
+        // Sessions the store could not decode are tried too, so their
+        // errors are reported and counted instead of silently missing.
+        ids.extend(p.unreadable);
         if !p.has_more {
             return Ok(ids);
         }
