@@ -68,16 +68,19 @@ fn corrupt_session_row_is_reported_alone() {
                 )
                 .await
                 .expect("schemas");
+            // Other tests drop their schemas meanwhile: their errors are no concern.
+            let mut damaged = 0;
             for row in rows {
                 let schema: String = row.get(0);
-                client
+                damaged += client
                     .execute(
                         &format!("UPDATE \"{schema}\".sessions SET version = -5 WHERE id = $1"),
                         &[&id],
                     )
                     .await
-                    .expect("corrupt");
+                    .unwrap_or(0);
             }
+            assert_eq!(damaged, 1, "the session row was damaged");
         })
         .await;
     });
