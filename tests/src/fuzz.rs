@@ -7,8 +7,8 @@
 //! under libFuzzer for a bounded time.
 //!
 //! The command line's targets (`cli_args`, `store_url`) need the CLI crate,
-//! so their bodies live in `agent_session_cli::fuzz` and its
-//! `tests/fuzz_inputs.rs` replays their seeds and regressions.
+//! so their bodies live in `agent_session_cli::fuzz`; the same test replays
+//! theirs.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,12 +1,21 @@
 //! Replays every committed fuzz input through its target: the seeds in
 //! `fuzz/seeds/<target>/` and each crash the fuzzer found, kept in
-//! `fuzz/regressions/<target>/` once fixed. `cargo xtask fuzz` explores
-//! further from the same seeds.
+//! `fuzz/regressions/<target>/` once fixed — the store targets of
+//! `agent_session_scenarios::fuzz` and the command line's of
+//! `agent_session_cli::fuzz`. `cargo xtask fuzz` explores further from the
+//! same seeds.
 #![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 
-use agent_session_scenarios::fuzz::TARGETS;
+use agent_session_scenarios::fuzz::Target;
+
+/// Every fuzz target, store and command line.
+fn targets() -> impl Iterator<Item = &'static (&'static str, Target)> {
+    agent_session_scenarios::fuzz::TARGETS
+        .iter()
+        .chain(agent_session_cli::fuzz::TARGETS)
+}
 
 fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -24,12 +33,26 @@ fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
 
 #[test]
 fn every_seed_and_regression_input_passes_its_target() {
-    for (name, target) in TARGETS {
+    for (name, target) in targets() {
         let seeds = inputs("seeds", name);
         assert!(!seeds.is_empty(), "{name} has seed inputs");
         for path in seeds.iter().chain(&inputs("regressions", name)) {
             eprintln!("{name}: {}", path.display());
             target(&std::fs::read(path).unwrap());
         }
+    }
+}
+
+#[test]
+fn every_target_is_a_cargo_fuzz_binary() {
+    let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).unwrap();
+    for (name, _) in targets() {
+        assert!(
+            manifest.contains(&format!("name = \"{name}\"")),
+            "fuzz/Cargo.toml registers {name}"
+        );
+        let file = fuzz.join("fuzz_targets").join(format!("{name}.rs"));
+        assert!(file.is_file(), "{}", file.display());
     }
 }

@@ -132,8 +132,7 @@ fn fuzz_steps(only: Option<&str>) -> Result<Vec<Step>, String> {
             hint: "the fuzzer found a failing input, saved under fuzz/artifacts/<target>/: \
                    replay it with `cargo fuzz run <target> <file>`, fix the bug, then copy the \
                    file into fuzz/regressions/<target>/ so `cargo test -p agent-session-scenarios \
-                   --test fuzz_inputs` (or, for the CLI targets, `cargo test -p agent-session-cli \
-                   --test fuzz_inputs`) replays it from now on",
+                   --test fuzz_inputs` replays it from now on",
         });
     }
     Ok(steps)

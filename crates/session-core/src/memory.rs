@@ -72,6 +72,16 @@ impl Record {
             .sum()
     }
 
+    /// How many distinct event ids of `events` the session does not hold yet.
+    fn count_new(&self, events: &[SessionEvent]) -> usize {
+        events
+            .iter()
+            .map(|e| e.id.as_str())
+            .filter(|id| !self.ids.contains_key(*id))
+            .collect::<HashSet<_>>()
+            .len()
+    }
+
     /// Adds a new event to the archive (not the context); returns its seq.
     fn archive_new(&mut self, inner_shared: &mut Shared<'_>, mut event: SessionEvent) -> u64 {
         // Room was checked before the write began (`check_seq_room`).
@@ -282,13 +292,9 @@ impl SessionRepository for InMemoryRepository {
         let mut inner = self.inner.write();
         let (sessions, mut shared) = inner.split();
         let r = writable(sessions, id, now)?;
-        let fresh: HashSet<&str> = events
-            .iter()
-            .map(|e| e.id.as_str())
-            .filter(|e| !r.ids.contains_key(*e))
-            .collect();
-        if !fresh.is_empty() {
-            check_seq_room(r.last_seq, fresh.len())?;
+        let fresh = r.count_new(&events);
+        if fresh > 0 {
+            check_seq_room(r.last_seq, fresh)?;
             next_version(r.session.version)?;
         }
         let mut seqs = Vec::with_capacity(events.len());
@@ -351,12 +357,7 @@ impl SessionRepository for InMemoryRepository {
             return Ok(false);
         }
         let version = next_version(r.session.version)?;
-        let fresh: HashSet<&str> = events
-            .iter()
-            .map(|e| e.id.as_str())
-            .filter(|e| !r.ids.contains_key(*e))
-            .collect();
-        check_seq_room(r.last_seq, fresh.len())?;
+        check_seq_room(r.last_seq, r.count_new(&events))?;
         let mut context = Vec::with_capacity(events.len());
         for e in events {
             let seq = match r.ids.get(&e.id) {
