@@ -9,7 +9,7 @@ mod store;
 mod transfer;
 
 use std::fmt::Display;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, LineWriter, Write};
 use std::process::ExitCode;
 
 use clap::builder::RangedU64ValueParser;
@@ -312,7 +312,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut out = BufWriter::new(Stdout {
+    // Line by line, as a terminal expects (a long `bench` or `demo` shows
+    // each line as it comes), with a closed reader noticed on every write.
+    let mut out = LineWriter::new(Stdout {
         inner: io::stdout(),
         closed: false,
     });
