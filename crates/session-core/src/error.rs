@@ -55,8 +55,16 @@ pub enum SessionError {
         /// Why it was rejected.
         reason: String,
     },
+    /// The backend does not support this operation (see [`crate::Capabilities`]).
+    #[error("{backend} backend does not support {operation}")]
+    Unsupported {
+        /// Which backend.
+        backend: &'static str,
+        /// What was asked for ("ranked search", ...).
+        operation: &'static str,
+    },
     /// The storage engine failed in a way retrying will not fix.
-    #[error("{backend} backend error: {source}")]
+    #[error("{backend} backend error")]
     Backend {
         /// Which backend ("sqlite", "redis", ...).
         backend: &'static str,
@@ -65,7 +73,7 @@ pub enum SessionError {
         source: BoxError,
     },
     /// Data could not be encoded, or stored data could not be decoded.
-    #[error("serialization error in {context}: {source}")]
+    #[error("serialization error in {context}")]
     Serialization {
         /// Where: which session, seq or field.
         context: String,
@@ -75,7 +83,7 @@ pub enum SessionError {
     },
     /// The engine is unreachable, overloaded or out of disk space; the same
     /// call may succeed later.
-    #[error("{backend} backend unavailable: {source}")]
+    #[error("{backend} backend unavailable")]
     Unavailable {
         /// Which backend.
         backend: &'static str,
@@ -99,12 +107,20 @@ pub enum ErrorKind {
     Conflict,
     /// See [`SessionError::InvalidInput`].
     InvalidInput,
+    /// See [`SessionError::Unsupported`].
+    Unsupported,
     /// See [`SessionError::Backend`].
     Backend,
     /// See [`SessionError::Serialization`].
     Serialization,
     /// See [`SessionError::Unavailable`].
     Unavailable,
+}
+
+impl From<std::convert::Infallible> for SessionError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
 }
 
 impl SessionError {
@@ -116,6 +132,7 @@ impl SessionError {
             Self::Expired { .. } => ErrorKind::Expired,
             Self::Conflict { .. } => ErrorKind::Conflict,
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Self::Unsupported { .. } => ErrorKind::Unsupported,
             Self::Backend { .. } => ErrorKind::Backend,
             Self::Serialization { .. } => ErrorKind::Serialization,
             Self::Unavailable { .. } => ErrorKind::Unavailable,
@@ -162,6 +179,16 @@ impl SessionError {
         }
     }
 
+    /// An operation `backend` does not support.
+    pub fn unsupported(backend: &'static str, operation: &'static str) -> Self {
+        Self::Unsupported { backend, operation }
+    }
+
+    /// This error and each distinct cause, one per line (see [`ErrorReport`]).
+    pub fn report(&self) -> ErrorReport<'_> {
+        ErrorReport(self)
+    }
+
     /// A retryable engine failure.
     pub fn unavailable(backend: &'static str, source: impl Into<BoxError>) -> Self {
         Self::Unavailable {
@@ -171,9 +198,68 @@ impl SessionError {
     }
 }
 
+/// Prints an error and its causes once each: the error's own message, then
+/// each cause of its `source()` chain on its own line, skipping a cause
+/// whose text the line before already holds (drivers often repeat their
+/// inner error in their own message).
+///
+/// ```
+/// use session_core::SessionError;
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// let e = SessionError::unavailable("postgres", io);
+/// assert_eq!(e.report().to_string(), "postgres backend unavailable\n  caused by: connection refused");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorReport<'a>(pub &'a (dyn StdError + 'static));
+
+impl std::fmt::Display for ErrorReport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut previous = self.0.to_string();
+        f.write_str(&previous)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !text.is_empty() && !previous.contains(&text) {
+                write!(f, "\n  caused by: {text}")?;
+            }
+            previous = text;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_never_repeats_its_source_and_the_report_prints_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("error connecting to server: {0}")]
+        struct Driver(#[source] std::io::Error);
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e = SessionError::unavailable("postgres", Driver(io));
+        assert_eq!(e.to_string(), "postgres backend unavailable");
+        assert_eq!(
+            e.report().to_string(),
+            "postgres backend unavailable\n  caused by: error connecting to server: Connection refused"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the cause stays reachable"
+        );
+    }
+
+    #[test]
+    fn unsupported_is_its_own_kind() {
+        let e = SessionError::unsupported("memory", "ranked search");
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(
+            e.to_string(),
+            "memory backend does not support ranked search"
+        );
+    }
 
     #[test]
     fn only_unavailable_is_retryable() {

@@ -7,7 +7,7 @@
 //! use session_core::{ExportReader, ExportWriter, InMemoryRepository, NewSession, SessionRepository};
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let source = InMemoryRepository::new();
-//! let s = source.create(NewSession::new("app", "alice", chrono::Utc::now())).await?;
+//! let s = source.create(NewSession::new("app", "alice", chrono::Utc::now())?).await?;
 //! let mut file = ExportWriter::new(Vec::new())?;
 //! file.write(&source.export_session(&s.id).await?)?;
 //! let bytes = file.finish()?;
@@ -169,7 +169,8 @@ mod tests {
     fn dump(id: &str) -> SessionDump {
         let now = chrono::Utc::now();
         let session = NewSession::new("app", "alice", now)
-            .with_id(id)
+            .and_then(|s| s.with_id(id))
+            .unwrap()
             .to_session(now);
         let mut e = SessionEvent::new(Message::user("hi"));
         e.seq = 1;
@@ -186,7 +187,7 @@ mod tests {
     fn kinds(bytes: &[u8]) -> Vec<std::result::Result<String, ErrorKind>> {
         ExportReader::new(bytes)
             .unwrap()
-            .map(|r| r.map(|d| d.session.id).map_err(|e| e.kind()))
+            .map(|r| r.map(|d| d.session.id.into_string()).map_err(|e| e.kind()))
             .collect()
     }
 

@@ -499,7 +499,10 @@ impl SessionQuery {
     pub fn matches(&self, s: &crate::Session) -> bool {
         self.app.as_ref().is_none_or(|a| &s.app == a)
             && self.user_id.as_ref().is_none_or(|u| &s.user_id == u)
-            && self.key.as_ref().is_none_or(|k| s.key.as_ref() == Some(k))
+            && self
+                .key
+                .as_ref()
+                .is_none_or(|k| s.key.as_ref().is_some_and(|sk| sk == k))
             && self.status.is_none_or(|st| s.status == st)
             && self.active_from.is_none_or(|t| s.updated_at >= t)
             && self.active_to.is_none_or(|t| s.updated_at < t)

@@ -5,8 +5,11 @@ mod error;
 mod event;
 mod export;
 mod filter;
+mod ids;
+pub mod layer;
 mod memory;
 mod message;
+pub mod plan;
 mod repository;
 mod service;
 mod session;
@@ -16,7 +19,7 @@ mod url;
 mod validate;
 
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
-pub use error::{BoxError, ErrorKind, Result, SessionError};
+pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
     split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, StateMap,
     SUMMARY_PROMPT,
@@ -27,11 +30,12 @@ pub use filter::{
     SearchHit, SearchMode, SearchQuery, SearchScope, SessionQuery, SyntheticFilter,
     DEFAULT_PAGE_SIZE,
 };
+pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
 pub use repository::{
-    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome,
-    RewindOutcome, SessionDump, SessionRepository, SessionRepositoryExt,
+    check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome, RewindOutcome,
+    SessionDump, SessionRepository, SessionRepositoryExt,
 };
 pub use service::{
     AppendHook, CreateSessionRequest, CreateSessionRequestBuilder, DailyReset,

@@ -1,6 +1,6 @@
 //! `InMemoryRepository`: the reference semantics, in process memory.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -8,19 +8,23 @@ use chrono::{DateTime, Utc};
 use parking_lot::RwLock;
 
 use crate::clock::{system_clock, SharedClock};
-use crate::error::{Result, SessionError};
+use crate::error::Result;
 use crate::event::{SessionEvent, StateMap};
 use crate::filter::{
-    contains_folded, fold_case, EventFilter, EventView, Page, SearchHit, SearchMode, SearchQuery,
-    SearchScope, SessionQuery,
+    contains_folded, fold_case, EventFilter, EventView, Page, SearchHit, SearchQuery, SearchScope,
+    SessionQuery,
+};
+use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::plan::{
+    self, plan_update, readable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
+    NewEvent, RewindPlan, StateChanges, Stored,
 };
 use crate::repository::{
-    check_session_id, check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome,
-    RewindOutcome, SessionDump, SessionRepository,
+    AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
 use crate::session::{NewSession, Session, SessionUpdate};
-use crate::state::{apply_delta, replay_session_state, ScopedDelta, SharedState};
-use crate::validate::{check_seq_room, next_version, validate_id, Limits};
+use crate::state::{apply_delta, SharedDelta, SharedState};
+use crate::validate::Limits;
 
 const BACKEND: &str = "memory";
 
@@ -31,7 +35,7 @@ const BACKEND: &str = "memory";
 /// # tokio_test_block(async {
 /// use session_core::{InMemoryRepository, Message, NewSession, SessionEvent, SessionRepository};
 /// let repo = InMemoryRepository::new();
-/// let s = repo.create(NewSession::new("app", "alice", chrono::Utc::now())).await.unwrap();
+/// let s = repo.create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap()).await.unwrap();
 /// let out = repo.append(&s.id, vec![SessionEvent::new(Message::user("hi"))]).await.unwrap();
 /// assert_eq!(out.seqs, vec![1]);
 /// # });
@@ -72,32 +76,41 @@ impl Record {
             .sum()
     }
 
-    /// How many distinct event ids of `events` the session does not hold yet.
-    fn count_new(&self, events: &[SessionEvent]) -> usize {
-        events
-            .iter()
-            .map(|e| e.id.as_str())
-            .filter(|id| !self.ids.contains_key(*id))
-            .collect::<HashSet<_>>()
-            .len()
+    fn head(&self) -> Head {
+        Head::new(self.session.id.clone(), self.last_seq, self.session.version)
     }
 
-    /// Adds a new event to the archive (not the context); returns its seq.
-    fn archive_new(&mut self, inner_shared: &mut Shared<'_>, mut event: SessionEvent) -> u64 {
-        // Room was checked before the write began (`check_seq_room`).
-        self.last_seq = self.last_seq.saturating_add(1);
-        let seq = self.last_seq;
-        event.seq = seq;
-        event.session_id.clone_from(&self.session.id);
-        if let Some(delta) = &event.state_delta {
-            let split = ScopedDelta::split(delta);
-            apply_delta(&mut self.session.state, &split.session);
-            inner_shared.apply(&self.session, &split);
+    /// The events of `batch` this session already holds.
+    fn stored(&self, batch: &EventBatch) -> HashMap<String, Stored> {
+        batch
+            .ids()
+            .into_iter()
+            .filter_map(|id| {
+                let seq = *self.ids.get(id)?;
+                let tokens = self.archive.get(&seq).map_or(0, |e| e.token_estimate);
+                Some((id.to_owned(), Stored { seq, tokens }))
+            })
+            .collect()
+    }
+
+    /// Writes the planned new events of `batch` to the archive.
+    fn archive_new(&mut self, batch: &EventBatch, new: &[NewEvent]) {
+        for n in new {
+            let Some(event) = batch.events.get(n.index) else {
+                continue;
+            };
+            let mut event = event.clone();
+            event.seq = n.seq;
+            event.session_id = self.session.id.to_string();
+            self.ids.insert(event.id.clone(), n.seq);
+            self.archive.insert(n.seq, event);
         }
-        self.ids.insert(event.id.clone(), seq);
-        self.archive.insert(seq, event);
-        self.session.event_count = self.session.event_count.saturating_add(1);
-        seq
+        self.session.event_count = u64::try_from(self.archive.len()).unwrap_or(u64::MAX);
+    }
+
+    fn apply_state(&mut self, shared: &mut Shared<'_>, changes: &StateChanges) {
+        apply_delta(&mut self.session.state, &changes.session);
+        shared.apply(&self.session, &changes.shared);
     }
 }
 
@@ -107,17 +120,17 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    fn apply(&mut self, session: &Session, split: &ScopedDelta) {
+    fn apply(&mut self, session: &Session, split: &SharedDelta) {
         if !split.app.is_empty() {
             apply_delta(
-                self.app_state.entry(session.app.clone()).or_default(),
+                self.app_state.entry(session.app.to_string()).or_default(),
                 &split.app,
             );
         }
         if !split.user.is_empty() {
             apply_delta(
                 self.user_state
-                    .entry((session.app.clone(), session.user_id.clone()))
+                    .entry((session.app.to_string(), session.user_id.to_string()))
                     .or_default(),
                 &split.user,
             );
@@ -175,23 +188,22 @@ impl InMemoryRepository {
     }
 }
 
-fn live<'a>(inner: &'a Inner, id: &str, now: DateTime<Utc>) -> Result<&'a Record> {
-    match inner.sessions.get(id) {
-        Some(r) if !r.session.is_expired_at(now) => Ok(r),
-        _ => Err(SessionError::session_not_found(id)),
-    }
+fn found(r: Option<&Record>) -> Option<(&Record, Option<DateTime<Utc>>)> {
+    r.map(|r| (r, r.session.expires_at))
+}
+
+fn live<'a>(inner: &'a Inner, id: &SessionId, now: DateTime<Utc>) -> Result<&'a Record> {
+    readable(found(inner.sessions.get(id.as_str())), id, now)
 }
 
 fn writable<'a>(
     sessions: &'a mut HashMap<String, Record>,
-    id: &str,
+    id: &SessionId,
     now: DateTime<Utc>,
 ) -> Result<&'a mut Record> {
-    match sessions.get_mut(id) {
-        Some(r) if r.session.is_expired_at(now) => Err(SessionError::Expired { id: id.to_owned() }),
-        Some(r) => Ok(r),
-        None => Err(SessionError::session_not_found(id)),
-    }
+    let r = sessions.get_mut(id.as_str());
+    let expires = r.as_ref().map(|r| r.session.expires_at);
+    plan::writable(r.zip(expires), id, now)
 }
 
 #[async_trait]
@@ -200,58 +212,47 @@ impl SessionRepository for InMemoryRepository {
         Capabilities::basic(BACKEND)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "create", app = %new.app, session_id = %new.id))]
     async fn create(&self, new: NewSession) -> Result<Session> {
         let now = self.now();
-        new.validate(now)?;
         let mut inner = self.inner.write();
-        if let Some(existing) = inner.sessions.get(&new.id) {
-            if !existing.session.is_expired_at(now) {
-                return Err(SessionError::AlreadyExists {
-                    what: "session",
-                    id: new.id,
-                });
-            }
-        }
-        let split = ScopedDelta::split(&new.state);
-        let session = new.to_session(now);
+        let existing = inner
+            .sessions
+            .get(new.id.as_str())
+            .map(|r| r.session.expires_at);
+        let plan = CreatePlan::new(new, existing, now)?;
         let (sessions, mut shared) = inner.split();
-        shared.apply(&session, &split);
+        shared.apply(&plan.session, &plan.shared);
         sessions.insert(
-            new.id,
+            plan.session.id.to_string(),
             Record {
-                session: session.clone(),
-                initial_state: new.state,
+                session: plan.session.clone(),
+                initial_state: plan.initial_state,
                 archive: BTreeMap::new(),
                 context: Vec::new(),
                 ids: HashMap::new(),
                 last_seq: 0,
             },
         );
-        Ok(session)
+        Ok(plan.session)
     }
 
-    async fn get(&self, id: &str) -> Result<Session> {
-        check_session_id(id)?;
+    async fn get(&self, id: &SessionId) -> Result<Session> {
         let inner = self.inner.read();
         live(&inner, id, self.now()).map(|r| r.session.clone())
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "update", session_id = %id))]
-    async fn update(&self, id: &str, update: SessionUpdate) -> Result<Session> {
-        check_session_id(id)?;
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
         let now = self.now();
         update.validate(now)?;
         let mut inner = self.inner.write();
         let r = writable(&mut inner.sessions, id, now)?;
+        plan_update(&r.head(), &update)?;
         update.apply_to(&mut r.session, now)?;
         Ok(r.session.clone())
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "delete", session_id = %id))]
-    async fn delete(&self, id: &str) -> Result<bool> {
-        check_session_id(id)?;
-        Ok(self.inner.write().sessions.remove(id).is_some())
+    async fn delete(&self, id: &SessionId) -> Result<bool> {
+        Ok(self.inner.write().sessions.remove(id.as_str()).is_some())
     }
 
     async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
@@ -276,7 +277,6 @@ impl SessionRepository for InMemoryRepository {
         ))
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "purge_expired"))]
     async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
         let mut inner = self.inner.write();
         let before = inner.sessions.len();
@@ -284,46 +284,26 @@ impl SessionRepository for InMemoryRepository {
         Ok(u64::try_from(before.saturating_sub(inner.sessions.len())).unwrap_or(u64::MAX))
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "append", session_id = %id, events = events.len()))]
-    async fn append(&self, id: &str, mut events: Vec<SessionEvent>) -> Result<AppendOutcome> {
-        check_session_id(id)?;
-        prepare_events(&mut events, &self.limits)?;
+    async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+        let batch = EventBatch::new(events, &self.limits)?;
         let now = self.now();
         let mut inner = self.inner.write();
         let (sessions, mut shared) = inner.split();
         let r = writable(sessions, id, now)?;
-        let fresh = r.count_new(&events);
-        if fresh > 0 {
-            check_seq_room(r.last_seq, fresh)?;
-            next_version(r.session.version)?;
-        }
-        let mut seqs = Vec::with_capacity(events.len());
-        let mut written = 0;
-        for e in events {
-            if let Some(&seq) = r.ids.get(&e.id) {
-                seqs.push(seq);
-                continue;
-            }
-            let tokens = u64::from(e.token_estimate);
-            let seq = r.archive_new(&mut shared, e);
-            r.context.push(seq);
-            r.session.context_tokens = r.session.context_tokens.saturating_add(tokens);
-            seqs.push(seq);
-            written += 1;
-        }
-        if written > 0 {
-            r.session.version = next_version(r.session.version)?;
+        let plan = AppendPlan::new(&r.head(), &batch, &r.stored(&batch))?;
+        if !plan.is_noop() {
+            r.archive_new(&batch, &plan.new);
+            r.context.extend(plan.new.iter().map(|n| n.seq));
+            r.apply_state(&mut shared, &plan.state);
+            r.last_seq = plan.last_seq;
+            r.session.context_tokens = r.session.context_tokens.saturating_add(plan.added_tokens);
+            r.session.version = plan.version;
             r.session.updated_at = r.session.updated_at.max(now);
         }
-        Ok(AppendOutcome {
-            version: r.session.version,
-            seqs,
-            written,
-        })
+        Ok(plan.outcome())
     }
 
-    async fn events(&self, id: &str, filter: &EventFilter) -> Result<Page<SessionEvent>> {
-        check_session_id(id)?;
+    async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
         filter.check(&self.limits)?;
         let inner = self.inner.read();
         let r = live(&inner, id, self.now())?;
@@ -333,98 +313,77 @@ impl SessionRepository for InMemoryRepository {
         })
     }
 
-    async fn event_version(&self, id: &str) -> Result<u64> {
-        check_session_id(id)?;
+    async fn event_version(&self, id: &SessionId) -> Result<u64> {
         let inner = self.inner.read();
         live(&inner, id, self.now()).map(|r| r.session.version)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "replace_context", session_id = %id, events = events.len()))]
     async fn replace_context(
         &self,
-        id: &str,
-        mut events: Vec<SessionEvent>,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
         expected_version: u64,
     ) -> Result<bool> {
-        check_session_id(id)?;
-        prepare_events(&mut events, &self.limits)?;
-        check_unique_ids(&events)?;
+        let batch = EventBatch::new(events, &self.limits)?;
         let now = self.now();
         let mut inner = self.inner.write();
         let (sessions, mut shared) = inner.split();
         let r = writable(sessions, id, now)?;
-        if r.session.version != expected_version {
+        let Some(plan) = ContextPlan::new(&r.head(), expected_version, &batch, &r.stored(&batch))?
+        else {
             return Ok(false);
-        }
-        let version = next_version(r.session.version)?;
-        check_seq_room(r.last_seq, r.count_new(&events))?;
-        let mut context = Vec::with_capacity(events.len());
-        for e in events {
-            let seq = match r.ids.get(&e.id) {
-                Some(&seq) => seq,
-                None => r.archive_new(&mut shared, e),
-            };
-            context.push(seq);
-        }
-        r.context = context;
-        r.session.context_tokens = r.context_tokens();
-        r.session.version = version;
+        };
+        r.archive_new(&batch, &plan.new);
+        r.apply_state(&mut shared, &plan.state);
+        r.context = plan.context;
+        r.last_seq = plan.last_seq;
+        r.session.context_tokens = plan.context_tokens;
+        r.session.version = plan.version;
         r.session.updated_at = r.session.updated_at.max(now);
         Ok(true)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "rewind", session_id = %id))]
-    async fn rewind(&self, id: &str, before_invocation_id: &str) -> Result<RewindOutcome> {
-        check_session_id(id)?;
-        validate_id("invocation id", before_invocation_id)?;
+    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
         let now = self.now();
         let mut inner = self.inner.write();
         let r = writable(&mut inner.sessions, id, now)?;
-        let Some(from) = r
+        let first = r
             .archive
             .values()
-            .find(|e| e.invocation_id.as_deref() == Some(before_invocation_id))
-            .map(|e| e.seq)
-        else {
-            return Err(SessionError::NotFound {
-                what: "invocation",
-                id: before_invocation_id.to_owned(),
-            });
-        };
-        let version = next_version(r.session.version)?;
-        let removed = r.archive.split_off(&from);
-        r.ids.retain(|_, seq| *seq < from);
-        r.context.retain(|seq| *seq < from);
-        r.session.state = replay_session_state(&r.initial_state, r.archive.values());
+            .find(|e| e.invocation_id.as_deref() == Some(before.as_str()))
+            .map(|e| e.seq);
+        let plan = RewindPlan::new(&r.head(), before, first)?;
+        let removed = r.archive.split_off(&plan.from_seq);
+        r.ids.retain(|_, seq| *seq < plan.from_seq);
+        r.context.retain(|seq| *seq < plan.from_seq);
+        r.session.state = RewindPlan::state(
+            &r.initial_state,
+            r.archive.values().filter_map(|e| e.state_delta.as_ref()),
+        );
         r.session.event_count = u64::try_from(r.archive.len()).unwrap_or(u64::MAX);
         r.session.context_tokens = r.context_tokens();
-        r.session.version = version;
+        r.session.version = plan.version;
         r.session.updated_at = r.session.updated_at.max(now);
         Ok(RewindOutcome {
-            version: r.session.version,
+            version: plan.version,
             removed: removed.len(),
         })
     }
 
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
         query.check(&self.limits)?;
-        if query.mode == SearchMode::Ranked {
-            return Err(SessionError::invalid(
-                "search mode",
-                "ranked search is not supported by the memory backend; use literal search",
-            ));
-        }
+        self.capabilities().check_search(query)?;
         let needle = fold_case(&query.text);
         let now = self.now();
         let inner = self.inner.read();
         let records: Vec<&Record> = match &query.scope {
-            SearchScope::Session(id) => vec![live(&inner, id, now)?],
+            SearchScope::Session(id) => vec![live(&inner, &SessionId::new(id.as_str())?, now)?],
             SearchScope::User { app, user_id } => inner
                 .sessions
                 .values()
                 .filter(|r| {
-                    &r.session.app == app
-                        && &r.session.user_id == user_id
+                    r.session.app == *app
+                        && r.session.user_id == *user_id
                         && !r.session.is_expired_at(now)
                 })
                 .collect(),
@@ -450,60 +409,47 @@ impl SessionRepository for InMemoryRepository {
         ))
     }
 
-    async fn export_session(&self, id: &str) -> Result<SessionDump> {
-        check_session_id(id)?;
+    async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
         let inner = self.inner.read();
         let r = live(&inner, id, self.now())?;
+        let shared = shared_of(&inner, &r.session.app, &r.session.user_id);
         Ok(SessionDump {
             session: r.session.clone(),
             initial_state: r.initial_state.clone(),
             last_seq: r.last_seq,
             events: r.archive.values().cloned().collect(),
             context: r.context.clone(),
-            shared: SharedState {
-                app: inner
-                    .app_state
-                    .get(&r.session.app)
-                    .cloned()
-                    .unwrap_or_default(),
-                user: inner
-                    .user_state
-                    .get(&(r.session.app.clone(), r.session.user_id.clone()))
-                    .cloned()
-                    .unwrap_or_default(),
-            },
+            shared,
         })
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "import", session_id = %dump.session.id))]
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
-        dump.validate()?;
         let now = self.now();
         let mut inner = self.inner.write();
-        if let Some(r) = inner.sessions.get(&dump.session.id) {
-            if !r.session.is_expired_at(now) && r.session.version >= dump.session.version {
-                return Ok(ImportOutcome::Unchanged);
-            }
-        }
+        let existing = inner
+            .sessions
+            .get(dump.session.id.as_str())
+            .filter(|r| !r.session.is_expired_at(now))
+            .map(|r| r.session.version);
+        let Some(plan) = ImportPlan::new(dump, existing)? else {
+            return Ok(ImportOutcome::Unchanged);
+        };
+        let dump = plan.dump;
         let s = &dump.session;
         if !dump.shared.app.is_empty() {
             inner
                 .app_state
-                .insert(s.app.clone(), dump.shared.app.clone());
+                .insert(s.app.to_string(), dump.shared.app.clone());
         }
         if !dump.shared.user.is_empty() {
-            inner
-                .user_state
-                .insert((s.app.clone(), s.user_id.clone()), dump.shared.user.clone());
+            inner.user_state.insert(
+                (s.app.to_string(), s.user_id.to_string()),
+                dump.shared.user.clone(),
+            );
         }
-        let mut archive = BTreeMap::new();
-        let mut ids = HashMap::new();
-        for mut e in dump.events {
-            e.session_id.clone_from(&s.id);
-            ids.insert(e.id.clone(), e.seq);
-            archive.insert(e.seq, e);
-        }
-        let mut record = Record {
+        let ids = dump.events.iter().map(|e| (e.id.clone(), e.seq)).collect();
+        let archive = dump.events.into_iter().map(|e| (e.seq, e)).collect();
+        let record = Record {
             session: dump.session,
             initial_state: dump.initial_state,
             archive,
@@ -511,22 +457,26 @@ impl SessionRepository for InMemoryRepository {
             ids,
             last_seq: dump.last_seq,
         };
-        record.session.event_count = u64::try_from(record.archive.len()).unwrap_or(u64::MAX);
-        record.session.context_tokens = record.context_tokens();
-        inner.sessions.insert(record.session.id.clone(), record);
+        inner.sessions.insert(record.session.id.to_string(), record);
         Ok(ImportOutcome::Imported)
     }
 
-    async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState> {
-        crate::validate::validate_owner(app, user_id)?;
-        let inner = self.inner.read();
-        Ok(SharedState {
-            app: inner.app_state.get(app).cloned().unwrap_or_default(),
-            user: inner
-                .user_state
-                .get(&(app.to_owned(), user_id.to_owned()))
-                .cloned()
-                .unwrap_or_default(),
-        })
+    async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
+        Ok(shared_of(&self.inner.read(), app, user_id))
+    }
+}
+
+fn shared_of(inner: &Inner, app: &AppName, user_id: &UserId) -> SharedState {
+    SharedState {
+        app: inner
+            .app_state
+            .get(app.as_str())
+            .cloned()
+            .unwrap_or_default(),
+        user: inner
+            .user_state
+            .get(&(app.to_string(), user_id.to_string()))
+            .cloned()
+            .unwrap_or_default(),
     }
 }

@@ -12,8 +12,9 @@ use crate::session::{NewSession, Session, SessionUpdate};
 use serde::{Deserialize, Serialize};
 
 use crate::event::StateMap;
+use crate::ids::{AppName, InvocationId, SessionId, UserId};
 use crate::state::{take_temp, SharedState};
-use crate::validate::{validate_id, validate_name, Limits, MAX_SEQ, MAX_VERSION};
+use crate::validate::{Limits, MAX_SEQ, MAX_VERSION};
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,14 +78,6 @@ impl SessionDump {
     /// Checks the dump is self-consistent before a backend writes it.
     pub fn validate(&self) -> Result<()> {
         let s = &self.session;
-        validate_id("session id", &s.id)?;
-        validate_name("app", &s.app)?;
-        if s.user_id != crate::session::GROUP_USER {
-            validate_name("user id", &s.user_id)?;
-        }
-        if let Some(key) = &s.key {
-            validate_name("key", key)?;
-        }
         if self.last_seq > MAX_SEQ {
             return Err(SessionError::invalid(
                 "dump",
@@ -195,6 +188,15 @@ impl Capabilities {
         self.multi_process = true;
         self
     }
+
+    /// The one check of a search against what the backend supports:
+    /// `Unsupported` for ranked search on a backend without it.
+    pub fn check_search(&self, query: &SearchQuery) -> Result<()> {
+        if query.mode == crate::SearchMode::Ranked && !self.ranked_search {
+            return Err(SessionError::unsupported(self.backend, "ranked search"));
+        }
+        Ok(())
+    }
 }
 
 /// The storage SPI: sessions, their event log in two views, shared state.
@@ -257,11 +259,20 @@ impl Capabilities {
 ///
 /// # Implementing a backend
 ///
-/// Validate with [`prepare_events`], [`NewSession::validate`] and the
-/// `check` methods of the queries before touching storage, map engine errors
-/// onto [`SessionError`] in one private function, report corrupt stored rows as
-/// `Serialization` errors naming the session and seq, and run the
-/// `session-testkit` conformance suite against the backend.
+/// Identifiers arrive valid ([`SessionId`], [`InvocationId`], [`AppName`],
+/// [`UserId`] can only hold valid values), so a backend never checks them.
+/// Every write follows one pattern: read what the write depends on (the
+/// session's [`crate::plan::Head`] and which ids of the batch it already
+/// holds), ask [`crate::plan`] for the plan (seqs, duplicates, merged state
+/// changes, the new version, or the typed error), and persist the plan in
+/// one transaction, script or request. Reads use [`crate::plan::readable`]
+/// and the queries' `check` methods. Map engine errors onto
+/// [`SessionError`] in the crate's `error.rs`, keeping the driver error as
+/// the source; report corrupt stored rows as `Serialization` errors naming
+/// the session and seq; declare what the engine supports in
+/// [`Capabilities`] and use its checks for optional features; run the
+/// `session-testkit` conformance suite. `docs/backends/new.md` walks
+/// through a complete store.
 #[async_trait]
 pub trait SessionRepository: Send + Sync {
     /// What this backend supports.
@@ -271,13 +282,13 @@ pub trait SessionRepository: Send + Sync {
     async fn create(&self, session: NewSession) -> Result<Session>;
 
     /// Reads a session (session-scope state only).
-    async fn get(&self, id: &str) -> Result<Session>;
+    async fn get(&self, id: &SessionId) -> Result<Session>;
 
     /// Changes metadata, state, status or expiry; bumps the version.
-    async fn update(&self, id: &str, update: SessionUpdate) -> Result<Session>;
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session>;
 
     /// Deletes a session and all its events; `false` if there was none.
-    async fn delete(&self, id: &str) -> Result<bool>;
+    async fn delete(&self, id: &SessionId) -> Result<bool>;
 
     /// Lists sessions, newest activity first.
     async fn list(&self, query: &SessionQuery) -> Result<Page<Session>>;
@@ -286,33 +297,37 @@ pub trait SessionRepository: Send + Sync {
     async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64>;
 
     /// Appends a batch of events atomically.
-    async fn append(&self, id: &str, events: Vec<SessionEvent>) -> Result<AppendOutcome>;
+    async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome>;
 
     /// Reads events of one view through a filter.
-    async fn events(&self, id: &str, filter: &EventFilter) -> Result<Page<SessionEvent>>;
+    async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>>;
 
     /// The session's current version.
-    async fn event_version(&self, id: &str) -> Result<u64>;
+    async fn event_version(&self, id: &SessionId) -> Result<u64>;
 
     /// Compare-and-swap of the context; `false` = the version moved, nothing changed.
     async fn replace_context(
         &self,
-        id: &str,
+        id: &SessionId,
         events: Vec<SessionEvent>,
         expected_version: u64,
     ) -> Result<bool>;
 
     /// Removes the events at and after an invocation and replays state.
-    async fn rewind(&self, id: &str, before_invocation_id: &str) -> Result<RewindOutcome>;
+    async fn rewind(
+        &self,
+        id: &SessionId,
+        before_invocation_id: &InvocationId,
+    ) -> Result<RewindOutcome>;
 
     /// Literal (or ranked) keyword search over archives.
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>>;
 
     /// The `app:` and `user:` scopes of one user in one app.
-    async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState>;
+    async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState>;
 
     /// Everything about one session, for export and migration.
-    async fn export_session(&self, id: &str) -> Result<SessionDump>;
+    async fn export_session(&self, id: &SessionId) -> Result<SessionDump>;
 
     /// Writes a dumped session exactly (ids, seqs, timestamps, version,
     /// context, state, and the owner's shared scopes). Idempotent: if the
@@ -379,16 +394,11 @@ pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
     Ok(())
 }
 
-/// Checks a session id before a backend uses it.
-pub fn check_session_id(id: &str) -> Result<()> {
-    validate_id("session id", id)
-}
-
 /// Conveniences over any [`SessionRepository`].
 #[async_trait]
 pub trait SessionRepositoryExt: SessionRepository {
     /// Every event of a view, reading page by page.
-    async fn all_events(&self, id: &str, view: EventView) -> Result<Vec<SessionEvent>> {
+    async fn all_events(&self, id: &SessionId, view: EventView) -> Result<Vec<SessionEvent>> {
         let mut out = Vec::new();
         let mut page = 0;
         loop {
@@ -404,7 +414,7 @@ pub trait SessionRepositoryExt: SessionRepository {
     }
 
     /// Appends one event; returns its seq.
-    async fn append_one(&self, id: &str, event: SessionEvent) -> Result<u64> {
+    async fn append_one(&self, id: &SessionId, event: SessionEvent) -> Result<u64> {
         let out = self.append(id, vec![event]).await?;
         out.seqs.first().copied().ok_or_else(|| {
             SessionError::backend(self.capabilities().backend, "append returned no seq")
@@ -424,13 +434,13 @@ macro_rules! forward_repository {
             async fn create(&self, session: NewSession) -> Result<Session> {
                 (**self).create(session).await
             }
-            async fn get(&self, id: &str) -> Result<Session> {
+            async fn get(&self, id: &SessionId) -> Result<Session> {
                 (**self).get(id).await
             }
-            async fn update(&self, id: &str, update: SessionUpdate) -> Result<Session> {
+            async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
                 (**self).update(id, update).await
             }
-            async fn delete(&self, id: &str) -> Result<bool> {
+            async fn delete(&self, id: &SessionId) -> Result<bool> {
                 (**self).delete(id).await
             }
             async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
@@ -439,33 +449,33 @@ macro_rules! forward_repository {
             async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
                 (**self).purge_expired(now).await
             }
-            async fn append(&self, id: &str, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+            async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
                 (**self).append(id, events).await
             }
-            async fn events(&self, id: &str, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+            async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
                 (**self).events(id, filter).await
             }
-            async fn event_version(&self, id: &str) -> Result<u64> {
+            async fn event_version(&self, id: &SessionId) -> Result<u64> {
                 (**self).event_version(id).await
             }
             async fn replace_context(
                 &self,
-                id: &str,
+                id: &SessionId,
                 events: Vec<SessionEvent>,
                 expected_version: u64,
             ) -> Result<bool> {
                 (**self).replace_context(id, events, expected_version).await
             }
-            async fn rewind(&self, id: &str, before_invocation_id: &str) -> Result<RewindOutcome> {
+            async fn rewind(&self, id: &SessionId, before_invocation_id: &InvocationId) -> Result<RewindOutcome> {
                 (**self).rewind(id, before_invocation_id).await
             }
             async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
                 (**self).search(query).await
             }
-            async fn shared_state(&self, app: &str, user_id: &str) -> Result<SharedState> {
+            async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
                 (**self).shared_state(app, user_id).await
             }
-            async fn export_session(&self, id: &str) -> Result<SessionDump> {
+            async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
                 (**self).export_session(id).await
             }
             async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {

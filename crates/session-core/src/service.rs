@@ -12,6 +12,7 @@ use crate::event::{SessionEvent, StateMap};
 use crate::filter::{
     EventFilter, EventView, Page, SearchHit, SearchQuery, SearchScope, SessionQuery,
 };
+use crate::ids::{InvocationId, SessionId};
 use crate::message::Message;
 use crate::repository::{AppendOutcome, SessionRepository, SessionRepositoryExt};
 use crate::session::{
@@ -517,7 +518,7 @@ impl<R: SessionRepository> DefaultSessionService<R> {
     /// Reads a session and checks the owner; another owner's session is `NotFound`.
     async fn owned(&self, owner: &Owner, id: &str) -> Result<Session> {
         owner.validate()?;
-        let s = self.repo.get(id).await?;
+        let s = self.repo.get(&SessionId::new(id)?).await?;
         if owner.can_access(&s) {
             Ok(s)
         } else {
@@ -548,17 +549,16 @@ impl<R: SessionRepository> DefaultSessionService<R> {
     }
 
     async fn create_session(&self, request: CreateSessionRequest) -> Result<Session> {
-        request.validate()?;
         let now = self.clock.now();
-        let mut new = NewSession::new(request.app, request.user_id, now)
+        let mut new = NewSession::new(request.app, request.user_id, now)?
             .with_expires_at(request.expiry.resolve(now)?)
             .with_metadata(request.metadata)
             .with_state(request.state);
         if let Some(id) = request.id {
-            new = new.with_id(id);
+            new = new.with_id(id)?;
         }
         if let Some(k) = request.key {
-            new = new.with_key(k);
+            new = new.with_key(k)?;
         }
         take_temp(&mut new.state);
         let s = self.repo.create(new).await?;
@@ -580,7 +580,7 @@ impl<R: SessionRepository> DefaultSessionService<R> {
         Ok(page.items.into_iter().next())
     }
 
-    async fn archive(&self, id: &str) -> Result<()> {
+    async fn archive(&self, id: &SessionId) -> Result<()> {
         match self
             .repo
             .update(id, SessionUpdate::new().status(SessionStatus::Archived))
@@ -634,15 +634,15 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
 
     #[tracing::instrument(skip_all, fields(op = "update", app = %owner.app, session_id = %id))]
     async fn update(&self, owner: &Owner, id: &str, update: SessionUpdate) -> Result<Session> {
-        self.owned(owner, id).await?;
-        let s = self.repo.update(id, update).await?;
+        let s = self.owned(owner, id).await?;
+        let s = self.repo.update(&s.id, update).await?;
         self.merged(s).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "delete", app = %owner.app, session_id = %id))]
     async fn delete(&self, owner: &Owner, id: &str) -> Result<()> {
-        self.owned(owner, id).await?;
-        if self.repo.delete(id).await? {
+        let s = self.owned(owner, id).await?;
+        if self.repo.delete(&s.id).await? {
             Ok(())
         } else {
             Err(SessionError::session_not_found(id))
@@ -690,7 +690,7 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         session: &mut Session,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        let owner = Owner::new(session.app.clone(), session.user_id.clone());
+        let owner = Owner::new(&session.app, &session.user_id);
         let stored = if session.is_group() {
             let s = self.repo.get(&session.id).await?;
             if s.app == session.app && s.is_group() {
@@ -715,8 +715,8 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
 
     #[tracing::instrument(skip_all, fields(op = "messages", app = %owner.app, session_id = %id))]
     async fn messages(&self, owner: &Owner, id: &str) -> Result<Vec<Message>> {
-        self.owned(owner, id).await?;
-        let events = self.repo.all_events(id, EventView::Context).await?;
+        let s = self.owned(owner, id).await?;
+        let events = self.repo.all_events(&s.id, EventView::Context).await?;
         Ok(events.into_iter().map(|e| e.message).collect())
     }
 
@@ -727,8 +727,8 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &str,
         filter: &EventFilter,
     ) -> Result<Page<SessionEvent>> {
-        self.owned(owner, id).await?;
-        self.repo.events(id, filter).await
+        let s = self.owned(owner, id).await?;
+        self.repo.events(&s.id, filter).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "search", app = %owner.app))]
@@ -739,7 +739,7 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
             }
             SearchScope::User { app, user_id } => {
                 owner.validate()?;
-                if app != &owner.app || user_id != &owner.user_id {
+                if *app != owner.app || *user_id != owner.user_id {
                     return Ok(Page::empty(query.page, query.page_size));
                 }
             }
@@ -755,17 +755,19 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         events: Vec<SessionEvent>,
         expected_version: u64,
     ) -> Result<bool> {
-        self.owned(owner, id).await?;
+        let s = self.owned(owner, id).await?;
         self.repo
-            .replace_context(id, events, expected_version)
+            .replace_context(&s.id, events, expected_version)
             .await
     }
 
     #[tracing::instrument(skip_all, fields(op = "rewind", app = %owner.app, session_id = %id))]
     async fn rewind(&self, owner: &Owner, id: &str, before_invocation_id: &str) -> Result<Session> {
-        self.owned(owner, id).await?;
-        self.repo.rewind(id, before_invocation_id).await?;
-        let s = self.repo.get(id).await?;
+        let s = self.owned(owner, id).await?;
+        self.repo
+            .rewind(&s.id, &InvocationId::new(before_invocation_id)?)
+            .await?;
+        let s = self.repo.get(&s.id).await?;
         self.merged(s).await
     }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SessionError};
 use crate::event::StateMap;
-use crate::validate::{validate_id, validate_name};
+use crate::ids::{AppName, Key, SessionId, UserId};
 
 /// The app namespace used when none is given.
 pub const DEFAULT_APP: &str = "default";
@@ -66,13 +66,13 @@ impl std::str::FromStr for SessionStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// The session id.
-    pub id: String,
+    pub id: SessionId,
     /// The app namespace.
-    pub app: String,
+    pub app: AppName,
     /// The owning user ([`GROUP_USER`] for group sessions).
-    pub user_id: String,
+    pub user_id: UserId,
     /// The resolution key (`telegram:chat-123:agent-a`), if any.
-    pub key: Option<String>,
+    pub key: Option<Key>,
     /// Active or archived.
     pub status: SessionStatus,
     /// When the session was created.
@@ -102,7 +102,7 @@ impl Session {
 
     /// Whether this is a group session shared by all users of its app.
     pub fn is_group(&self) -> bool {
-        self.user_id == GROUP_USER
+        self.user_id.is_group()
     }
 }
 
@@ -111,13 +111,13 @@ impl Session {
 #[non_exhaustive]
 pub struct NewSession {
     /// The id.
-    pub id: String,
+    pub id: SessionId,
     /// The app namespace.
-    pub app: String,
+    pub app: AppName,
     /// The owner.
-    pub user_id: String,
+    pub user_id: UserId,
     /// The resolution key.
-    pub key: Option<String>,
+    pub key: Option<Key>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Expiry; `None` = never.
@@ -130,30 +130,46 @@ pub struct NewSession {
 }
 
 impl NewSession {
-    /// A session for `user_id` in `app` with a generated id, created now, expiring in 60 days.
-    pub fn new(app: impl Into<String>, user_id: impl Into<String>, now: DateTime<Utc>) -> Self {
-        Self {
-            id: uuid::Uuid::now_v7().to_string(),
-            app: app.into(),
-            user_id: user_id.into(),
+    /// A session for `user_id` in `app` with a generated id, created now,
+    /// expiring in 60 days; `InvalidInput` if the app or user id is not valid.
+    ///
+    /// ```
+    /// use session_core::NewSession;
+    /// let now = chrono::Utc::now();
+    /// let s = NewSession::new("support", "ada@example.com", now).unwrap();
+    /// assert_eq!(s.app, "support");
+    /// assert!(NewSession::new("support", "a b", now).is_err());
+    /// ```
+    pub fn new(
+        app: impl TryInto<AppName, Error: Into<SessionError>>,
+        user_id: impl TryInto<UserId, Error: Into<SessionError>>,
+        now: DateTime<Utc>,
+    ) -> Result<Self> {
+        Ok(Self {
+            id: SessionId::generate(),
+            app: app.try_into().map_err(Into::into)?,
+            user_id: user_id.try_into().map_err(Into::into)?,
             key: None,
             created_at: now,
             expires_at: Some(now + default_ttl()),
             metadata: StateMap::new(),
             state: StateMap::new(),
-        }
+        })
     }
 
-    /// Sets the id.
-    pub fn with_id(mut self, id: impl Into<String>) -> Self {
-        self.id = id.into();
-        self
+    /// Sets the id; `InvalidInput` if it is not valid.
+    pub fn with_id(
+        mut self,
+        id: impl TryInto<SessionId, Error: Into<SessionError>>,
+    ) -> Result<Self> {
+        self.id = id.try_into().map_err(Into::into)?;
+        Ok(self)
     }
 
-    /// Sets the resolution key.
-    pub fn with_key(mut self, key: impl Into<String>) -> Self {
-        self.key = Some(key.into());
-        self
+    /// Sets the resolution key; `InvalidInput` if it is not valid.
+    pub fn with_key(mut self, key: impl TryInto<Key, Error: Into<SessionError>>) -> Result<Self> {
+        self.key = Some(key.try_into().map_err(Into::into)?);
+        Ok(self)
     }
 
     /// Sets the expiry.
@@ -195,16 +211,9 @@ impl NewSession {
         }
     }
 
-    /// Checks ids and expiry; repositories call this before writing.
+    /// Checks the expiry (the identifiers are valid by construction);
+    /// the create planner calls this before a store writes.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<()> {
-        validate_id("session id", &self.id)?;
-        validate_name("app", &self.app)?;
-        if self.user_id != GROUP_USER {
-            validate_name("user id", &self.user_id)?;
-        }
-        if let Some(k) = &self.key {
-            validate_name("key", k)?;
-        }
         if let Some(at) = self.expires_at {
             if at <= now {
                 return Err(SessionError::invalid(
@@ -275,7 +284,7 @@ impl SessionUpdate {
         if let Some(expected) = self.expected_version {
             if session.version != expected {
                 return Err(SessionError::Conflict {
-                    id: session.id.clone(),
+                    id: session.id.to_string(),
                     expected,
                     actual: session.version,
                 });

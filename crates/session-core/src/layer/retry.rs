@@ -1,0 +1,189 @@
+//! `RetryLayer`: retries the calls that are safe to repeat when a remote
+//! store is briefly unavailable.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use backon::{ExponentialBuilder, Retryable};
+use chrono::{DateTime, Utc};
+
+use crate::error::{Result, SessionError};
+use crate::event::SessionEvent;
+use crate::filter::{EventFilter, Page, SearchHit, SearchQuery, SessionQuery};
+use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::repository::{
+    AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
+};
+use crate::session::{NewSession, Session, SessionUpdate};
+use crate::state::SharedState;
+
+/// How often and how long [`RetryLayer`] retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (default 3).
+    pub max_retries: usize,
+    /// The first delay (default 50 ms); each next one doubles, with full jitter.
+    pub min_delay: Duration,
+    /// The longest delay (default 2 s).
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            min_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn backoff(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.min_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.max_retries)
+            .with_jitter()
+    }
+}
+
+/// Wraps a repository so that calls failing with a retryable error
+/// ([`SessionError::is_retryable`]: the store is unreachable or
+/// overloaded) are tried again with jittered exponential backoff.
+///
+/// Only calls that give the same answer when repeated are retried: reads,
+/// `append` (idempotent by event id), `import_session` (idempotent by
+/// version) and `purge_expired`. `create`, `update`, `delete`,
+/// `replace_context` and `rewind` run once: a retry after a write that
+/// succeeded but whose answer was lost would report `AlreadyExists`,
+/// `Conflict`, `false` or `NotFound` for a call that worked.
+#[derive(Debug, Clone)]
+pub struct RetryLayer<R> {
+    inner: R,
+    policy: RetryPolicy,
+}
+
+impl<R> RetryLayer<R> {
+    /// Wraps `inner` with the default policy.
+    pub fn new(inner: R) -> Self {
+        Self::with_policy(inner, RetryPolicy::default())
+    }
+
+    /// Wraps `inner` with `policy`.
+    pub fn with_policy(inner: R, policy: RetryPolicy) -> Self {
+        Self { inner, policy }
+    }
+
+    /// The wrapped repository.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+fn retryable(e: &SessionError) -> bool {
+    e.is_retryable()
+}
+
+fn notify(e: &SessionError, after: Duration) {
+    tracing::debug!(kind = ?e.kind(), retry_in_ms = after.as_millis(), "store unavailable; retrying");
+}
+
+#[async_trait]
+impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn create(&self, session: NewSession) -> Result<Session> {
+        self.inner.create(session).await
+    }
+    async fn get(&self, id: &SessionId) -> Result<Session> {
+        (|| self.inner.get(id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
+        self.inner.update(id, update).await
+    }
+    async fn delete(&self, id: &SessionId) -> Result<bool> {
+        self.inner.delete(id).await
+    }
+    async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
+        (|| self.inner.list(query))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
+        (|| self.inner.purge_expired(now))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+        (|| self.inner.append(id, events.clone()))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+        (|| self.inner.events(id, filter))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn event_version(&self, id: &SessionId) -> Result<u64> {
+        (|| self.inner.event_version(id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn replace_context(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> Result<bool> {
+        self.inner
+            .replace_context(id, events, expected_version)
+            .await
+    }
+    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
+        self.inner.rewind(id, before).await
+    }
+    async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
+        (|| self.inner.search(query))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
+        (|| self.inner.shared_state(app, user_id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
+        (|| self.inner.export_session(id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+    async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
+        (|| self.inner.import_session(dump.clone()))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+}

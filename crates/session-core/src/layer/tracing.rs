@@ -1,0 +1,213 @@
+//! `TracingLayer`: one span per repository call, with its duration and outcome.
+
+use std::future::Future;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tracing::Instrument;
+
+use crate::error::Result;
+use crate::event::SessionEvent;
+use crate::filter::{EventFilter, Page, SearchHit, SearchQuery, SessionQuery};
+use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::repository::{
+    AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
+};
+use crate::session::{NewSession, Session, SessionUpdate};
+use crate::state::SharedState;
+
+/// Wraps a repository so that every call runs in a `debug` span
+/// `session_store` with the fields `backend`, `op` and (where there is one)
+/// `session_id`, and ends with a `debug` event carrying `elapsed_us` and,
+/// on failure, the error `kind`. Identifiers are logged; event content,
+/// state and connection URLs never are.
+///
+/// `agent_session::open` wraps every store in it.
+#[derive(Debug, Clone)]
+pub struct TracingLayer<R> {
+    inner: R,
+}
+
+impl<R> TracingLayer<R> {
+    /// Wraps `inner`.
+    pub fn new(inner: R) -> Self {
+        Self { inner }
+    }
+
+    /// The wrapped repository.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+async fn traced<T>(
+    backend: &'static str,
+    op: &'static str,
+    session_id: Option<&str>,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::debug_span!(
+        "session_store",
+        backend,
+        op,
+        session_id = session_id.unwrap_or_default()
+    );
+    async move {
+        let started = Instant::now();
+        let out = call.await;
+        let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        match &out {
+            Ok(_) => tracing::debug!(elapsed_us, "ok"),
+            Err(e) => tracing::debug!(elapsed_us, kind = ?e.kind(), "failed"),
+        }
+        out
+    }
+    .instrument(span)
+    .await
+}
+
+#[async_trait]
+impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn create(&self, session: NewSession) -> Result<Session> {
+        let id = session.id.clone();
+        traced(
+            self.capabilities().backend,
+            "create",
+            Some(&id),
+            self.inner.create(session),
+        )
+        .await
+    }
+    async fn get(&self, id: &SessionId) -> Result<Session> {
+        traced(
+            self.capabilities().backend,
+            "get",
+            Some(id),
+            self.inner.get(id),
+        )
+        .await
+    }
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
+        traced(
+            self.capabilities().backend,
+            "update",
+            Some(id),
+            self.inner.update(id, update),
+        )
+        .await
+    }
+    async fn delete(&self, id: &SessionId) -> Result<bool> {
+        traced(
+            self.capabilities().backend,
+            "delete",
+            Some(id),
+            self.inner.delete(id),
+        )
+        .await
+    }
+    async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
+        traced(
+            self.capabilities().backend,
+            "list",
+            None,
+            self.inner.list(query),
+        )
+        .await
+    }
+    async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
+        traced(
+            self.capabilities().backend,
+            "purge_expired",
+            None,
+            self.inner.purge_expired(now),
+        )
+        .await
+    }
+    async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+        traced(
+            self.capabilities().backend,
+            "append",
+            Some(id),
+            self.inner.append(id, events),
+        )
+        .await
+    }
+    async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+        traced(
+            self.capabilities().backend,
+            "events",
+            Some(id),
+            self.inner.events(id, filter),
+        )
+        .await
+    }
+    async fn event_version(&self, id: &SessionId) -> Result<u64> {
+        traced(
+            self.capabilities().backend,
+            "event_version",
+            Some(id),
+            self.inner.event_version(id),
+        )
+        .await
+    }
+    async fn replace_context(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> Result<bool> {
+        let call = self.inner.replace_context(id, events, expected_version);
+        traced(
+            self.capabilities().backend,
+            "replace_context",
+            Some(id),
+            call,
+        )
+        .await
+    }
+    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
+        traced(
+            self.capabilities().backend,
+            "rewind",
+            Some(id),
+            self.inner.rewind(id, before),
+        )
+        .await
+    }
+    async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
+        traced(
+            self.capabilities().backend,
+            "search",
+            None,
+            self.inner.search(query),
+        )
+        .await
+    }
+    async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
+        let call = self.inner.shared_state(app, user_id);
+        traced(self.capabilities().backend, "shared_state", None, call).await
+    }
+    async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
+        traced(
+            self.capabilities().backend,
+            "export",
+            Some(id),
+            self.inner.export_session(id),
+        )
+        .await
+    }
+    async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
+        let id = dump.session.id.clone();
+        traced(
+            self.capabilities().backend,
+            "import",
+            Some(&id),
+            self.inner.import_session(dump),
+        )
+        .await
+    }
+}

@@ -1,0 +1,434 @@
+//! Write planning: the repository contract, decided once, in core.
+//!
+//! A backend reads what the write depends on (the session's [`Head`], and
+//! which ids of the batch it already [`Stored`]), asks this module for the
+//! plan, and persists the plan in one transaction, script or request. Seq
+//! assignment, idempotency, state-delta merging, version bumps, the
+//! compare-and-swap decision and the typed errors all live here, so every
+//! store answers the same way; the in-memory reference store uses the same
+//! planner.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use session_core::plan::{AppendPlan, EventBatch, Head};
+//! use session_core::{Limits, Message, SessionEvent, SessionId};
+//!
+//! let head = Head::new(SessionId::new("s1").unwrap(), 3, 7);
+//! let batch = EventBatch::new(vec![SessionEvent::new(Message::user("hi"))], &Limits::default()).unwrap();
+//! let plan = AppendPlan::new(&head, &batch, &HashMap::new()).unwrap();
+//! assert_eq!(plan.seqs, vec![4]);
+//! assert_eq!(plan.version, 8);
+//! ```
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Result, SessionError};
+use crate::event::SessionEvent;
+use crate::ids::{InvocationId, SessionId};
+use crate::repository::{check_unique_ids, prepare_events, AppendOutcome, SessionDump};
+use crate::session::{NewSession, Session, SessionUpdate};
+use crate::state::{ScopedDelta, SharedDelta};
+use crate::validate::{check_seq_room, next_version, Limits};
+use crate::StateMap;
+
+/// What a store read about a session before writing to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The session.
+    pub id: SessionId,
+    /// The highest seq ever assigned.
+    pub last_seq: u64,
+    /// The current version.
+    pub version: u64,
+}
+
+impl Head {
+    /// The head of session `id` at `last_seq` and `version`.
+    pub fn new(id: SessionId, last_seq: u64, version: u64) -> Self {
+        Self {
+            id,
+            last_seq,
+            version,
+        }
+    }
+}
+
+/// Whether a session read for a write may be written: `NotFound` when
+/// there is none, `Expired` when its expiry is at or before `now`.
+pub fn writable<T>(
+    found: Option<(T, Option<DateTime<Utc>>)>,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> Result<T> {
+    match found {
+        None => Err(SessionError::session_not_found(id.as_str())),
+        Some((_, Some(at))) if at <= now => Err(SessionError::Expired { id: id.to_string() }),
+        Some((head, _)) => Ok(head),
+    }
+}
+
+/// Whether a session read for a read is visible: `NotFound` when there is
+/// none or it has expired at `now`.
+pub fn readable<T>(
+    found: Option<(T, Option<DateTime<Utc>>)>,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> Result<T> {
+    match found {
+        Some((value, expires)) if expires.is_none_or(|at| at > now) => Ok(value),
+        _ => Err(SessionError::session_not_found(id.as_str())),
+    }
+}
+
+/// An event the session already holds, as a planner needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    /// Its seq.
+    pub seq: u64,
+    /// Its token estimate.
+    pub tokens: u32,
+}
+
+/// The events of one append or context replace, checked and normalized by
+/// [`prepare_events`]: ids valid, sizes within limits, `temp:` keys
+/// stripped. `bodies[i]` is event `i` encoded as JSON without seq and
+/// session id, for stores that keep the encoding.
+#[derive(Debug, Clone)]
+pub struct EventBatch {
+    /// The events, in batch order.
+    pub events: Vec<SessionEvent>,
+    /// Each event's JSON encoding.
+    pub bodies: Vec<String>,
+}
+
+impl EventBatch {
+    /// Checks `events` against `limits`.
+    pub fn new(mut events: Vec<SessionEvent>, limits: &Limits) -> Result<Self> {
+        let bodies = prepare_events(&mut events, limits)?;
+        Ok(Self { events, bodies })
+    }
+
+    /// The distinct ids of the batch, for a store to look up which it holds.
+    pub fn ids(&self) -> Vec<&str> {
+        let mut seen = std::collections::HashSet::new();
+        self.events
+            .iter()
+            .map(|e| e.id.as_str())
+            .filter(|id| seen.insert(*id))
+            .collect()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+/// One new event of a plan: its index in the batch and the seq it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewEvent {
+    /// Index into [`EventBatch::events`] and [`EventBatch::bodies`].
+    pub index: usize,
+    /// The seq assigned to it.
+    pub seq: u64,
+}
+
+/// State changes of a write, merged over its new events in order: a later
+/// value for a key wins and `null` stays, so that applying the merge once
+/// equals applying each event's delta in turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StateChanges {
+    /// Session-scope keys.
+    pub session: StateMap,
+    /// `app:` and `user:` keys.
+    pub shared: SharedDelta,
+}
+
+impl StateChanges {
+    fn add(&mut self, delta: Option<&StateMap>) {
+        if let Some(delta) = delta {
+            let split = ScopedDelta::split(delta);
+            for (k, v) in split.session {
+                self.session.insert(k, v);
+            }
+            self.shared.add(&ScopedDelta {
+                session: StateMap::new(),
+                user: split.user,
+                app: split.app,
+            });
+        }
+    }
+
+    /// Whether no scope changes.
+    pub fn is_empty(&self) -> bool {
+        self.session.is_empty() && self.shared.is_empty()
+    }
+}
+
+/// What an append writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendPlan {
+    /// The seq of each batch event, in batch order (held ones keep theirs).
+    pub seqs: Vec<u64>,
+    /// The events to write, in seq order; each joins the archive and the end of the context.
+    pub new: Vec<NewEvent>,
+    /// The highest seq after the write.
+    pub last_seq: u64,
+    /// The version after the write (unchanged when nothing is new).
+    pub version: u64,
+    /// The state changes of the new events.
+    pub state: StateChanges,
+    /// The token estimates of the new events, summed.
+    pub added_tokens: u64,
+}
+
+impl AppendPlan {
+    /// Plans appending `batch` to a session at `head` holding the `stored` ids of the batch.
+    pub fn new(head: &Head, batch: &EventBatch, stored: &HashMap<String, Stored>) -> Result<Self> {
+        let mut seqs = Vec::with_capacity(batch.events.len());
+        let mut new = Vec::new();
+        let mut state = StateChanges::default();
+        let mut assigned: HashMap<&str, u64> = HashMap::new();
+        let mut last_seq = head.last_seq;
+        let mut added_tokens = 0u64;
+        let fresh = batch
+            .ids()
+            .into_iter()
+            .filter(|id| !stored.contains_key(*id))
+            .count();
+        if fresh > 0 {
+            check_seq_room(head.last_seq, fresh)?;
+        }
+        let version = if fresh > 0 {
+            next_version(head.version)?
+        } else {
+            head.version
+        };
+        for (index, e) in batch.events.iter().enumerate() {
+            if let Some(s) = stored.get(&e.id) {
+                seqs.push(s.seq);
+                continue;
+            }
+            if let Some(seq) = assigned.get(e.id.as_str()) {
+                seqs.push(*seq);
+                continue;
+            }
+            // Room for every fresh id was checked above.
+            last_seq = last_seq.saturating_add(1);
+            assigned.insert(&e.id, last_seq);
+            seqs.push(last_seq);
+            new.push(NewEvent {
+                index,
+                seq: last_seq,
+            });
+            state.add(e.state_delta.as_ref());
+            added_tokens = added_tokens.saturating_add(u64::from(e.token_estimate));
+        }
+        Ok(Self {
+            seqs,
+            new,
+            last_seq,
+            version,
+            state,
+            added_tokens,
+        })
+    }
+
+    /// Whether the append writes nothing (every event was already held).
+    pub fn is_noop(&self) -> bool {
+        self.new.is_empty()
+    }
+
+    /// What the append reports to its caller.
+    pub fn outcome(&self) -> AppendOutcome {
+        AppendOutcome {
+            version: self.version,
+            seqs: self.seqs.clone(),
+            written: self.new.len(),
+        }
+    }
+}
+
+/// What a context compare-and-swap writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextPlan {
+    /// The new context, as seqs in context order.
+    pub context: Vec<u64>,
+    /// Events not held yet: written to the archive with these seqs.
+    pub new: Vec<NewEvent>,
+    /// The highest seq after the write.
+    pub last_seq: u64,
+    /// The version after the write.
+    pub version: u64,
+    /// The state changes of the new events.
+    pub state: StateChanges,
+    /// The token estimate of the new context.
+    pub context_tokens: u64,
+}
+
+impl ContextPlan {
+    /// Plans replacing the context with `batch`: `None` when the version is
+    /// not `expected` (the caller reports `false` and writes nothing).
+    pub fn new(
+        head: &Head,
+        expected: u64,
+        batch: &EventBatch,
+        stored: &HashMap<String, Stored>,
+    ) -> Result<Option<Self>> {
+        check_unique_ids(&batch.events)?;
+        if head.version != expected {
+            return Ok(None);
+        }
+        let version = next_version(head.version)?;
+        let fresh = batch
+            .events
+            .iter()
+            .filter(|e| !stored.contains_key(&e.id))
+            .count();
+        check_seq_room(head.last_seq, fresh)?;
+        let mut plan = Self {
+            context: Vec::with_capacity(batch.events.len()),
+            new: Vec::new(),
+            last_seq: head.last_seq,
+            version,
+            state: StateChanges::default(),
+            context_tokens: 0,
+        };
+        for (index, e) in batch.events.iter().enumerate() {
+            let (seq, tokens) = match stored.get(&e.id) {
+                Some(s) => (s.seq, s.tokens),
+                None => {
+                    plan.last_seq = plan.last_seq.saturating_add(1);
+                    plan.new.push(NewEvent {
+                        index,
+                        seq: plan.last_seq,
+                    });
+                    plan.state.add(e.state_delta.as_ref());
+                    (plan.last_seq, e.token_estimate)
+                }
+            };
+            plan.context.push(seq);
+            plan.context_tokens = plan.context_tokens.saturating_add(u64::from(tokens));
+        }
+        Ok(Some(plan))
+    }
+}
+
+/// What a rewind removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewindPlan {
+    /// Every archived event at or after this seq goes.
+    pub from_seq: u64,
+    /// The version after the rewind.
+    pub version: u64,
+}
+
+impl RewindPlan {
+    /// Plans a rewind to before `invocation`, whose first archived seq the
+    /// store found (`None`: the invocation is not in the archive, `NotFound`).
+    pub fn new(head: &Head, invocation: &InvocationId, first_seq: Option<u64>) -> Result<Self> {
+        let Some(from_seq) = first_seq else {
+            return Err(SessionError::NotFound {
+                what: "invocation",
+                id: invocation.to_string(),
+            });
+        };
+        Ok(Self {
+            from_seq,
+            version: next_version(head.version)?,
+        })
+    }
+
+    /// The session-scope state after the rewind: `initial` with the deltas of the remaining events replayed.
+    pub fn state<'a>(
+        initial: &StateMap,
+        remaining: impl IntoIterator<Item = &'a StateMap>,
+    ) -> StateMap {
+        crate::state::replay_deltas(initial, remaining)
+    }
+}
+
+/// What a create writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePlan {
+    /// The session at version 0.
+    pub session: Session,
+    /// The initial state as given (what a rewind replays from).
+    pub initial_state: StateMap,
+    /// The `app:` and `user:` keys of the initial state.
+    pub shared: SharedDelta,
+}
+
+impl CreatePlan {
+    /// Plans creating `new` at `now`. `existing` is the expiry of a session
+    /// the store already holds under the same id (`Some(None)`: one that
+    /// never expires): a live one makes the create `AlreadyExists`, an
+    /// expired one is replaced.
+    pub fn new(
+        new: NewSession,
+        existing: Option<Option<DateTime<Utc>>>,
+        now: DateTime<Utc>,
+    ) -> Result<Self> {
+        new.validate(now)?;
+        if existing.is_some_and(|expiry| expiry.is_none_or(|at| at > now)) {
+            return Err(SessionError::AlreadyExists {
+                what: "session",
+                id: new.id.to_string(),
+            });
+        }
+        let split = ScopedDelta::split(&new.state);
+        let mut shared = SharedDelta::default();
+        shared.add(&split);
+        Ok(Self {
+            session: new.to_session(now),
+            initial_state: new.state,
+            shared,
+        })
+    }
+}
+
+/// The version a session update writes, or `Conflict` when the update
+/// expects another version than `head`'s.
+pub fn plan_update(head: &Head, update: &SessionUpdate) -> Result<u64> {
+    if let Some(expected) = update.expected_version {
+        if head.version != expected {
+            return Err(SessionError::Conflict {
+                id: head.id.to_string(),
+                expected,
+                actual: head.version,
+            });
+        }
+    }
+    next_version(head.version)
+}
+
+/// What an import writes: the dump with its counters recomputed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportPlan {
+    /// The session, with `event_count` and `context_tokens` recomputed from the events.
+    pub dump: SessionDump,
+    /// Each context seq's 1-based position in the context.
+    pub positions: HashMap<u64, i64>,
+}
+
+impl ImportPlan {
+    /// Plans importing `dump` into a store whose live copy of the session
+    /// (if any) is at `existing_version`: `None` when that copy is at the
+    /// same or a later version (the import leaves it unchanged).
+    pub fn new(mut dump: SessionDump, existing_version: Option<u64>) -> Result<Option<Self>> {
+        dump.validate()?;
+        if existing_version.is_some_and(|v| v >= dump.session.version) {
+            return Ok(None);
+        }
+        let id = dump.session.id.to_string();
+        for e in &mut dump.events {
+            e.session_id.clone_from(&id);
+        }
+        dump.session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
+        dump.session.context_tokens = dump.context_tokens();
+        let positions = dump.context_positions();
+        Ok(Some(Self { dump, positions }))
+    }
+}
