@@ -1,0 +1,170 @@
+//! Appending events: gapless seqs, atomic batches, versions, idempotency, concurrent appends.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use session_core::{ErrorKind, Limits, Message, SessionEvent};
+
+use super::{kind, numbered};
+use crate::{assistant, texts, user, Fixture};
+
+/// Seqs start at 1 and are strictly increasing and gapless across calls and batches.
+pub async fn append_assigns_gapless_increasing_seqs(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let a = fx.append(&s.id, vec![user("one")]).await;
+    let b = fx.append(&s.id, numbered("batch", 3)).await;
+    let c = fx.append(&s.id, vec![assistant("five")]).await;
+    assert_eq!(a.seqs, [1]);
+    assert_eq!(b.seqs, [2, 3, 4]);
+    assert_eq!(c.seqs, [5]);
+    let seqs: Vec<u64> = fx.archive(&s.id).await.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    let other = fx.session("alice").await;
+    assert_eq!(
+        fx.append(&other.id, vec![user("x")]).await.seqs,
+        [1],
+        "seqs are per session"
+    );
+}
+
+/// A batch with one bad event writes nothing: no events, no version bump, no state.
+pub async fn append_batch_is_atomic(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, vec![user("before")]).await;
+    let good = SessionEvent::builder(Message::user("good"))
+        .state("k", 1)
+        .build()
+        .unwrap();
+    let mut bad = user("bad");
+    bad.id = "not/valid".into();
+    assert_eq!(
+        kind(fx.repo.append(&s.id, vec![good.clone(), bad]).await),
+        ErrorKind::InvalidInput
+    );
+    let huge = user(&"x".repeat(Limits::default().max_event_bytes + 1));
+    assert_eq!(
+        kind(fx.repo.append(&s.id, vec![good, huge]).await),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(texts(&fx.archive(&s.id).await), ["before"]);
+    let got = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(got.version, 1);
+    assert!(got.state.is_empty());
+    assert_eq!(got.event_count, 1);
+}
+
+/// Each successful append call bumps the version by exactly one, whatever the batch size.
+pub async fn append_bumps_version_once_per_call(fx: Fixture) {
+    let s = fx.session("alice").await;
+    assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), 0);
+    assert_eq!(fx.append(&s.id, vec![user("a")]).await.version, 1);
+    assert_eq!(fx.append(&s.id, numbered("b", 5)).await.version, 2);
+    assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), 2);
+    let got = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(got.version, 2);
+    assert_eq!(got.event_count, 6);
+}
+
+/// Re-sending an event id returns its existing seq and writes nothing.
+pub async fn append_is_idempotent_by_event_id(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let e1 = user("first");
+    let e2 = assistant("second");
+    let first = fx.append(&s.id, vec![e1.clone(), e2.clone()]).await;
+    assert_eq!((first.seqs.clone(), first.written), (vec![1, 2], 2));
+    let again = fx.append(&s.id, vec![e1.clone(), e2]).await;
+    assert_eq!(again.seqs, [1, 2]);
+    assert_eq!(again.written, 0);
+    assert_eq!(again.version, first.version, "nothing written, no bump");
+    let e3 = user("third");
+    let mixed = fx.append(&s.id, vec![e1, e3.clone(), e3]).await;
+    assert_eq!(mixed.seqs, [1, 3, 3]);
+    assert_eq!(mixed.written, 1);
+    assert_eq!(
+        texts(&fx.archive(&s.id).await),
+        ["first", "second", "third"]
+    );
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 3);
+}
+
+/// Appending to an id that does not exist is `NotFound`, and creates nothing.
+pub async fn append_to_unknown_session_is_not_found(fx: Fixture) {
+    assert_eq!(
+        kind(fx.repo.append("ghost", vec![user("x")]).await),
+        ErrorKind::NotFound
+    );
+    assert_eq!(kind(fx.repo.get("ghost").await), ErrorKind::NotFound);
+    assert_eq!(
+        kind(fx.repo.replace_context("ghost", vec![], 0).await),
+        ErrorKind::NotFound
+    );
+}
+
+// ---------------------------------------------------------------- concurrency
+
+/// 16 tasks × 250 appends to one session: 4,000 events, seqs 1..=4000, no
+/// duplicates, every version 1..=4000 handed out once, and a concurrent
+/// reader never sees the version go down.
+pub async fn concurrent_appends_lose_nothing(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let repo = fx.repo.clone();
+        let id = s.id.clone();
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut last = 0;
+            let mut reads = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let v = repo.event_version(&id).await.unwrap();
+                assert!(v >= last, "version went back from {last} to {v}");
+                last = v;
+                reads += 1;
+                tokio::task::yield_now().await;
+            }
+            reads
+        })
+    };
+    let mut writers = Vec::new();
+    for t in 0..16 {
+        let repo = fx.repo.clone();
+        let id = s.id.clone();
+        writers.push(tokio::spawn(async move {
+            let mut versions = Vec::with_capacity(250);
+            for i in 0..250 {
+                let out = repo
+                    .append(&id, vec![user(&format!("t{t} e{i}"))])
+                    .await
+                    .unwrap();
+                versions.push(out.version);
+            }
+            versions
+        }));
+    }
+    let mut versions = Vec::new();
+    for w in writers {
+        versions.extend(w.await.unwrap());
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(reader.await.unwrap() > 0);
+    versions.sort_unstable();
+    assert_eq!(versions, (1..=4000).collect::<Vec<u64>>());
+    let archive = fx.archive(&s.id).await;
+    let seqs: Vec<u64> = archive.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=4000).collect::<Vec<u64>>());
+    let unique: HashSet<&str> = archive.iter().map(|e| e.message.text()).collect();
+    assert_eq!(unique.len(), 4000);
+    // Each writer's events are in its own order.
+    for t in 0..16 {
+        let prefix = format!("t{t} ");
+        let mine: Vec<&str> = archive
+            .iter()
+            .map(|e| e.message.text())
+            .filter(|x| x.starts_with(&prefix))
+            .collect();
+        let want: Vec<String> = (0..250).map(|i| format!("t{t} e{i}")).collect();
+        assert_eq!(mine, want);
+    }
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 4000);
+}

@@ -1,0 +1,194 @@
+//! Rewriting the context: `replace_context` (compare-and-swap, concurrent replaces) and rewind.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use session_core::{
+    Clock as _, CompactionSource, CreateSessionRequest, ErrorKind, Message, SessionEvent,
+    SessionRepository, SessionService,
+};
+
+use super::{kind, numbered, owner};
+use crate::{assistant, texts, user, Fixture, APP};
+
+/// A replace with the current version succeeds: the context is exactly the
+/// new list in order (summary first), the version bumps, token totals follow.
+pub async fn replace_context_with_current_version(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, numbered("m", 4)).await;
+    let ctx = fx.context(&s.id).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    let [p, a] = SessionEvent::summary_turn(
+        "m 1 and m 2 happened",
+        CompactionSource::RecursiveSummarization,
+        fx.clock.now(),
+    );
+    let mut new_ctx = vec![p, a];
+    new_ctx.extend_from_slice(&ctx[2..]);
+    let want_tokens: u64 = new_ctx.iter().map(|e| u64::from(e.token_estimate)).sum();
+    assert!(fx.repo.replace_context(&s.id, new_ctx, v).await.unwrap());
+    assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), v + 1);
+    let got = fx.context(&s.id).await;
+    assert_eq!(
+        texts(&got),
+        [
+            session_core::SUMMARY_PROMPT,
+            "m 1 and m 2 happened",
+            "m 3",
+            "m 4"
+        ]
+    );
+    assert!(got[0].is_synthetic() && got[1].is_synthetic());
+    assert_eq!(got[0].seq, 5, "new summary events get new seqs");
+    assert_eq!(got[2].seq, 3, "kept events keep their seqs");
+    let session = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(session.context_tokens, want_tokens);
+    assert_eq!(session.event_count, 6);
+    fx.append(&s.id, vec![user("m 5")]).await;
+    assert_eq!(
+        texts(&fx.context(&s.id).await).last().map(String::as_str),
+        Some("m 5")
+    );
+}
+
+/// A stale version returns `false` and changes nothing.
+pub async fn replace_context_with_stale_version_changes_nothing(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, numbered("m", 3)).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    fx.append(&s.id, vec![user("m 4")]).await;
+    let before = fx.repo.get(&s.id).await.unwrap();
+    let ok = fx
+        .repo
+        .replace_context(&s.id, vec![assistant("summary")], v)
+        .await
+        .unwrap();
+    assert!(!ok);
+    assert_eq!(
+        texts(&fx.context(&s.id).await),
+        ["m 1", "m 2", "m 3", "m 4"]
+    );
+    assert_eq!(fx.archive(&s.id).await.len(), 4, "nothing archived either");
+    assert_eq!(fx.repo.get(&s.id).await.unwrap(), before);
+}
+
+/// Every original event stays in the archive after a replace, verbatim.
+pub async fn replace_context_keeps_the_archive(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, numbered("m", 5)).await;
+    let original = fx.archive(&s.id).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx.repo.replace_context(&s.id, vec![], v).await.unwrap());
+    assert!(fx.context(&s.id).await.is_empty());
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().context_tokens, 0);
+    assert_eq!(fx.archive(&s.id).await, original);
+    let dup = vec![original[0].clone(), original[0].clone()];
+    assert_eq!(
+        kind(fx.repo.replace_context(&s.id, dup, v + 1).await),
+        ErrorKind::InvalidInput
+    );
+}
+
+// ---------------------------------------------------------------- concurrency
+
+/// 8 concurrent replaces on the same version: exactly one wins.
+pub async fn concurrent_replace_exactly_one_wins(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, numbered("m", 10)).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    let ctx = fx.context(&s.id).await;
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let repo: Arc<dyn SessionRepository> = fx.repo.clone();
+        let id = s.id.clone();
+        let mut new_ctx = vec![assistant(&format!("summary by {t}"))];
+        new_ctx.extend_from_slice(&ctx[5..]);
+        tasks.push(tokio::spawn(async move {
+            repo.replace_context(&id, new_ctx, v).await.unwrap()
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        if t.await.unwrap() {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), v + 1);
+    let got = fx.context(&s.id).await;
+    assert_eq!(got.len(), 6);
+    assert!(got[0].message.text().starts_with("summary by "));
+    assert_eq!(
+        fx.archive(&s.id).await.len(),
+        11,
+        "only the winner's summary was archived"
+    );
+}
+
+// ---------------------------------------------------------------- rewind
+
+/// Rewind removes the invocation's events and all later ones from context and
+/// archive, replays session state from the rest, and bumps the version.
+pub async fn rewind_removes_invocation_and_later_events(fx: Fixture) {
+    let svc = fx.service();
+    let o = owner();
+    let s = svc
+        .create(
+            CreateSessionRequest::builder("alice")
+                .app(APP)
+                .state("counter", 0)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let step = |inv: &str, text: &str, counter: i64| {
+        SessionEvent::builder(Message::user(text))
+            .invocation_id(inv)
+            .state("counter", counter)
+            .build()
+            .unwrap()
+    };
+    svc.append_events(&o, &s.id, vec![step("inv-1", "one", 1)])
+        .await
+        .unwrap();
+    svc.append_events(
+        &o,
+        &s.id,
+        vec![step("inv-2", "two", 2), assistant("two done")],
+    )
+    .await
+    .unwrap();
+    svc.append_events(&o, &s.id, vec![step("inv-3", "three", 100)])
+        .await
+        .unwrap();
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    let after = svc.rewind(&o, &s.id, "inv-2").await.unwrap();
+    assert_eq!(after.state.get("counter"), Some(&json!(1)));
+    assert_eq!(after.version, v + 1);
+    assert_eq!(texts(&fx.archive(&s.id).await), ["one"]);
+    assert_eq!(texts(&fx.context(&s.id).await), ["one"]);
+    assert_eq!(after.event_count, 1);
+    // Seqs are never reused.
+    let out = svc
+        .append_message(&o, &s.id, Message::user("four"))
+        .await
+        .unwrap();
+    assert_eq!(out.seqs, [5]);
+    // Rewinding the first invocation restores the initial state.
+    let after = svc.rewind(&o, &s.id, "inv-1").await.unwrap();
+    assert_eq!(after.state.get("counter"), Some(&json!(0)));
+    assert!(fx.archive(&s.id).await.is_empty());
+}
+
+/// Rewinding to an invocation the session never had is `NotFound` and changes nothing.
+pub async fn rewind_unknown_invocation_is_not_found(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, vec![user("x")]).await;
+    let before = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(
+        kind(fx.repo.rewind(&s.id, "inv-nope").await),
+        ErrorKind::NotFound
+    );
+    assert_eq!(fx.repo.get(&s.id).await.unwrap(), before);
+}

@@ -1,0 +1,100 @@
+//! One function per behaviour of the contract. Each takes a fresh [`Fixture`].
+//!
+//! The cases are grouped by behaviour in private submodules and re-exported
+//! here, so every case is `cases::<name>` (the path the suite macros expand to).
+
+use serde_json::Value;
+use session_core::{
+    CreateSessionRequest, ErrorKind, Owner, SessionError, SessionEvent, SessionService, StateMap,
+};
+
+mod append;
+mod context;
+mod events;
+mod export;
+mod limits;
+mod resolve;
+mod search;
+mod sessions;
+mod state;
+
+pub use append::{
+    append_assigns_gapless_increasing_seqs, append_batch_is_atomic,
+    append_bumps_version_once_per_call, append_is_idempotent_by_event_id,
+    append_to_unknown_session_is_not_found, concurrent_appends_lose_nothing,
+};
+pub use context::{
+    concurrent_replace_exactly_one_wins, replace_context_keeps_the_archive,
+    replace_context_with_current_version, replace_context_with_stale_version_changes_nothing,
+    rewind_removes_invocation_and_later_events, rewind_unknown_invocation_is_not_found,
+};
+pub use events::{
+    events_branch_visibility, events_context_and_archive_views, events_filter_before_paging,
+    events_keyword_filter_is_literal, events_last_n_returns_most_recent_oldest_first,
+    events_role_filter, events_round_trip_every_field, events_synthetic_in_out_only,
+    events_time_range, turn_count_counts_root_real_user_messages,
+};
+pub use export::export_import_round_trips;
+pub use limits::{
+    clock_jumps_back_and_forward, nul_and_astral_text_round_trips, oversize_event_is_rejected,
+    page_size_limits, session_of_100k_events_pages_and_searches,
+};
+pub use resolve::{
+    end_archives_but_keeps_readable, resolve_daily_reset, resolve_group_key_is_shared,
+    resolve_idle_timeout_starts_over, resolve_manual_reset, resolve_returns_fresh_session,
+};
+pub use search::{
+    search_across_a_users_sessions, search_is_case_insensitive_over_the_archive,
+    search_is_chronological_and_paged, search_special_characters_match_literally,
+    search_without_match_is_empty,
+};
+pub use sessions::{
+    create_duplicate_id_is_already_exists, create_rejects_invalid_ids, create_with_generated_id,
+    create_with_given_id, delete_removes_session_and_events, expired_session_reads_as_absent,
+    expiry_defaults_to_sixty_days, expiry_in_the_past_is_rejected, expiry_none_never_expires,
+    list_filters_by_app_user_key_status, list_is_paged_newest_activity_first,
+    purge_expired_removes_exactly_the_expired, update_changes_fields_and_checks_version,
+};
+pub use state::{
+    state_app_scope_is_per_app, state_delta_lands_atomically_with_its_event, state_session_scope,
+    state_temp_keys_are_never_persisted, state_user_scope_is_per_user_per_app,
+};
+
+// Cases kept in modules of their own; the isolation matrix of every
+// service call x owner is in `isolation.rs`.
+pub use crate::hostile::{
+    chat_platform_identifiers_stay_apart, concurrent_identical_imports_write_once,
+    counters_at_the_maximum_refuse_writes_and_keep_data, extreme_pages_are_empty,
+    import_refuses_counters_past_the_maximum,
+};
+pub use crate::isolation::isolation_matrix_every_service_call;
+
+use crate::{user, Fixture, APP};
+
+fn kind<T: std::fmt::Debug>(r: Result<T, SessionError>) -> ErrorKind {
+    r.expect_err("expected an error").kind()
+}
+
+fn map(v: &Value) -> StateMap {
+    v.as_object().cloned().unwrap()
+}
+
+fn numbered(prefix: &str, n: usize) -> Vec<SessionEvent> {
+    (1..=n).map(|i| user(&format!("{prefix} {i}"))).collect()
+}
+
+fn owner() -> Owner {
+    Owner::new(APP, "alice")
+}
+
+async fn service_session(fx: &Fixture, owner: &Owner) -> session_core::Session {
+    fx.service()
+        .create(
+            CreateSessionRequest::builder(&owner.user_id)
+                .app(&owner.app)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+}

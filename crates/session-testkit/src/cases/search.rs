@@ -1,0 +1,199 @@
+//! Search: case-insensitive literal matching over the archive, paging, user-wide search.
+
+use chrono::Duration;
+use session_core::{Clock as _, CompactionSource, ErrorKind, Message, SearchQuery, SessionEvent};
+
+use super::kind;
+use crate::{assistant, user, Fixture};
+
+/// Search is a case-insensitive substring over the archive, synthetic summaries included.
+pub async fn search_is_case_insensitive_over_the_archive(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(
+        &s.id,
+        vec![user("My cat is called Zebedee"), assistant("Nice name.")],
+    )
+    .await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    let [p, a] = SessionEvent::summary_turn(
+        "User has a cat named ZEBEDEE.",
+        CompactionSource::RecursiveSummarization,
+        fx.clock.now(),
+    );
+    assert!(fx.repo.replace_context(&s.id, vec![p, a], v).await.unwrap());
+    fx.append(&s.id, vec![user("unrelated")]).await;
+    let hits = fx
+        .repo
+        .search(&SearchQuery::in_session(&s.id, "zebedee"))
+        .await
+        .unwrap();
+    let got: Vec<String> = hits
+        .items
+        .iter()
+        .map(|h| h.event.message.text().to_owned())
+        .collect();
+    assert_eq!(
+        got,
+        ["My cat is called Zebedee", "User has a cat named ZEBEDEE."]
+    );
+    assert!(hits.items.iter().all(|h| h.session_id == s.id));
+    assert!(hits.items[1].event.is_synthetic());
+    let hits = fx
+        .repo
+        .search(&SearchQuery::in_session(&s.id, "ebed"))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 2, "substrings match, not only words");
+}
+
+/// Results are chronological and paged (default page size 10).
+pub async fn search_is_chronological_and_paged(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let batch: Vec<SessionEvent> = (1..=25)
+        .flat_map(|i| [user(&format!("needle {i}")), assistant("hay")])
+        .collect();
+    fx.append(&s.id, batch).await;
+    let q = SearchQuery::in_session(&s.id, "NEEDLE");
+    let p0 = fx.repo.search(&q).await.unwrap();
+    assert_eq!(p0.items.len(), 10);
+    assert!(p0.has_more);
+    let p2 = fx.repo.search(&q.clone().page(2, 10)).await.unwrap();
+    let got: Vec<String> = p2
+        .items
+        .iter()
+        .map(|h| h.event.message.text().to_owned())
+        .collect();
+    let want: Vec<String> = (21..=25).map(|i| format!("needle {i}")).collect();
+    assert_eq!(got, want);
+    assert!(!p2.has_more);
+    let seqs: Vec<u64> = p0.items.iter().map(|h| h.event.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// `%`, `_`, `*`, quotes, backslashes, parentheses, FTS and regex operators match literally.
+pub async fn search_special_characters_match_literally(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let hostile = [
+        "100%",
+        "a_b",
+        "2*3",
+        "say \"hi\"",
+        "C:\\path",
+        "f(x)",
+        "cats NEAR dogs",
+        "a.*b",
+        "[abc]",
+        "x?y",
+        "it's",
+        "^start$",
+        "{1,2}",
+        "a|b",
+        "-neg",
+        "col:val",
+        "+plus",
+        // FTS5 and Lucene query syntax, taken literally.
+        "fox AND hound",
+        "NOT owl",
+        "OR",
+        "near/3",
+        "fuzzy~2",
+        "boost^4",
+        "/regex.*/",
+        "a||b",
+        "!bang",
+        "title:(x)",
+        "2026-01-01T00:00:00",
+        "a\\*b",
+        "0x00\u{0}nul",
+        "emoji 😀 here",
+    ];
+    let batch: Vec<SessionEvent> = hostile.iter().map(|t| user(&format!("<{t}>"))).collect();
+    fx.append(&s.id, batch).await;
+    let decoy = "1000 aXb 23 say hi path fx cats dogs ab abc xy its start 12 ab neg colval plus \
+                 fox hound owl near 3 fuzzy 2 boost 4 regex bang title x";
+    fx.append(&s.id, vec![user(decoy)]).await;
+    let stored: Vec<String> = hostile.iter().map(|t| format!("<{t}>")).collect();
+    // Whole strings, and each special character on its own.
+    let singles: Vec<String> = "%_*?[]\"\\()^$|{}:+-~!/'"
+        .chars()
+        .map(String::from)
+        .collect();
+    for t in hostile.iter().map(|t| (*t).to_owned()).chain(singles) {
+        let hits = fx
+            .repo
+            .search(&SearchQuery::in_session(&s.id, &t).page(0, 100))
+            .await
+            .unwrap();
+        let got: Vec<String> = hits
+            .items
+            .iter()
+            .map(|h| h.event.message.text().to_owned())
+            .collect();
+        let mut want: Vec<String> = stored
+            .iter()
+            .filter(|text| text.to_lowercase().contains(&t.to_lowercase()))
+            .cloned()
+            .collect();
+        if decoy.to_lowercase().contains(&t.to_lowercase()) {
+            want.push(decoy.to_owned());
+        }
+        assert!(!want.is_empty(), "{t:?} is stored");
+        assert_eq!(got, want, "query {t:?}");
+    }
+}
+
+/// No match is an empty page, not an error; an empty query is `InvalidInput`.
+pub async fn search_without_match_is_empty(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, vec![user("hello")]).await;
+    let hits = fx
+        .repo
+        .search(&SearchQuery::in_session(&s.id, "absent"))
+        .await
+        .unwrap();
+    assert!(hits.items.is_empty());
+    assert!(!hits.has_more);
+    assert_eq!(
+        kind(fx.repo.search(&SearchQuery::in_session(&s.id, "")).await),
+        ErrorKind::InvalidInput
+    );
+}
+
+/// A user-scoped search covers all that user's sessions in the app, and only those.
+pub async fn search_across_a_users_sessions(fx: Fixture) {
+    let a1 = fx.session_in("app1", "alice").await;
+    let a2 = fx.session_in("app1", "alice").await;
+    let b = fx.session_in("app1", "bob").await;
+    let other_app = fx.session_in("app2", "alice").await;
+    let t0 = fx.clock.now();
+    let at = |min: i64, t: &str| {
+        SessionEvent::builder(Message::user(t))
+            .timestamp(t0 + Duration::minutes(min))
+            .build()
+            .unwrap()
+    };
+    fx.append(&a1.id, vec![at(1, "orange one"), at(3, "orange three")])
+        .await;
+    fx.append(&a2.id, vec![at(2, "orange two")]).await;
+    fx.append(&b.id, vec![at(0, "orange bob")]).await;
+    fx.append(&other_app.id, vec![at(0, "orange elsewhere")])
+        .await;
+    let hits = fx
+        .repo
+        .search(&SearchQuery::for_user("app1", "alice", "orange"))
+        .await
+        .unwrap();
+    let got: Vec<(String, String)> = hits
+        .items
+        .iter()
+        .map(|h| (h.session_id.clone(), h.event.message.text().to_owned()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (a1.id.clone(), "orange one".to_owned()),
+            (a2.id.clone(), "orange two".to_owned()),
+            (a1.id.clone(), "orange three".to_owned()),
+        ]
+    );
+}
