@@ -45,6 +45,11 @@ fn scheme(url: &str) -> Option<&str> {
 /// behind cargo features; a scheme whose feature is not compiled in is an
 /// `InvalidInput` error naming the feature to enable.
 ///
+/// The store comes wrapped in [`layer::TracingLayer`] (a span per call with
+/// its duration and outcome), and remote stores (Redis, PostgreSQL,
+/// Elasticsearch) also in [`layer::RetryLayer`] (jittered retries of the
+/// calls that are safe to repeat). [`open_unlayered`] returns the bare store.
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = agent_session::open("memory://").await.unwrap();
@@ -53,6 +58,24 @@ fn scheme(url: &str) -> Option<&str> {
 /// assert_eq!(err.kind(), agent_session::ErrorKind::InvalidInput);
 /// # });
 /// ```
+pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
+    let (store, remote) = open_store(url).await?;
+    Ok(if remote {
+        Arc::new(layer::TracingLayer::new(layer::RetryLayer::new(store)))
+    } else {
+        Arc::new(layer::TracingLayer::new(store))
+    })
+}
+
+/// Opens the store a URL names without any layer: no tracing spans, no
+/// retries. For benchmarks that compare the engine with the raw driver,
+/// and for callers that stack their own [`layer`]s.
+pub async fn open_unlayered(url: &str) -> Result<Arc<dyn SessionRepository>> {
+    open_store(url).await.map(|(store, _)| store)
+}
+
+/// The store and whether it is remote (reached over a network, so worth
+/// retrying when briefly unavailable).
 #[cfg_attr(
     not(any(
         feature = "sqlite",
@@ -63,7 +86,7 @@ fn scheme(url: &str) -> Option<&str> {
     )),
     allow(clippy::unused_async)
 )] // backends connect asynchronously
-pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
+async fn open_store(url: &str) -> Result<(Arc<dyn SessionRepository>, bool)> {
     let Some(scheme) = scheme(url) else {
         return Err(SessionError::invalid(
             "store URL",
@@ -72,27 +95,27 @@ pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
     };
     let scheme = scheme.to_ascii_lowercase();
     if scheme == "memory" {
-        return Ok(InMemoryRepository::new().shared());
+        return Ok((InMemoryRepository::new().shared(), false));
     }
     #[cfg(feature = "sqlite")]
     if scheme == "sqlite" {
-        return Ok(Arc::new(SqliteRepository::from_url(url).await?));
+        return Ok((Arc::new(SqliteRepository::from_url(url).await?), false));
     }
     #[cfg(feature = "fs")]
     if scheme == "fs" || scheme == "file" {
-        return Ok(Arc::new(FsRepository::from_url(url).await?));
+        return Ok((Arc::new(FsRepository::from_url(url).await?), false));
     }
     #[cfg(feature = "redis")]
     if scheme == "redis" || scheme == "rediss" || scheme == "redis+cluster" {
-        return Ok(Arc::new(RedisRepository::from_url(url).await?));
+        return Ok((Arc::new(RedisRepository::from_url(url).await?), true));
     }
     #[cfg(feature = "postgres")]
     if scheme == "postgres" || scheme == "postgresql" {
-        return Ok(Arc::new(PostgresRepository::connect(url).await?));
+        return Ok((Arc::new(PostgresRepository::connect(url).await?), true));
     }
     #[cfg(feature = "es")]
     if scheme == "es+http" || scheme == "es+https" {
-        return Ok(Arc::new(EsRepository::from_url(url).await?));
+        return Ok((Arc::new(EsRepository::from_url(url).await?), true));
     }
     if let Some((_, feature, krate)) = BACKENDS
         .iter()

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use session_core::{
-    AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionService,
+    AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionId, SessionService,
     SyntheticFilter, SUMMARY_PROMPT,
 };
 
@@ -221,7 +221,8 @@ impl SessionMemory {
             .await?;
         if let (Some(policy), Some(repo)) = (&self.policy, &self.repository) {
             if out.written > 0 {
-                if let Err(e) = policy.maybe_compact(repo.as_ref(), session_id).await {
+                let id = SessionId::new(session_id)?;
+                if let Err(e) = policy.maybe_compact(repo.as_ref(), &id).await {
                     tracing::warn!(session_id, error = %e, "compaction failed; the context is unchanged");
                 }
             }
@@ -251,7 +252,8 @@ impl SessionMemory {
                     return Ok(Err(e));
                 };
                 // The owner check already passed in `prepare`.
-                let outcome = policy.compact_now(repo.as_ref(), session_id).await?;
+                let id = SessionId::new(session_id)?;
+                let outcome = policy.compact_now(repo.as_ref(), &id).await?;
                 if matches!(outcome, CompactionOutcome::NotNeeded) {
                     return Ok(Err(e));
                 }

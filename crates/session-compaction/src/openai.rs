@@ -129,20 +129,22 @@ impl Summarizer for OpenAiSummarizer {
             }
             let response = req.send().await;
             let retry_after = match response {
-                Err(e) if e.is_timeout() || e.is_connect() => Some(format!("request failed: {e}")),
-                Err(e) => return Err(CompactionError::Summarizer(format!("request failed: {e}"))),
+                Err(e) if e.is_timeout() || e.is_connect() => {
+                    CompactionError::summarizer_caused_by("the request failed", e)
+                }
+                Err(e) => return Err(CompactionError::summarizer_caused_by("the request failed", e)),
                 Ok(resp) => {
                     let status = resp.status();
                     if status.is_success() {
                         let v: Value = resp.json().await.map_err(|e| {
-                            CompactionError::Summarizer(format!("unreadable answer: {e}"))
+                            CompactionError::summarizer_caused_by("the answer is unreadable", e)
                         })?;
                         return v["choices"][0]["message"]["content"]
                             .as_str()
                             .map(str::to_owned)
                             .ok_or_else(|| {
-                                CompactionError::Summarizer(
-                                    "the answer has no choices[0].message.content".to_owned(),
+                                CompactionError::summarizer(
+                                    "the answer has no choices[0].message.content",
                                 )
                             });
                     }
@@ -151,21 +153,32 @@ impl Summarizer for OpenAiSummarizer {
                         .ok()
                         .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
                         .unwrap_or(text);
+                    let error = CompactionError::Summarizer {
+                        what: format!("HTTP {status}: {message}"),
+                        status: Some(status.as_u16()),
+                        source: None,
+                    };
                     if status.as_u16() == 429 || status.is_server_error() {
-                        Some(format!("HTTP {status}: {message}"))
+                        error
                     } else {
-                        return Err(CompactionError::Summarizer(format!(
-                            "HTTP {status}: {message}"
-                        )));
+                        return Err(error);
                     }
                 }
             };
             attempt += 1;
-            let reason = retry_after.unwrap_or_default();
             if attempt > self.retries {
-                return Err(CompactionError::Summarizer(format!(
-                    "gave up after {attempt} attempts: {reason}"
-                )));
+                return Err(match retry_after {
+                    CompactionError::Summarizer {
+                        what,
+                        status,
+                        source,
+                    } => CompactionError::Summarizer {
+                        what: format!("gave up after {attempt} attempts; the last: {what}"),
+                        status,
+                        source,
+                    },
+                    other => other,
+                });
             }
             tracing::warn!(attempt, "summarizer request failed; retrying");
             tokio::time::sleep(self.backoff * 2u32.saturating_pow(attempt - 1)).await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use session_core::{
     AppendHook, AppendOutcome, EventView, Owner, Session, SessionEvent, SessionRepository,
-    SessionRepositoryExt,
+    SessionId, SessionRepositoryExt,
 };
 
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy, Trigger};
@@ -97,7 +97,7 @@ impl CompactionPolicy {
     pub async fn maybe_compact(
         &self,
         repository: &dyn SessionRepository,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<CompactionOutcome, CompactionError> {
         let session = repository.get(session_id).await?;
         if !self.trigger.needs_events() && !self.trigger.fires(session.context_tokens, 0, 0) {
@@ -110,7 +110,7 @@ impl CompactionPolicy {
     pub async fn compact_now(
         &self,
         repository: &dyn SessionRepository,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<CompactionOutcome, CompactionError> {
         let session = repository.get(session_id).await?;
         self.run(repository, session, false).await
@@ -121,7 +121,7 @@ impl CompactionPolicy {
     pub async fn retry_after_compaction<T, E, F, Fut>(
         &self,
         repository: &dyn SessionRepository,
-        session_id: &str,
+        session_id: &SessionId,
         mut call: F,
         is_context_length: impl Fn(&E) -> bool,
     ) -> Result<Result<T, E>, CompactionError>
@@ -132,7 +132,7 @@ impl CompactionPolicy {
         match call().await {
             Err(e) if is_context_length(&e) => {
                 tracing::info!(
-                    session_id,
+                    %session_id,
                     "context length exceeded: compacting and retrying once"
                 );
                 self.compact_now(repository, session_id).await?;
@@ -191,13 +191,13 @@ impl AppendHook for CompactionPolicy {
         &self,
         repository: &dyn SessionRepository,
         _owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         _outcome: &AppendOutcome,
     ) {
         if let Some(repo) = &self.background {
             let policy = self.clone();
             let repo = repo.clone();
-            let id = session_id.to_owned();
+            let id = session_id.clone();
             tokio::spawn(async move {
                 if let Err(e) = policy.maybe_compact(repo.as_ref(), &id).await {
                     tracing::warn!(session_id = %id, error = %e, "background compaction failed; the context is unchanged");
@@ -206,7 +206,7 @@ impl AppendHook for CompactionPolicy {
             return;
         }
         if let Err(e) = self.maybe_compact(repository, session_id).await {
-            tracing::warn!(session_id, error = %e, "compaction failed; the context is unchanged");
+            tracing::warn!(%session_id, error = %e, "compaction failed; the context is unchanged");
         }
     }
 }

@@ -8,7 +8,7 @@ use session_compaction::{
     CompactionPolicy, ConversationSearch, CrossSessionSearch, SessionMemory, SummaryInjection,
     ToolContext, Trigger, TurnWindow, NO_RESULTS, TOOL_ERROR_KEY,
 };
-use session_core::{
+use session_core::{SessionId, 
     CompactionSource, CreateSessionRequest, DefaultSessionService, InMemoryRepository, Message,
     Owner, Role, SessionEvent, SessionRepository, SessionService, ToolCall,
 };
@@ -24,7 +24,7 @@ fn world() -> World {
     World { repo, service }
 }
 
-async fn session(w: &World, owner: &Owner) -> String {
+async fn session(w: &World, owner: &Owner) -> SessionId {
     w.service
         .create(
             CreateSessionRequest::builder(&owner.user_id)
@@ -60,7 +60,7 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     let tool = ConversationSearch::new(w.service.clone());
     let ctx = ToolContext {
         owner: alice.clone(),
-        session_id: id.clone(),
+        session_id: id.to_string(),
     };
     let out = tool
         .call(
@@ -114,7 +114,7 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     // Another user's call context sees nothing.
     let mallory = ToolContext {
         owner: Owner::user("mallory"),
-        session_id: id,
+        session_id: id.to_string(),
     };
     assert!(tool
         .call(&mallory, &json!({"query": "spring"}))
@@ -168,8 +168,8 @@ async fn summaries_are_searchable_and_cross_session_search_names_sessions() {
     assert_eq!(
         got,
         [
-            (a, "my locker is 42".to_owned()),
-            (b, "User's locker: 42.".to_owned())
+            (a.to_string(), "my locker is 42".to_owned()),
+            (b.to_string(), "User's locker: 42.".to_owned())
         ]
     );
     assert_eq!(

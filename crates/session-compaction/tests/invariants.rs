@@ -74,7 +74,7 @@ fn conversation(
 }
 
 fn session() -> Session {
-    let n = NewSession::new("app", "u", chrono::Utc::now());
+    let n = NewSession::new("app", "u", chrono::Utc::now()).unwrap();
     Session {
         id: n.id,
         app: n.app,

@@ -162,7 +162,7 @@ async fn client_errors_are_not_retried_and_gives_up_after_retries() {
         .with_retries(3, Duration::from_millis(1));
     let err = bad.summarize(&req).await.unwrap_err();
     assert!(
-        matches!(&err, CompactionError::Summarizer(m) if m.contains("maximum context length")),
+        matches!(&err, CompactionError::Summarizer { what, status: Some(400), .. } if what.contains("maximum context length")),
         "{err}"
     );
     let down = OpenAiSummarizer::new(format!("{}/down", server.uri()), "m")

@@ -11,7 +11,7 @@ use session_compaction::{
     ExtractiveSummarizer, RecursiveSummarization, StructuredSummary, Summarizer, SummaryRequest,
     Trigger, TurnWindow,
 };
-use session_core::{
+use session_core::{SessionId, 
     CreateSessionRequest, DefaultSessionService, EventView, InMemoryRepository, Message, Owner,
     SearchQuery, Session, SessionEvent, SessionRepository, SessionRepositoryExt, SessionService,
 };
@@ -22,7 +22,7 @@ fn owner() -> Owner {
 
 async fn setup(
     policy: CompactionPolicy,
-) -> (DefaultSessionService, Arc<dyn SessionRepository>, String) {
+) -> (DefaultSessionService, Arc<dyn SessionRepository>, SessionId) {
     let repo = InMemoryRepository::new().shared();
     let svc = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
     let s = svc
@@ -157,7 +157,7 @@ struct Failing(&'static str);
 impl Summarizer for Failing {
     async fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, CompactionError> {
         match self.0 {
-            "error" => Err(CompactionError::Summarizer("HTTP 500".into())),
+            "error" => Err(CompactionError::summarizer("HTTP 500")),
             other => Ok(other.to_owned()),
         }
     }
@@ -192,7 +192,7 @@ async fn a_bad_summary_aborts_and_leaves_the_context_untouched() {
         assert!(
             matches!(
                 err,
-                CompactionError::Summarizer(_) | CompactionError::InvalidSummary { .. }
+                CompactionError::Summarizer { .. } | CompactionError::InvalidSummary { .. }
             ),
             "{answer:?}: {err}"
         );

@@ -297,17 +297,16 @@ impl ContextPlan {
             context_tokens: 0,
         };
         for (index, e) in batch.events.iter().enumerate() {
-            let (seq, tokens) = match stored.get(&e.id) {
-                Some(s) => (s.seq, s.tokens),
-                None => {
-                    plan.last_seq = plan.last_seq.saturating_add(1);
-                    plan.new.push(NewEvent {
-                        index,
-                        seq: plan.last_seq,
-                    });
-                    plan.state.add(e.state_delta.as_ref());
-                    (plan.last_seq, e.token_estimate)
-                }
+            let (seq, tokens) = if let Some(s) = stored.get(&e.id) {
+                (s.seq, s.tokens)
+            } else {
+                plan.last_seq = plan.last_seq.saturating_add(1);
+                plan.new.push(NewEvent {
+                    index,
+                    seq: plan.last_seq,
+                });
+                plan.state.add(e.state_delta.as_ref());
+                (plan.last_seq, e.token_estimate)
             };
             plan.context.push(seq);
             plan.context_tokens = plan.context_tokens.saturating_add(u64::from(tokens));

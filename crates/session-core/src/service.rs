@@ -377,7 +377,7 @@ pub trait AppendHook: Send + Sync {
         &self,
         repository: &dyn SessionRepository,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         outcome: &AppendOutcome,
     );
 }

@@ -144,7 +144,14 @@ where
     let repo = rt.block_on(open(store.clone()));
     let now = chrono::Utc::now();
     let session = rt
-        .block_on(repo.create(NewSession::new("app", "alice", now).with_id("full")))
+        .block_on(
+            repo.create(
+                NewSession::new("app", "alice", now)
+                    .unwrap()
+                    .with_id("full")
+                    .unwrap(),
+            ),
+        )
         .unwrap()
         .id;
     let mut acked: Vec<String> = Vec::new();
@@ -195,8 +202,15 @@ where
         // Reads still work, and show exactly the acknowledged events.
         assert_eq!(ids(&repo), acked, "the failed append left nothing behind");
 
-        let made = format!("made-while-full-{round}");
-        let created = rt.block_on(repo.create(NewSession::new("app", "alice", now).with_id(&made)));
+        let made = crate::sid(&format!("made-while-full-{round}"));
+        let created = rt.block_on(
+            repo.create(
+                NewSession::new("app", "alice", now)
+                    .unwrap()
+                    .with_id(made.clone())
+                    .unwrap(),
+            ),
+        );
         if let Err(e) = &created {
             assert_full(e, "a create on a full disk");
             assert_eq!(
@@ -218,8 +232,15 @@ where
         assert_eq!((again.written, again.seqs), (0, out.seqs), "and only once");
         acked.push(failed);
         if created.is_err() {
-            rt.block_on(repo.create(NewSession::new("app", "alice", now).with_id(&made)))
-                .unwrap();
+            rt.block_on(
+                repo.create(
+                    NewSession::new("app", "alice", now)
+                        .unwrap()
+                        .with_id(made.clone())
+                        .unwrap(),
+                ),
+            )
+            .unwrap();
         }
         assert_eq!(ids(&repo), acked);
     }
@@ -240,7 +261,7 @@ where
     let s = rt.block_on(repo.get(&session)).unwrap();
     assert_eq!(s.event_count, acked.len() as u64, "counters match the log");
     for round in 0..4 {
-        rt.block_on(repo.get(&format!("made-while-full-{round}")))
+        rt.block_on(repo.get(&crate::sid(&format!("made-while-full-{round}"))))
             .unwrap();
     }
 }

@@ -264,7 +264,11 @@ pub async fn chat_platform_identifiers_stay_apart(fx: Fixture) {
         ids.push(s.id);
     }
     for (n, (app, user_id)) in owners.iter().enumerate() {
-        let shared = fx.repo.shared_state(app, user_id).await.unwrap();
+        let shared = fx
+            .repo
+            .shared_state(&crate::app_name(app), &crate::user_id(user_id))
+            .await
+            .unwrap();
         assert_eq!(
             shared.user.get("user:who"),
             Some(&json!(format!("{app} {user_id}"))),
@@ -303,7 +307,9 @@ pub async fn chat_platform_identifiers_stay_apart(fx: Fixture) {
         .repo
         .create(
             session_core::NewSession::new(APP, "ada@example.com", fx.clock.now())
-                .with_key("slack/T123/C456|#general"),
+                .unwrap()
+                .with_key("slack/T123/C456|#general")
+                .unwrap(),
         )
         .await
         .unwrap();
@@ -322,7 +328,7 @@ pub async fn chat_platform_identifiers_stay_apart(fx: Fixture) {
     // Glob and path characters are still refused before any store sees them.
     for bad in ["a*b", "a?b", "a b", "a\\b", "{a}"] {
         assert_eq!(
-            kind(fx.repo.shared_state(APP, bad).await),
+            kind(session_core::UserId::new(bad)),
             ErrorKind::InvalidInput,
             "{bad:?}"
         );
@@ -345,7 +351,7 @@ where
     for id in [&healthy.id, &damaged.id] {
         fx.append(id, vec![user("before the damage")]).await;
     }
-    corrupt(damaged.id.clone()).await;
+    corrupt(damaged.id.to_string()).await;
     assert_eq!(
         kind(fx.repo.get(&damaged.id).await),
         ErrorKind::Serialization,

@@ -17,8 +17,8 @@
 use serde_json::json;
 use session_core::{
     ErrorKind, EventFilter, Message, Owner, ResetPolicy, ResolveRequest, SearchQuery, Session,
-    SessionDump, SessionError, SessionEvent, SessionQuery, SessionService, SessionStatus,
-    SessionUpdate,
+    SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionService,
+    SessionStatus, SessionUpdate,
 };
 
 use crate::{user, Fixture, APP};
@@ -94,9 +94,9 @@ impl Target {
     /// the real one for its owner, a forged copy naming the caller otherwise.
     fn presented_by(&self, caller: &Owner) -> Session {
         let mut s = self.session.clone();
-        s.app.clone_from(&caller.app);
+        s.app = crate::app_name(&caller.app);
         if !self.group {
-            s.user_id.clone_from(&caller.user_id);
+            s.user_id = crate::user_id(&caller.user_id);
         }
         s
     }
@@ -112,13 +112,13 @@ async fn run(
 ) -> Result<Vec<String>, SessionError> {
     let one = || vec![id.to_owned()];
     Ok(match call {
-        Call::Get => vec![svc.get(caller, id).await?.id],
+        Call::Get => vec![svc.get(caller, id).await?.id.into_string()],
         Call::List => svc
             .list(caller, SessionQuery::new().page(0, 1000))
             .await?
             .items
             .into_iter()
-            .map(|s| s.id)
+            .map(|s| s.id.into_string())
             .collect(),
         Call::Update => {
             let update = SessionUpdate::new().state(
@@ -127,13 +127,13 @@ async fn run(
                     .cloned()
                     .unwrap_or_default(),
             );
-            vec![svc.update(caller, id, update).await?.id]
+            vec![svc.update(caller, id, update).await?.id.into_string()]
         }
         Call::Delete => {
             svc.delete(caller, id).await?;
             one()
         }
-        Call::End => vec![svc.end(caller, id).await?.id],
+        Call::End => vec![svc.end(caller, id).await?.id.into_string()],
         Call::AppendMessage => {
             svc.append_message(caller, id, Message::user("injected"))
                 .await?;
@@ -149,7 +149,7 @@ async fn run(
         }
         Call::AppendTo => {
             let mut presented = target.presented_by(caller);
-            presented.id = id.to_owned();
+            presented.id = crate::sid(id);
             let event = SessionEvent::builder(Message::user("injected"))
                 .state("user:tier", "stolen")
                 .build()?;
@@ -210,19 +210,23 @@ async fn run(
                 Vec::new()
             }
         }
-        Call::Rewind => vec![svc.rewind(caller, id, "inv-1").await?.id],
+        Call::Rewind => vec![svc.rewind(caller, id, "inv-1").await?.id.into_string()],
         Call::Resolve => {
             let resolved = svc
                 .resolve(&target.resolve_request(caller), &ResetPolicy::never())
                 .await?;
-            vec![resolved.session.id]
+            vec![resolved.session.id.into_string()]
         }
-        Call::Reset => vec![svc.reset(&target.resolve_request(caller)).await?.id],
+        Call::Reset => vec![svc
+            .reset(&target.resolve_request(caller))
+            .await?
+            .id
+            .into_string()],
     })
 }
 
 /// Everything stored about the target: what must not change.
-async fn snapshot(fx: &Fixture, id: &str) -> SessionDump {
+async fn snapshot(fx: &Fixture, id: &SessionId) -> SessionDump {
     fx.repo.export_session(id).await.unwrap()
 }
 
@@ -306,7 +310,10 @@ async fn check_call(fx: &Fixture, call: Call, group: bool) {
             );
         } else {
             let seen = got.unwrap_or_else(|e| panic!("{msg}: {e}"));
-            assert!(!seen.contains(&id), "{msg}: sees the session: {seen:?}");
+            assert!(
+                !seen.contains(&id.to_string()),
+                "{msg}: sees the session: {seen:?}"
+            );
         }
         assert_eq!(
             snapshot(fx, &id).await,
@@ -323,7 +330,7 @@ async fn check_call(fx: &Fixture, call: Call, group: bool) {
         .unwrap_or_else(|e| panic!("{msg}: {e}"));
     match call {
         Call::Reset => {
-            assert!(!seen.contains(&id), "{msg}: a new session");
+            assert!(!seen.contains(&id.to_string()), "{msg}: a new session");
             let old = fx.repo.get(&id).await.unwrap();
             assert_eq!(old.status, SessionStatus::Archived, "{msg}");
         }
@@ -335,7 +342,7 @@ async fn check_call(fx: &Fixture, call: Call, group: bool) {
             );
         }
         Call::SearchOwner if group => {} // groups are searched by id, not per user
-        _ => assert!(seen.contains(&id), "{msg}: {seen:?}"),
+        _ => assert!(seen.contains(&id.to_string()), "{msg}: {seen:?}"),
     }
 }
 

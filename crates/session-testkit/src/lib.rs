@@ -28,7 +28,8 @@ use std::sync::Arc;
 
 use session_core::{
     AppendOutcome, Clock as _, DefaultSessionService, EventFilter, EventView, ManualClock, Message,
-    NewSession, Session, SessionEvent, SessionRepository, SessionRepositoryExt, SharedClock,
+    NewSession, Session, SessionEvent, SessionId, SessionRepository, SessionRepositoryExt,
+    SharedClock,
 };
 
 pub mod cases;
@@ -86,30 +87,50 @@ impl Fixture {
     /// A new session of `user` in `app`.
     pub async fn session_in(&self, app: &str, user: &str) -> Session {
         self.repo
-            .create(NewSession::new(app, user, self.clock.now()))
+            .create(NewSession::new(app, user, self.clock.now()).unwrap())
             .await
             .unwrap()
     }
 
     /// Appends and expects success.
-    pub async fn append(&self, id: &str, events: Vec<SessionEvent>) -> AppendOutcome {
+    pub async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> AppendOutcome {
         self.repo.append(id, events).await.unwrap()
     }
 
     /// Every archived event.
-    pub async fn archive(&self, id: &str) -> Vec<SessionEvent> {
+    pub async fn archive(&self, id: &SessionId) -> Vec<SessionEvent> {
         self.repo.all_events(id, EventView::Archive).await.unwrap()
     }
 
     /// Every context event.
-    pub async fn context(&self, id: &str) -> Vec<SessionEvent> {
+    pub async fn context(&self, id: &SessionId) -> Vec<SessionEvent> {
         self.repo.all_events(id, EventView::Context).await.unwrap()
     }
 
     /// The texts of events read through `filter`.
-    pub async fn texts(&self, id: &str, filter: &EventFilter) -> Vec<String> {
+    pub async fn texts(&self, id: &SessionId, filter: &EventFilter) -> Vec<String> {
         texts(&self.repo.events(id, filter).await.unwrap().items)
     }
+}
+
+/// A session id for a test literal; panics on an invalid one.
+pub fn sid(id: &str) -> SessionId {
+    SessionId::new(id).unwrap()
+}
+
+/// An invocation id for a test literal; panics on an invalid one.
+pub fn iid(id: &str) -> session_core::InvocationId {
+    session_core::InvocationId::new(id).unwrap()
+}
+
+/// An app name for a test literal; panics on an invalid one.
+pub fn app_name(app: &str) -> session_core::AppName {
+    session_core::AppName::new(app).unwrap()
+}
+
+/// A user id for a test literal; panics on an invalid one.
+pub fn user_id(user: &str) -> session_core::UserId {
+    session_core::UserId::new(user).unwrap()
 }
 
 /// The message texts of events.

@@ -105,11 +105,14 @@ async fn step(
     op: &Op,
     ctx: &[SessionEvent],
 ) -> Vec<Seen> {
-    let sid = |s: u8| format!("s{s}");
+    let sid = |s: u8| crate::sid(&format!("s{s}"));
     match op {
         Op::Create { s, u, short } => {
             let now = clock.now();
-            let mut n = NewSession::new("app", format!("u{u}"), now).with_id(sid(*s));
+            let mut n = NewSession::new("app", format!("u{u}"), now)
+                .unwrap()
+                .with_id(sid(*s))
+                .unwrap();
             if *short {
                 n = n.with_expires_at(Some(now + chrono::Duration::hours(1)));
             }
@@ -147,11 +150,16 @@ async fn step(
                 repo.replace_context(&sid(*s), new_ctx, expected).await,
             )]
         }
-        Op::Rewind { s, i } => vec![seen(repo.rewind(&sid(*s), &format!("i{i}")).await)],
+        Op::Rewind { s, i } => vec![seen(
+            repo.rewind(&sid(*s), &crate::iid(&format!("i{i}"))).await,
+        )],
         Op::Search { s, w } => vec![
             seen(
-                repo.search(&SearchQuery::in_session(sid(*s), WORDS[usize::from(*w)]).page(0, 100))
-                    .await,
+                repo.search(
+                    &SearchQuery::in_session(sid(*s).into_string(), WORDS[usize::from(*w)])
+                        .page(0, 100),
+                )
+                .await,
             ),
             seen(
                 repo.search(
@@ -173,7 +181,7 @@ async fn step(
 async fn observe(repo: &dyn SessionRepository) -> Vec<Seen> {
     let mut out = Vec::new();
     for s in 0..3 {
-        let id = format!("s{s}");
+        let id = crate::sid(&format!("s{s}"));
         out.push(seen(repo.get(&id).await));
         out.push(seen(
             repo.events(&id, &EventFilter::archive().page(0, 1000))
@@ -188,7 +196,10 @@ async fn observe(repo: &dyn SessionRepository) -> Vec<Seen> {
                 .await,
         ));
     }
-    out.push(seen(repo.shared_state("app", "u0").await));
+    out.push(seen(
+        repo.shared_state(&crate::app_name("app"), &crate::user_id("u0"))
+            .await,
+    ));
     out
 }
 

@@ -40,7 +40,7 @@ where
     let var = |k: &str| std::env::var(k).unwrap();
     let (location, session, prefix) = (
         var("CHILD_STORE"),
-        var("CHILD_SESSION"),
+        crate::sid(&var("CHILD_SESSION")),
         var("CHILD_PREFIX"),
     );
     let count: usize = var("CHILD_COUNT").parse().unwrap();
@@ -103,11 +103,16 @@ fn acks(child: &mut Child) -> std::thread::JoinHandle<HashMap<String, u64>> {
     })
 }
 
-async fn setup(repo: &dyn SessionRepository) -> String {
-    repo.create(NewSession::new("app", "alice", chrono::Utc::now()).with_id("shared"))
-        .await
-        .unwrap()
-        .id
+async fn setup(repo: &dyn SessionRepository) -> session_core::SessionId {
+    repo.create(
+        NewSession::new("app", "alice", chrono::Utc::now())
+            .unwrap()
+            .with_id("shared")
+            .unwrap(),
+    )
+    .await
+    .unwrap()
+    .id
 }
 
 /// Appends per process in [`processes_lose_nothing`].

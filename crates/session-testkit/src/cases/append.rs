@@ -7,7 +7,7 @@ use std::sync::Arc;
 use session_core::{ErrorKind, Limits, Message, SessionEvent};
 
 use super::{kind, numbered};
-use crate::{assistant, texts, user, Fixture};
+use crate::{assistant, sid, texts, user, Fixture};
 
 /// Seqs start at 1 and are strictly increasing and gapless across calls and batches.
 pub async fn append_assigns_gapless_increasing_seqs(fx: Fixture) {
@@ -91,12 +91,12 @@ pub async fn append_is_idempotent_by_event_id(fx: Fixture) {
 /// Appending to an id that does not exist is `NotFound`, and creates nothing.
 pub async fn append_to_unknown_session_is_not_found(fx: Fixture) {
     assert_eq!(
-        kind(fx.repo.append("ghost", vec![user("x")]).await),
+        kind(fx.repo.append(&sid("ghost"), vec![user("x")]).await),
         ErrorKind::NotFound
     );
-    assert_eq!(kind(fx.repo.get("ghost").await), ErrorKind::NotFound);
+    assert_eq!(kind(fx.repo.get(&sid("ghost")).await), ErrorKind::NotFound);
     assert_eq!(
-        kind(fx.repo.replace_context("ghost", vec![], 0).await),
+        kind(fx.repo.replace_context(&sid("ghost"), vec![], 0).await),
         ErrorKind::NotFound
     );
 }

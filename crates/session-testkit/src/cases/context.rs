@@ -9,7 +9,7 @@ use session_core::{
 };
 
 use super::{kind, numbered, owner};
-use crate::{assistant, texts, user, Fixture, APP};
+use crate::{assistant, iid, texts, user, Fixture, APP};
 
 /// A replace with the current version succeeds: the context is exactly the
 /// new list in order (summary first), the version bumps, token totals follow.
@@ -187,7 +187,7 @@ pub async fn rewind_unknown_invocation_is_not_found(fx: Fixture) {
     fx.append(&s.id, vec![user("x")]).await;
     let before = fx.repo.get(&s.id).await.unwrap();
     assert_eq!(
-        kind(fx.repo.rewind(&s.id, "inv-nope").await),
+        kind(fx.repo.rewind(&s.id, &iid("inv-nope")).await),
         ErrorKind::NotFound
     );
     assert_eq!(fx.repo.get(&s.id).await.unwrap(), before);

@@ -254,7 +254,7 @@ pub async fn events_round_trip_every_field(fx: Fixture) {
     let mut want = vec![e, call, syn];
     for (i, w) in want.iter_mut().enumerate() {
         w.seq = i as u64 + 1;
-        w.session_id.clone_from(&s.id);
+        w.session_id = s.id.to_string();
     }
     assert_eq!(got, want);
     let ctx = fx.context(&s.id).await;

@@ -191,9 +191,9 @@ pub async fn search_across_a_users_sessions(fx: Fixture) {
     assert_eq!(
         got,
         [
-            (a1.id.clone(), "orange one".to_owned()),
-            (a2.id.clone(), "orange two".to_owned()),
-            (a1.id.clone(), "orange three".to_owned()),
+            (a1.id.to_string(), "orange one".to_owned()),
+            (a2.id.to_string(), "orange two".to_owned()),
+            (a1.id.to_string(), "orange three".to_owned()),
         ]
     );
 }

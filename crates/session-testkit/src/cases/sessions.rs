@@ -8,20 +8,23 @@ use session_core::{
 };
 
 use super::{kind, map, numbered, owner};
-use crate::{texts, user, Fixture, APP};
+use crate::{sid, texts, user, Fixture, APP};
 
 /// A session created with a caller-chosen id is stored under that id with
 /// its owner, key, metadata and initial state, at version 0.
 pub async fn create_with_given_id(fx: Fixture) {
     let now = fx.clock.now();
     let new = NewSession::new(APP, "alice", now)
+        .unwrap()
         .with_id("my-session-id")
+        .unwrap()
         .with_key("telegram:chat-123:agent-a")
+        .unwrap()
         .with_metadata(map(&json!({"agentType": "research-assistant"})))
         .with_state(map(&json!({"counter": 0})));
     let s = fx.repo.create(new).await.unwrap();
     assert_eq!(s.id, "my-session-id");
-    let got = fx.repo.get("my-session-id").await.unwrap();
+    let got = fx.repo.get(&sid("my-session-id")).await.unwrap();
     assert_eq!(got, s);
     assert_eq!(got.app, APP);
     assert_eq!(got.user_id, "alice");
@@ -60,18 +63,28 @@ pub async fn create_duplicate_id_is_already_exists(fx: Fixture) {
     let now = fx.clock.now();
     let first = fx
         .repo
-        .create(NewSession::new(APP, "alice", now).with_id("dup"))
+        .create(
+            NewSession::new(APP, "alice", now)
+                .unwrap()
+                .with_id("dup")
+                .unwrap(),
+        )
         .await
         .unwrap();
-    fx.append("dup", vec![user("kept")]).await;
+    fx.append(&sid("dup"), vec![user("kept")]).await;
     let err = fx
         .repo
-        .create(NewSession::new(APP, "bob", now).with_id("dup"))
+        .create(
+            NewSession::new(APP, "bob", now)
+                .unwrap()
+                .with_id("dup")
+                .unwrap(),
+        )
         .await;
     assert_eq!(kind(err), ErrorKind::AlreadyExists);
-    let got = fx.repo.get("dup").await.unwrap();
+    let got = fx.repo.get(&sid("dup")).await.unwrap();
     assert_eq!(got.user_id, first.user_id);
-    assert_eq!(texts(&fx.archive("dup").await), ["kept"]);
+    assert_eq!(texts(&fx.archive(&sid("dup")).await), ["kept"]);
 }
 
 /// Hostile ids are `InvalidInput` before anything is written.
@@ -99,13 +112,11 @@ pub async fn create_rejects_invalid_ids(fx: Fixture) {
         "é",
     ];
     for bad in hostile {
-        let err = fx
-            .repo
-            .create(NewSession::new(APP, "alice", now).with_id(bad))
-            .await;
+        // The id types refuse it, so no store ever sees it.
+        let err = NewSession::new(APP, "alice", now).unwrap().with_id(bad);
         assert_eq!(kind(err), ErrorKind::InvalidInput, "id {bad:?}");
         assert_eq!(
-            kind(fx.repo.get(bad).await),
+            kind(session_core::SessionId::new(bad)),
             ErrorKind::InvalidInput,
             "get {bad:?}"
         );
@@ -120,7 +131,7 @@ pub async fn create_rejects_invalid_ids(fx: Fixture) {
         ("*", "alice"),
         (APP, "[a-z]*"),
     ] {
-        let err = fx.repo.create(NewSession::new(app, user, now)).await;
+        let err = NewSession::new(app, user, now);
         assert_eq!(
             kind(err),
             ErrorKind::InvalidInput,
@@ -198,7 +209,9 @@ pub async fn expiry_in_the_past_is_rejected(fx: Fixture) {
     let err = fx
         .repo
         .create(
-            NewSession::new(APP, "alice", now).with_expires_at(Some(now - Duration::seconds(1))),
+            NewSession::new(APP, "alice", now)
+                .unwrap()
+                .with_expires_at(Some(now - Duration::seconds(1))),
         )
         .await;
     assert_eq!(kind(err), ErrorKind::InvalidInput);
@@ -263,17 +276,29 @@ pub async fn purge_expired_removes_exactly_the_expired(fx: Fixture) {
     let now = fx.clock.now();
     let short = fx
         .repo
-        .create(NewSession::new(APP, "alice", now).with_expires_at(Some(now + Duration::hours(1))))
+        .create(
+            NewSession::new(APP, "alice", now)
+                .unwrap()
+                .with_expires_at(Some(now + Duration::hours(1))),
+        )
         .await
         .unwrap();
     let long = fx
         .repo
-        .create(NewSession::new(APP, "alice", now).with_expires_at(Some(now + Duration::hours(3))))
+        .create(
+            NewSession::new(APP, "alice", now)
+                .unwrap()
+                .with_expires_at(Some(now + Duration::hours(3))),
+        )
         .await
         .unwrap();
     let never = fx
         .repo
-        .create(NewSession::new(APP, "alice", now).with_expires_at(None))
+        .create(
+            NewSession::new(APP, "alice", now)
+                .unwrap()
+                .with_expires_at(None),
+        )
         .await
         .unwrap();
     fx.append(&short.id, vec![user("gone")]).await;
@@ -289,7 +314,12 @@ pub async fn purge_expired_removes_exactly_the_expired(fx: Fixture) {
     // The purged id can be used again.
     let again = fx
         .repo
-        .create(NewSession::new(APP, "alice", fx.clock.now()).with_id(short.id.clone()))
+        .create(
+            NewSession::new(APP, "alice", fx.clock.now())
+                .unwrap()
+                .with_id(short.id.clone())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert!(fx.archive(&again.id).await.is_empty());
@@ -299,9 +329,12 @@ pub async fn purge_expired_removes_exactly_the_expired(fx: Fixture) {
 pub async fn list_filters_by_app_user_key_status(fx: Fixture) {
     let now = fx.clock.now();
     let mk = |id: &str, app: &str, user: &str, key: Option<&str>| {
-        let mut n = NewSession::new(app, user, now).with_id(id);
+        let mut n = NewSession::new(app, user, now)
+            .unwrap()
+            .with_id(id)
+            .unwrap();
         if let Some(k) = key {
-            n = n.with_key(k);
+            n = n.with_key(k).unwrap();
         }
         n
     };
@@ -314,11 +347,14 @@ pub async fn list_filters_by_app_user_key_status(fx: Fixture) {
         fx.repo.create(n).await.unwrap();
     }
     fx.repo
-        .update("a2", SessionUpdate::new().status(SessionStatus::Archived))
+        .update(
+            &sid("a2"),
+            SessionUpdate::new().status(SessionStatus::Archived),
+        )
         .await
         .unwrap();
     let ids = |p: session_core::Page<session_core::Session>| {
-        let mut v: Vec<String> = p.items.into_iter().map(|s| s.id).collect();
+        let mut v: Vec<String> = p.items.into_iter().map(|s| s.id.into_string()).collect();
         v.sort();
         v
     };
@@ -369,21 +405,26 @@ pub async fn list_is_paged_newest_activity_first(fx: Fixture) {
     for i in 0..5 {
         let s = fx
             .repo
-            .create(NewSession::new(APP, "alice", fx.clock.now()).with_id(format!("s{i}")))
+            .create(
+                NewSession::new(APP, "alice", fx.clock.now())
+                    .unwrap()
+                    .with_id(format!("s{i}"))
+                    .unwrap(),
+            )
             .await
             .unwrap();
         ids.push(s.id);
         fx.clock.advance(Duration::seconds(10));
     }
     // Activity on s0 makes it the newest.
-    fx.append("s0", vec![user("bump")]).await;
+    fx.append(&sid("s0"), vec![user("bump")]).await;
     let q = SessionQuery::new().app(APP);
     let p0 = fx.repo.list(&q.clone().page(0, 2)).await.unwrap();
     let p1 = fx.repo.list(&q.clone().page(1, 2)).await.unwrap();
     let p2 = fx.repo.list(&q.clone().page(2, 2)).await.unwrap();
     let order: Vec<String> = [&p0, &p1, &p2]
         .iter()
-        .flat_map(|p| p.items.iter().map(|s| s.id.clone()))
+        .flat_map(|p| p.items.iter().map(|s| s.id.to_string()))
         .collect();
     assert_eq!(order, ["s0", "s4", "s3", "s2", "s1"]);
     assert!(p0.has_more && p1.has_more && !p2.has_more);
@@ -403,7 +444,12 @@ pub async fn delete_removes_session_and_events(fx: Fixture) {
     assert!(!fx.repo.delete(&s.id).await.unwrap());
     let again = fx
         .repo
-        .create(NewSession::new(APP, "alice", fx.clock.now()).with_id(s.id.clone()))
+        .create(
+            NewSession::new(APP, "alice", fx.clock.now())
+                .unwrap()
+                .with_id(s.id.clone())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(again.version, 0);

@@ -87,7 +87,11 @@ pub async fn state_app_scope_is_per_app(fx: Fixture) {
         Some(&json!("1.0"))
     );
     assert!(svc.get(&other, &c.id).await.unwrap().state.is_empty());
-    let shared = fx.repo.shared_state(APP, "bob").await.unwrap();
+    let shared = fx
+        .repo
+        .shared_state(&crate::app_name(APP), &crate::user_id("bob"))
+        .await
+        .unwrap();
     assert_eq!(shared.app, map(&json!({"app:version": "1.0"})));
     assert!(shared.user.is_empty());
 }
@@ -153,13 +157,21 @@ pub async fn state_delta_lands_atomically_with_its_event(fx: Fixture) {
         .await
         .is_err());
     assert!(fx.repo.get(&s.id).await.unwrap().state.is_empty());
-    let shared = fx.repo.shared_state(APP, "alice").await.unwrap();
+    let shared = fx
+        .repo
+        .shared_state(&crate::app_name(APP), &crate::user_id("alice"))
+        .await
+        .unwrap();
     assert!(shared.user.is_empty() && shared.app.is_empty());
     let out = fx.append(&s.id, vec![with_delta]).await;
     let got = fx.repo.get(&s.id).await.unwrap();
     assert_eq!(got.version, out.version);
     assert_eq!(got.state, map(&json!({"k": 1})));
-    let shared = fx.repo.shared_state(APP, "alice").await.unwrap();
+    let shared = fx
+        .repo
+        .shared_state(&crate::app_name(APP), &crate::user_id("alice"))
+        .await
+        .unwrap();
     assert_eq!(shared.user, map(&json!({"user:u": 1})));
     assert_eq!(shared.app, map(&json!({"app:a": 1})));
 }
