@@ -431,3 +431,159 @@ impl ImportPlan {
         Ok(Some(Self { dump, positions }))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{ErrorKind, Message, MAX_SEQ, MAX_VERSION};
+
+    fn head(last_seq: u64, version: u64) -> Head {
+        Head::new(SessionId::new("s").unwrap(), last_seq, version)
+    }
+
+    fn event(id: &str, delta: serde_json::Value) -> SessionEvent {
+        let mut e = SessionEvent::new(Message::user(id));
+        e.id = id.to_owned();
+        e.state_delta = delta.as_object().cloned();
+        e
+    }
+
+    fn batch(events: Vec<SessionEvent>) -> EventBatch {
+        EventBatch::new(events, &Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn append_assigns_next_seqs_skips_held_and_repeated_ids_and_merges_state() {
+        let b = batch(vec![
+            event("a", json!({"k": 1, "user:u": 1, "temp:t": 1})),
+            event("held", json!({"k": 9})),
+            event("b", json!({"k": null, "app:x": 2})),
+            event("a", json!({})),
+        ]);
+        let stored = HashMap::from([("held".to_owned(), Stored { seq: 3, tokens: 5 })]);
+        let plan = AppendPlan::new(&head(7, 4), &b, &stored).unwrap();
+        assert_eq!(plan.seqs, vec![8, 3, 9, 8]);
+        assert_eq!(
+            plan.new
+                .iter()
+                .map(|n| (n.index, n.seq))
+                .collect::<Vec<_>>(),
+            [(0, 8), (2, 9)]
+        );
+        assert_eq!((plan.last_seq, plan.version), (9, 5));
+        assert_eq!(
+            plan.state.session,
+            json!({"k": null}).as_object().cloned().unwrap()
+        );
+        assert_eq!(
+            plan.state.shared.user,
+            json!({"user:u": 1}).as_object().cloned().unwrap()
+        );
+        assert_eq!(
+            plan.state.shared.app,
+            json!({"app:x": 2}).as_object().cloned().unwrap()
+        );
+        let resend =
+            AppendPlan::new(&head(9, 5), &batch(vec![event("held", json!({}))]), &stored).unwrap();
+        assert!(resend.is_noop());
+        assert_eq!(
+            (resend.version, resend.seqs.clone()),
+            (5, vec![3]),
+            "a retry changes nothing"
+        );
+    }
+
+    #[test]
+    fn counters_at_the_maximum_refuse_new_events_but_not_retries() {
+        let stored = HashMap::from([("held".to_owned(), Stored { seq: 1, tokens: 1 })]);
+        let err = AppendPlan::new(
+            &head(MAX_SEQ, 1),
+            &batch(vec![event("n", json!({}))]),
+            &stored,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        let err = AppendPlan::new(
+            &head(1, MAX_VERSION),
+            &batch(vec![event("n", json!({}))]),
+            &stored,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(AppendPlan::new(
+            &head(MAX_SEQ, MAX_VERSION),
+            &batch(vec![event("held", json!({}))]),
+            &stored
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn context_plan_is_a_compare_and_swap() {
+        let stored = HashMap::from([("old".to_owned(), Stored { seq: 2, tokens: 10 })]);
+        let mut summary = event("sum", json!({}));
+        summary.token_estimate = 4;
+        let b = batch(vec![summary, event("old", json!({}))]);
+        assert_eq!(ContextPlan::new(&head(5, 3), 2, &b, &stored).unwrap(), None);
+        let plan = ContextPlan::new(&head(5, 3), 3, &b, &stored)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.context, vec![6, 2]);
+        assert_eq!(
+            (plan.last_seq, plan.version, plan.context_tokens),
+            (6, 4, 14)
+        );
+        let twice = batch(vec![event("x", json!({})), event("x", json!({}))]);
+        assert!(ContextPlan::new(&head(5, 3), 3, &twice, &stored).is_err());
+    }
+
+    #[test]
+    fn rewind_update_create_and_import_decide_their_errors() {
+        let inv = InvocationId::new("i1").unwrap();
+        assert_eq!(
+            RewindPlan::new(&head(5, 3), &inv, None).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            RewindPlan::new(&head(5, 3), &inv, Some(2)).unwrap().version,
+            4
+        );
+        let update = SessionUpdate::new().expect_version(2);
+        assert_eq!(
+            plan_update(&head(5, 3), &update).unwrap_err().kind(),
+            ErrorKind::Conflict
+        );
+        let now = Utc::now();
+        let new = || NewSession::new("app", "alice", now).unwrap();
+        let live = Some(Some(now + chrono::Duration::hours(1)));
+        assert_eq!(
+            CreatePlan::new(new(), live, now).unwrap_err().kind(),
+            ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            CreatePlan::new(new(), Some(None), now).unwrap_err().kind(),
+            ErrorKind::AlreadyExists
+        );
+        assert!(
+            CreatePlan::new(new(), Some(Some(now)), now).is_ok(),
+            "an expired one is replaced"
+        );
+        let id = SessionId::new("s").unwrap();
+        assert_eq!(
+            writable(Some(((), Some(now))), &id, now)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Expired
+        );
+        assert_eq!(
+            readable(Some(((), Some(now))), &id, now)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::NotFound
+        );
+        assert!(readable(Some(((), None)), &id, now).is_ok());
+    }
+}

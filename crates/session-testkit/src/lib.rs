@@ -255,6 +255,7 @@ macro_rules! __with_cases {
             search_special_characters_match_literally,
             search_without_match_is_empty,
             search_across_a_users_sessions,
+            ranked_search_puts_the_best_match_first,
             state_session_scope,
             state_user_scope_is_per_user_per_app,
             state_app_scope_is_per_app,

@@ -187,3 +187,154 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .await
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::{InMemoryRepository, Message};
+
+    /// The memory store, failing the next `failures` calls with `Unavailable`.
+    struct Flaky {
+        inner: InMemoryRepository,
+        failures: AtomicUsize,
+        calls: AtomicUsize,
+    }
+
+    impl Flaky {
+        fn fail(&self) -> Result<()> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let left = self.failures.load(Ordering::SeqCst);
+            if left > 0 {
+                self.failures.store(left - 1, Ordering::SeqCst);
+                return Err(SessionError::unavailable("flaky", "connection reset"));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl SessionRepository for Flaky {
+        fn capabilities(&self) -> Capabilities {
+            self.inner.capabilities()
+        }
+        async fn create(&self, s: NewSession) -> Result<Session> {
+            self.fail()?;
+            self.inner.create(s).await
+        }
+        async fn get(&self, id: &SessionId) -> Result<Session> {
+            self.fail()?;
+            self.inner.get(id).await
+        }
+        async fn update(&self, id: &SessionId, u: SessionUpdate) -> Result<Session> {
+            self.inner.update(id, u).await
+        }
+        async fn delete(&self, id: &SessionId) -> Result<bool> {
+            self.inner.delete(id).await
+        }
+        async fn list(&self, q: &SessionQuery) -> Result<Page<Session>> {
+            self.inner.list(q).await
+        }
+        async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
+            self.inner.purge_expired(now).await
+        }
+        async fn append(&self, id: &SessionId, e: Vec<SessionEvent>) -> Result<AppendOutcome> {
+            self.fail()?;
+            self.inner.append(id, e).await
+        }
+        async fn events(&self, id: &SessionId, f: &EventFilter) -> Result<Page<SessionEvent>> {
+            self.inner.events(id, f).await
+        }
+        async fn event_version(&self, id: &SessionId) -> Result<u64> {
+            self.inner.event_version(id).await
+        }
+        async fn replace_context(
+            &self,
+            id: &SessionId,
+            e: Vec<SessionEvent>,
+            v: u64,
+        ) -> Result<bool> {
+            self.fail()?;
+            self.inner.replace_context(id, e, v).await
+        }
+        async fn rewind(&self, id: &SessionId, i: &InvocationId) -> Result<RewindOutcome> {
+            self.inner.rewind(id, i).await
+        }
+        async fn search(&self, q: &SearchQuery) -> Result<Page<SearchHit>> {
+            self.inner.search(q).await
+        }
+        async fn shared_state(&self, a: &AppName, u: &UserId) -> Result<SharedState> {
+            self.inner.shared_state(a, u).await
+        }
+        async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
+            self.inner.export_session(id).await
+        }
+        async fn import_session(&self, d: SessionDump) -> Result<ImportOutcome> {
+            self.inner.import_session(d).await
+        }
+    }
+
+    fn flaky(failures: usize) -> RetryLayer<Flaky> {
+        RetryLayer::with_policy(
+            Flaky {
+                inner: InMemoryRepository::new(),
+                failures: AtomicUsize::new(failures),
+                calls: AtomicUsize::new(0),
+            },
+            RetryPolicy {
+                max_retries: 3,
+                min_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(2),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn idempotent_calls_are_retried_until_the_store_answers() {
+        let repo = flaky(0);
+        let s = repo
+            .create(NewSession::new("app", "alice", Utc::now()).unwrap())
+            .await
+            .unwrap();
+        repo.inner().failures.store(2, Ordering::SeqCst);
+        let out = repo
+            .append(&s.id, vec![SessionEvent::new(Message::user("hi"))])
+            .await
+            .unwrap();
+        assert_eq!(out.seqs, vec![1], "written once, after two failures");
+        repo.inner().failures.store(3, Ordering::SeqCst);
+        assert_eq!(repo.get(&s.id).await.unwrap().event_count, 1);
+        repo.inner().failures.store(4, Ordering::SeqCst);
+        let err = repo.get(&s.id).await.unwrap_err();
+        assert!(err.is_retryable(), "gives up after max_retries: {err}");
+    }
+
+    #[tokio::test]
+    async fn calls_unsafe_to_repeat_run_once() {
+        let repo = flaky(1);
+        let err = repo
+            .create(NewSession::new("app", "alice", Utc::now()).unwrap())
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable());
+        assert_eq!(
+            repo.inner().calls.load(Ordering::SeqCst),
+            1,
+            "create ran once"
+        );
+        let s = repo
+            .create(NewSession::new("app", "alice", Utc::now()).unwrap())
+            .await
+            .unwrap();
+        repo.inner().failures.store(1, Ordering::SeqCst);
+        let calls = repo.inner().calls.load(Ordering::SeqCst);
+        assert!(repo.replace_context(&s.id, vec![], 0).await.is_err());
+        assert_eq!(
+            repo.inner().calls.load(Ordering::SeqCst),
+            calls + 1,
+            "a compare-and-swap is never repeated"
+        );
+    }
+}

@@ -211,3 +211,66 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         .await
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::{InMemoryRepository, Message};
+
+    /// Collects the `op` field of every span opened.
+    #[derive(Clone, Default)]
+    struct Ops(Arc<Mutex<Vec<String>>>);
+
+    struct OpVisitor<'a>(&'a mut Option<String>);
+
+    impl tracing::field::Visit for OpVisitor<'_> {
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            if field.name() == "op" {
+                *self.0 = Some(value.to_owned());
+            }
+        }
+        fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    impl tracing::Subscriber for Ops {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            let mut op = None;
+            span.record(&mut OpVisitor(&mut op));
+            let mut ops = self.0.lock().unwrap();
+            ops.extend(op);
+            tracing::span::Id::from_u64(u64::try_from(ops.len()).unwrap().saturating_add(1))
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, _: &tracing::Event<'_>) {}
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn every_call_through_the_layer_opens_one_span_named_by_its_operation() {
+        let ops = Ops::default();
+        let _guard = tracing::subscriber::set_default(ops.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let repo = TracingLayer::new(InMemoryRepository::new());
+            let s = repo
+                .create(NewSession::new("app", "alice", Utc::now()).unwrap())
+                .await
+                .unwrap();
+            repo.append(&s.id, vec![SessionEvent::new(Message::user("hi"))])
+                .await
+                .unwrap();
+            assert!(repo.get(&SessionId::new("nope").unwrap()).await.is_err());
+        });
+        assert_eq!(*ops.0.lock().unwrap(), ["create", "append", "get"]);
+    }
+}

@@ -9,6 +9,7 @@ use session_core::{
 };
 
 mod append;
+mod capabilities;
 mod context;
 mod events;
 mod export;
@@ -23,6 +24,7 @@ pub use append::{
     append_bumps_version_once_per_call, append_is_idempotent_by_event_id,
     append_to_unknown_session_is_not_found, concurrent_appends_lose_nothing,
 };
+pub use capabilities::{ranked_search_puts_the_best_match_first, requires};
 pub use context::{
     concurrent_replace_exactly_one_wins, replace_context_keeps_the_archive,
     replace_context_with_current_version, replace_context_with_stale_version_changes_nothing,
