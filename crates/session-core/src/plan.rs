@@ -444,7 +444,7 @@ mod tests {
         Head::new(SessionId::new("s").unwrap(), last_seq, version)
     }
 
-    fn event(id: &str, delta: serde_json::Value) -> SessionEvent {
+    fn event(id: &str, delta: &serde_json::Value) -> SessionEvent {
         let mut e = SessionEvent::new(Message::user(id));
         e.id = id.to_owned();
         e.state_delta = delta.as_object().cloned();
@@ -458,10 +458,10 @@ mod tests {
     #[test]
     fn append_assigns_next_seqs_skips_held_and_repeated_ids_and_merges_state() {
         let b = batch(vec![
-            event("a", json!({"k": 1, "user:u": 1, "temp:t": 1})),
-            event("held", json!({"k": 9})),
-            event("b", json!({"k": null, "app:x": 2})),
-            event("a", json!({})),
+            event("a", &json!({"k": 1, "user:u": 1, "temp:t": 1})),
+            event("held", &json!({"k": 9})),
+            event("b", &json!({"k": null, "app:x": 2})),
+            event("a", &json!({})),
         ]);
         let stored = HashMap::from([("held".to_owned(), Stored { seq: 3, tokens: 5 })]);
         let plan = AppendPlan::new(&head(7, 4), &b, &stored).unwrap();
@@ -486,8 +486,12 @@ mod tests {
             plan.state.shared.app,
             json!({"app:x": 2}).as_object().cloned().unwrap()
         );
-        let resend =
-            AppendPlan::new(&head(9, 5), &batch(vec![event("held", json!({}))]), &stored).unwrap();
+        let resend = AppendPlan::new(
+            &head(9, 5),
+            &batch(vec![event("held", &json!({}))]),
+            &stored,
+        )
+        .unwrap();
         assert!(resend.is_noop());
         assert_eq!(
             (resend.version, resend.seqs.clone()),
@@ -501,21 +505,21 @@ mod tests {
         let stored = HashMap::from([("held".to_owned(), Stored { seq: 1, tokens: 1 })]);
         let err = AppendPlan::new(
             &head(MAX_SEQ, 1),
-            &batch(vec![event("n", json!({}))]),
+            &batch(vec![event("n", &json!({}))]),
             &stored,
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         let err = AppendPlan::new(
             &head(1, MAX_VERSION),
-            &batch(vec![event("n", json!({}))]),
+            &batch(vec![event("n", &json!({}))]),
             &stored,
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(AppendPlan::new(
             &head(MAX_SEQ, MAX_VERSION),
-            &batch(vec![event("held", json!({}))]),
+            &batch(vec![event("held", &json!({}))]),
             &stored
         )
         .is_ok());
@@ -524,9 +528,9 @@ mod tests {
     #[test]
     fn context_plan_is_a_compare_and_swap() {
         let stored = HashMap::from([("old".to_owned(), Stored { seq: 2, tokens: 10 })]);
-        let mut summary = event("sum", json!({}));
+        let mut summary = event("sum", &json!({}));
         summary.token_estimate = 4;
-        let b = batch(vec![summary, event("old", json!({}))]);
+        let b = batch(vec![summary, event("old", &json!({}))]);
         assert_eq!(ContextPlan::new(&head(5, 3), 2, &b, &stored).unwrap(), None);
         let plan = ContextPlan::new(&head(5, 3), 3, &b, &stored)
             .unwrap()
@@ -536,7 +540,7 @@ mod tests {
             (plan.last_seq, plan.version, plan.context_tokens),
             (6, 4, 14)
         );
-        let twice = batch(vec![event("x", json!({})), event("x", json!({}))]);
+        let twice = batch(vec![event("x", &json!({})), event("x", &json!({}))]);
         assert!(ContextPlan::new(&head(5, 3), 3, &twice, &stored).is_err());
     }
 
