@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rusqlite::{params, Connection, TransactionBehavior};
 use session_core::{
-    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
+    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionId, SessionRepository,
 };
 use session_sqlite::SqliteRepository;
 use tokio::runtime::Runtime;
@@ -57,8 +57,8 @@ async fn library_unindexed(path: &Path) -> Arc<SqliteRepository> {
     )
 }
 
-async fn new_session(repo: &SqliteRepository) -> String {
-    repo.create(NewSession::new("bench", "u", chrono::Utc::now()))
+async fn new_session(repo: &SqliteRepository) -> SessionId {
+    repo.create(NewSession::new("bench", "u", chrono::Utc::now()).unwrap())
         .await
         .unwrap()
         .id
@@ -248,7 +248,7 @@ fn w2_multi(c: &mut Criterion) {
 }
 
 /// Fills a session with `n` events in batches of 1,000.
-async fn filled(repo: &SqliteRepository, n: usize) -> String {
+async fn filled(repo: &SqliteRepository, n: usize) -> SessionId {
     let id = new_session(repo).await;
     let mut i = 0;
     while i < n {
@@ -264,8 +264,8 @@ struct ReadSetup {
     _dir: tempfile::TempDir,
     repo: Arc<SqliteRepository>,
     raw: Connection,
-    big: String,
-    small: String,
+    big: SessionId,
+    small: SessionId,
 }
 
 fn read_setup(rt: &Runtime) -> ReadSetup {
@@ -313,7 +313,7 @@ fn w3_w4_reads(c: &mut Criterion) {
                     )
                     .unwrap();
                 let rows: Vec<SessionEvent> = stmt
-                    .query_map([&id], |r| r.get::<_, String>(1))
+                    .query_map([id.as_str()], |r| r.get::<_, String>(1))
                     .unwrap()
                     .map(|b| serde_json::from_str(&b.unwrap()).unwrap())
                     .collect();
@@ -345,7 +345,7 @@ fn w3_w4_reads(c: &mut Criterion) {
                 )
                 .unwrap();
             let rows: Vec<SessionEvent> = stmt
-                .query_map([&s.big], |r| r.get::<_, String>(1))
+                .query_map([s.big.as_str()], |r| r.get::<_, String>(1))
                 .unwrap()
                 .map(|b| serde_json::from_str(&b.unwrap()).unwrap())
                 .collect();

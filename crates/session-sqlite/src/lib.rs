@@ -1,29 +1,41 @@
 #![doc = include_str!("../README.md")]
+//!
+//! # Layout
+//!
+//! - `lib.rs`: options ([`SqliteRepositoryBuilder`], [`Synchronous`]),
+//!   opening (`from_url`), the writer and the reader pool;
+//! - `error.rs`: rusqlite errors as `SessionError`s;
+//! - `repo.rs`: the `SessionRepository` impl (read the head, plan in
+//!   `session_core::plan`, persist in one transaction);
+//! - `schema.rs`: migrations; `sessions.rs`, `events.rs`, `shared.rs`:
+//!   one table group each; `search.rs`: the FTS5 index and queries.
 
+mod error;
+mod events;
+mod repo;
 mod schema;
-mod store;
+mod search;
+mod sessions;
+mod shared;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
-use session_core::{
-    check_session_id, check_unique_ids, prepare_events, system_clock, validate_id, AppendOutcome,
-    Capabilities, EventFilter, ImportOutcome, Limits, NewSession, Page, RewindOutcome, SearchHit,
-    SearchMode, SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionQuery,
-    SessionRepository, SessionUpdate, SharedClock, SharedState,
-};
+use session_core::{system_clock, Limits, SessionError, SharedClock};
 
 pub use schema::SCHEMA_VERSION;
 
-use crate::store::map_err;
+use crate::error::{map_err, open_failed};
 
 pub(crate) const BACKEND: &str = "sqlite";
+
+/// Prepared statements the writer connection keeps.
+const WRITER_STATEMENTS: usize = 64;
 
 /// How hard SQLite works to make a commit durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -116,10 +128,7 @@ impl SqliteRepositoryBuilder {
             Location::Memory => Connection::open_in_memory(),
         }
         .map_err(|e| match &self.location {
-            Location::File(p) => SessionError::unavailable(
-                BACKEND,
-                format!("cannot open SQLite database {}: {e}", p.display()),
-            ),
+            Location::File(p) => open_failed(p.clone(), e),
             Location::Memory => map_err(e),
         })?;
         conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
@@ -142,6 +151,8 @@ impl SqliteRepositoryBuilder {
             }
         }
         schema::migrate(&mut writer)?;
+        // Room for every statement shape a write uses, the held-id lookups' included.
+        writer.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
         let mut readers = Vec::new();
         if let Location::File(p) = &self.location {
             for _ in 0..self.readers {
@@ -180,7 +191,7 @@ pub struct SqliteRepository {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
@@ -192,8 +203,9 @@ struct Inner {
 }
 
 impl Inner {
-    fn indexing(&self) -> store::Indexing<'_> {
-        store::Indexing {
+    /// How appends keep the search index up to date.
+    pub(crate) fn indexing(&self) -> search::Indexing<'_> {
+        search::Indexing {
             batch: self.index_batch,
             mark_hint: &self.index_mark_hint,
         }
@@ -268,6 +280,7 @@ impl SqliteRepository {
             .await
     }
 
+    /// Runs `f` on tokio's blocking pool.
     async fn blocking<T, F>(&self, f: F) -> session_core::Result<T>
     where
         T: Send + 'static,
@@ -279,7 +292,8 @@ impl SqliteRepository {
             .map_err(|e| SessionError::backend(BACKEND, e))?
     }
 
-    async fn write<T, F>(&self, f: F) -> session_core::Result<T>
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer, with the clock's `now`.
+    pub(crate) async fn write<T, F>(&self, f: F) -> session_core::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, DateTime<Utc>, &Inner) -> session_core::Result<T>
@@ -299,7 +313,8 @@ impl SqliteRepository {
         .await
     }
 
-    async fn read<T, F>(&self, f: F) -> session_core::Result<T>
+    /// Runs `f` in one read snapshot on a reader (the writer for in-memory databases).
+    pub(crate) async fn read<T, F>(&self, f: F) -> session_core::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection, DateTime<Utc>) -> session_core::Result<T> + Send + 'static,
@@ -319,168 +334,5 @@ impl SqliteRepository {
             Ok(out)
         })
         .await
-    }
-}
-
-#[async_trait]
-impl SessionRepository for SqliteRepository {
-    fn capabilities(&self) -> Capabilities {
-        let c = Capabilities::basic(BACKEND).with_ranked_search();
-        match self.inner.location {
-            Location::File(_) => c.with_durable().with_multi_process(),
-            Location::Memory => c,
-        }
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "create", app = %session.app, session_id = %session.id))]
-    async fn create(&self, session: NewSession) -> session_core::Result<Session> {
-        let now = self.inner.clock.now();
-        session.validate(now)?;
-        self.write(move |tx, now, _| store::create(tx, session, now))
-            .await
-    }
-
-    async fn get(&self, id: &str) -> session_core::Result<Session> {
-        check_session_id(id)?;
-        let id = id.to_owned();
-        self.read(move |c, now| store::get(c, &id, now)).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "update", session_id = %id))]
-    async fn update(&self, id: &str, update: SessionUpdate) -> session_core::Result<Session> {
-        check_session_id(id)?;
-        update.validate(self.inner.clock.now())?;
-        let id = id.to_owned();
-        self.write(move |tx, now, _| store::update(tx, &id, &update, now))
-            .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "delete", session_id = %id))]
-    async fn delete(&self, id: &str) -> session_core::Result<bool> {
-        check_session_id(id)?;
-        let id = id.to_owned();
-        self.write(move |tx, _, _| store::delete(tx, &id)).await
-    }
-
-    async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
-        query.check(&self.inner.limits)?;
-        let query = query.clone();
-        self.read(move |c, now| store::list(c, &query, now)).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "purge_expired"))]
-    async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
-        self.write(move |tx, _, _| store::purge_expired(tx, now))
-            .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "append", session_id = %id, events = events.len()))]
-    async fn append(
-        &self,
-        id: &str,
-        mut events: Vec<SessionEvent>,
-    ) -> session_core::Result<AppendOutcome> {
-        check_session_id(id)?;
-        let bodies = prepare_events(&mut events, &self.inner.limits)?;
-        let id = id.to_owned();
-        self.write(move |tx, now, inner| {
-            store::append(tx, &id, &events, &bodies, now, &inner.indexing())
-        })
-        .await
-    }
-
-    async fn events(
-        &self,
-        id: &str,
-        filter: &EventFilter,
-    ) -> session_core::Result<Page<SessionEvent>> {
-        check_session_id(id)?;
-        filter.check(&self.inner.limits)?;
-        let id = id.to_owned();
-        let filter = filter.clone();
-        self.read(move |c, now| store::events(c, &id, &filter, now))
-            .await
-    }
-
-    async fn event_version(&self, id: &str) -> session_core::Result<u64> {
-        check_session_id(id)?;
-        let id = id.to_owned();
-        self.read(move |c, now| store::event_version(c, &id, now))
-            .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "replace_context", session_id = %id, events = events.len()))]
-    async fn replace_context(
-        &self,
-        id: &str,
-        mut events: Vec<SessionEvent>,
-        expected_version: u64,
-    ) -> session_core::Result<bool> {
-        check_session_id(id)?;
-        let bodies = prepare_events(&mut events, &self.inner.limits)?;
-        check_unique_ids(&events)?;
-        let id = id.to_owned();
-        self.write(move |tx, now, inner| {
-            store::replace_context(
-                tx,
-                &id,
-                &events,
-                &bodies,
-                expected_version,
-                now,
-                &inner.indexing(),
-            )
-        })
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "rewind", session_id = %id))]
-    async fn rewind(
-        &self,
-        id: &str,
-        before_invocation_id: &str,
-    ) -> session_core::Result<RewindOutcome> {
-        check_session_id(id)?;
-        validate_id("invocation id", before_invocation_id)?;
-        let id = id.to_owned();
-        let inv = before_invocation_id.to_owned();
-        self.write(move |tx, now, _| store::rewind(tx, &id, &inv, now))
-            .await
-    }
-
-    async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
-        query.check(&self.inner.limits)?;
-        if query.mode == SearchMode::Ranked {
-            // Ranking needs every event in the index: catch up first.
-            self.write(|tx, _, _| store::index_pending(tx, 1)).await?;
-        }
-        let query = query.clone();
-        self.read(move |c, now| store::search(c, &query, now)).await
-    }
-
-    async fn export_session(&self, id: &str) -> session_core::Result<SessionDump> {
-        check_session_id(id)?;
-        let id = id.to_owned();
-        self.read(move |c, now| store::export_session(c, &id, now))
-            .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "import", session_id = %dump.session.id))]
-    async fn import_session(&self, mut dump: SessionDump) -> session_core::Result<ImportOutcome> {
-        dump.validate()?;
-        let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
-        let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
-        for (e, seq) in dump.events.iter_mut().zip(seqs) {
-            e.seq = seq;
-        }
-        self.write(move |tx, now, _| store::import_session(tx, &dump, &bodies, now))
-            .await
-    }
-
-    async fn shared_state(&self, app: &str, user_id: &str) -> session_core::Result<SharedState> {
-        session_core::validate_owner(app, user_id)?;
-        let (app, user_id) = (app.to_owned(), user_id.to_owned());
-        self.read(move |c, _| store::shared_state(c, &app, &user_id))
-            .await
     }
 }

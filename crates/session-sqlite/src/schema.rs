@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use session_core::SessionError;
 
-use crate::store::map_err;
+use crate::error::map_err;
 use crate::BACKEND;
 
 /// Every migration, in order: (version, SQL).

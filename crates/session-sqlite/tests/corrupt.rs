@@ -14,11 +14,21 @@ async fn corrupt_event_body_is_a_serialization_error_naming_session_and_seq() {
     let repo = SqliteRepository::open(&db).await.unwrap();
     let now = chrono::Utc::now();
     let bad = repo
-        .create(NewSession::new("app", "alice", now).with_id("bad"))
+        .create(
+            NewSession::new("app", "alice", now)
+                .unwrap()
+                .with_id("bad")
+                .unwrap(),
+        )
         .await
         .unwrap();
     let good = repo
-        .create(NewSession::new("app", "alice", now).with_id("good"))
+        .create(
+            NewSession::new("app", "alice", now)
+                .unwrap()
+                .with_id("good")
+                .unwrap(),
+        )
         .await
         .unwrap();
     for id in [&bad.id, &good.id] {
@@ -35,7 +45,7 @@ async fn corrupt_event_body_is_a_serialization_error_naming_session_and_seq() {
     .unwrap();
 
     let err = repo
-        .events("bad", &EventFilter::archive())
+        .events(&bad.id, &EventFilter::archive())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Serialization);
@@ -51,11 +61,11 @@ async fn corrupt_event_body_is_a_serialization_error_naming_session_and_seq() {
     assert_eq!(err.kind(), ErrorKind::Serialization);
 
     // Reads that do not touch the row, and other sessions, still work.
-    let last = repo.events("bad", &EventFilter::last(1)).await.unwrap();
+    let last = repo.events(&bad.id, &EventFilter::last(1)).await.unwrap();
     assert_eq!(last.items[0].message.text(), "apple 3");
-    assert_eq!(repo.get("bad").await.unwrap().event_count, 3);
+    assert_eq!(repo.get(&bad.id).await.unwrap().event_count, 3);
     assert_eq!(
-        repo.events("good", &EventFilter::archive())
+        repo.events(&good.id, &EventFilter::archive())
             .await
             .unwrap()
             .items
@@ -71,7 +81,7 @@ async fn corrupt_event_body_is_a_serialization_error_naming_session_and_seq() {
         3
     );
     // Writes still work too.
-    repo.append("bad", vec![SessionEvent::new(Message::user("more"))])
+    repo.append(&bad.id, vec![SessionEvent::new(Message::user("more"))])
         .await
         .unwrap();
 }
@@ -81,7 +91,13 @@ async fn corrupt_session_row_is_reported_not_panicked_on() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("corrupt.db");
     let repo = SqliteRepository::open(&db).await.unwrap();
-    repo.create(NewSession::new("app", "alice", chrono::Utc::now()).with_id("s1"))
+    let s1 = repo
+        .create(
+            NewSession::new("app", "alice", chrono::Utc::now())
+                .unwrap()
+                .with_id("s1")
+                .unwrap(),
+        )
         .await
         .unwrap();
     let raw = rusqlite::Connection::open(&db).unwrap();
@@ -90,11 +106,11 @@ async fn corrupt_session_row_is_reported_not_panicked_on() {
         [],
     )
     .unwrap();
-    let err = repo.get("s1").await.unwrap_err();
+    let err = repo.get(&s1.id).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Serialization);
     assert!(err.to_string().contains("session s1"), "{err}");
     // An append reads only the state it changes, so it still works.
-    repo.append("s1", vec![SessionEvent::new(Message::user("x"))])
+    repo.append(&s1.id, vec![SessionEvent::new(Message::user("x"))])
         .await
         .unwrap();
     // A listing names the damaged session instead of failing.

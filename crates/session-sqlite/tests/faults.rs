@@ -22,7 +22,7 @@ async fn a_busy_database_is_unavailable_then_the_retry_converges() {
         .await
         .unwrap();
     let s = repo
-        .create(NewSession::new("app", "alice", chrono::Utc::now()))
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     repo.append(&s.id, vec![SessionEvent::new(Message::user("first"))])

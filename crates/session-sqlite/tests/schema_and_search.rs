@@ -12,14 +12,23 @@ async fn migrate_is_idempotent_and_runs_on_open() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
     let repo = SqliteRepository::open(&db).await.unwrap();
-    repo.create(NewSession::new("app", "u", chrono::Utc::now()).with_id("kept"))
+    let kept = repo
+        .create(
+            NewSession::new("app", "u", chrono::Utc::now())
+                .unwrap()
+                .with_id("kept")
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(repo.migrate().await.unwrap(), SCHEMA_VERSION);
     assert_eq!(repo.migrate().await.unwrap(), SCHEMA_VERSION);
     drop(repo);
     let again = SqliteRepository::open(&db).await.unwrap();
-    assert!(again.get("kept").await.is_ok(), "reopening keeps the data");
+    assert!(
+        again.get(&kept.id).await.is_ok(),
+        "reopening keeps the data"
+    );
     let raw = rusqlite::Connection::open(&db).unwrap();
     let rows: i64 = raw
         .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
@@ -40,7 +49,8 @@ async fn a_newer_schema_is_refused_not_damaged() {
     .unwrap();
     let err = SqliteRepository::open(&db).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Backend);
-    assert!(err.to_string().contains("newer"), "{err}");
+    let report = err.report().to_string();
+    assert!(report.contains("newer"), "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -48,7 +58,7 @@ async fn ranked_search_orders_by_relevance() {
     let repo = SqliteRepository::in_memory().await.unwrap();
     assert!(repo.capabilities().ranked_search);
     let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()))
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     let texts = [
@@ -87,7 +97,7 @@ async fn search_sees_indexed_and_pending_events_alike() {
         .await
         .unwrap();
     let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()))
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     for i in 1..=40 {

@@ -127,9 +127,10 @@ fn fill(path: &Path, room: u64) {
 fn assert_full(e: &SessionError, what: &str) {
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{what}: {e}");
     assert!(e.is_retryable(), "{what}");
+    let report = e.report().to_string();
     assert!(
-        e.to_string().contains("disk is full"),
-        "{what}: the message says why: {e}"
+        report.contains("disk is full"),
+        "{what}: the message or a cause says why: {report}"
     );
 }
 

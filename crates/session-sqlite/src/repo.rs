@@ -1,0 +1,276 @@
+//! The `SessionRepository` impl: read the head, plan in `session_core::plan`, persist in one transaction.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::Transaction;
+use session_core::plan::{
+    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
+    StateChanges,
+};
+use session_core::{
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, InvocationId,
+    Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, Session,
+    SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedState, UserId,
+};
+
+use crate::error::Result;
+use crate::sessions::{next_position, Advance, SessionHead, Tokens};
+use crate::{events, search, sessions, shared, Location, SqliteRepository, BACKEND};
+
+/// Writes the session row and the shared scopes after an append or a
+/// context replace: the planned state changes, version and counters.
+fn write_head(
+    tx: &Transaction<'_>,
+    h: &mut SessionHead,
+    state: &StateChanges,
+    advance: &Advance,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let json = h.state_after(&state.session)?;
+    sessions::advance(tx, &h.head.id, json.as_deref(), advance, now)?;
+    shared::apply(tx, &h.app, &h.user_id, &state.shared)
+}
+
+#[async_trait]
+impl SessionRepository for SqliteRepository {
+    fn capabilities(&self) -> Capabilities {
+        let c = Capabilities::basic(BACKEND).with_ranked_search();
+        match self.inner.location {
+            Location::File(_) => c.with_durable().with_multi_process(),
+            Location::Memory => c,
+        }
+    }
+
+    async fn create(&self, new: NewSession) -> Result<Session> {
+        self.write(move |tx, now, _| {
+            let existing = sessions::existing(tx, &new.id)?;
+            let plan = CreatePlan::new(new, existing, now)?;
+            if existing.is_some() {
+                // An expired session under the same id: replaced.
+                sessions::purge(tx, &plan.session.id)?;
+            }
+            sessions::insert(tx, &plan.session, &plan.initial_state, 0, 1)?;
+            shared::apply(tx, &plan.session.app, &plan.session.user_id, &plan.shared)?;
+            Ok(plan.session)
+        })
+        .await
+    }
+
+    async fn get(&self, id: &SessionId) -> Result<Session> {
+        let id = id.clone();
+        self.read(move |c, now| sessions::get(c, &id, now)).await
+    }
+
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
+        update.validate(self.inner.clock.now())?;
+        let id = id.clone();
+        self.write(move |tx, now, _| {
+            let h = sessions::head(tx, &id, now)?;
+            let version = plan_update(&h.head, &update)?;
+            sessions::update(tx, &id, &update, version, now)?;
+            sessions::get(tx, &id, now)
+        })
+        .await
+    }
+
+    async fn delete(&self, id: &SessionId) -> Result<bool> {
+        let id = id.clone();
+        self.write(move |tx, _, _| sessions::purge(tx, &id)).await
+    }
+
+    async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
+        query.check(&self.inner.limits)?;
+        let query = query.clone();
+        self.read(move |c, now| sessions::list(c, &query, now))
+            .await
+    }
+
+    async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
+        self.write(move |tx, _, _| sessions::purge_expired(tx, now))
+            .await
+    }
+
+    async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+        let batch = EventBatch::new(events, &self.inner.limits)?;
+        let id = id.clone();
+        self.write(move |tx, now, inner| {
+            let mut h = sessions::head(tx, &id, now)?;
+            let held = events::held(tx, &id, &batch.ids())?;
+            let plan = AppendPlan::new(&h.head, &batch, &held)?;
+            if plan.is_noop() {
+                return Ok(plan.outcome());
+            }
+            // New events join the end of the context.
+            let mut pos = h.next_ctx_pos;
+            for n in &plan.new {
+                let (event, body) = (&batch.events[n.index], &batch.bodies[n.index]);
+                events::insert(tx, &id, n.seq, Some(pos), event, body)?;
+                pos = next_position(pos)?;
+            }
+            let advance = Advance {
+                version: plan.version,
+                last_seq: plan.last_seq,
+                next_ctx_pos: pos,
+                added: plan.new.len(),
+                tokens: Tokens::Add(plan.added_tokens),
+            };
+            write_head(tx, &mut h, &plan.state, &advance, now)?;
+            inner.indexing().after_insert(tx)?;
+            Ok(plan.outcome())
+        })
+        .await
+    }
+
+    async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+        filter.check(&self.inner.limits)?;
+        let id = id.clone();
+        let filter = filter.clone();
+        self.read(move |c, now| {
+            sessions::ensure_live(c, &id, now)?;
+            events::read(c, &id, &filter)
+        })
+        .await
+    }
+
+    async fn event_version(&self, id: &SessionId) -> Result<u64> {
+        let id = id.clone();
+        self.read(move |c, now| sessions::event_version(c, &id, now))
+            .await
+    }
+
+    async fn replace_context(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> Result<bool> {
+        let batch = EventBatch::new(events, &self.inner.limits)?;
+        let id = id.clone();
+        self.write(move |tx, now, inner| {
+            let mut h = sessions::head(tx, &id, now)?;
+            let held = events::held(tx, &id, &batch.ids())?;
+            let Some(plan) = ContextPlan::new(&h.head, expected_version, &batch, &held)? else {
+                return Ok(false);
+            };
+            events::clear_context(tx, &id)?;
+            // The context in batch order: held events move, new ones are written there.
+            let mut new = plan.new.iter().peekable();
+            let mut pos = h.next_ctx_pos;
+            for (index, seq) in plan.context.iter().enumerate() {
+                match new.next_if(|n| n.index == index) {
+                    Some(n) => {
+                        let (event, body) = (&batch.events[index], &batch.bodies[index]);
+                        events::insert(tx, &id, n.seq, Some(pos), event, body)?;
+                    }
+                    None => events::set_position(tx, &id, *seq, pos)?,
+                }
+                pos = next_position(pos)?;
+            }
+            let advance = Advance {
+                version: plan.version,
+                last_seq: plan.last_seq,
+                next_ctx_pos: pos,
+                added: plan.new.len(),
+                tokens: Tokens::Set(plan.context_tokens),
+            };
+            write_head(tx, &mut h, &plan.state, &advance, now)?;
+            if !plan.new.is_empty() {
+                inner.indexing().after_insert(tx)?;
+            }
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn rewind(
+        &self,
+        id: &SessionId,
+        before_invocation_id: &InvocationId,
+    ) -> Result<RewindOutcome> {
+        let id = id.clone();
+        let invocation = before_invocation_id.clone();
+        self.write(move |tx, now, _| {
+            let h = sessions::head(tx, &id, now)?;
+            let first = events::first_of_invocation(tx, &id, &invocation)?;
+            let plan = RewindPlan::new(&h.head, &invocation, first)?;
+            let removed = events::remove_from(tx, &id, plan.from_seq)?;
+            let initial = sessions::initial_state(tx, &id)?;
+            let deltas = events::state_deltas(tx, &id)?;
+            let state = RewindPlan::state(&initial, &deltas);
+            sessions::rewound(tx, &id, &state, plan.version, now)?;
+            Ok(RewindOutcome {
+                version: plan.version,
+                removed,
+            })
+        })
+        .await
+    }
+
+    async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
+        query.check(&self.inner.limits)?;
+        self.capabilities().check_search(query)?;
+        if query.mode == SearchMode::Ranked {
+            // Ranking needs every event in the index: catch up first.
+            self.write(|tx, _, _| search::index_pending(tx, 1)).await?;
+        }
+        let query = query.clone();
+        self.read(move |c, now| search::search(c, &query, now))
+            .await
+    }
+
+    async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
+        let (app, user_id) = (app.clone(), user_id.clone());
+        self.read(move |c, _| shared::read(c, &app, &user_id)).await
+    }
+
+    async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
+        let id = id.clone();
+        self.read(move |c, now| {
+            let session = sessions::get(c, &id, now)?;
+            let (initial_state, last_seq) = sessions::export_extras(c, &id)?;
+            let (events, context) = events::archive_and_context(c, &id)?;
+            let shared = shared::read(c, &session.app, &session.user_id)?;
+            Ok(SessionDump {
+                session,
+                initial_state,
+                last_seq,
+                events,
+                context,
+                shared,
+            })
+        })
+        .await
+    }
+
+    async fn import_session(&self, mut dump: SessionDump) -> Result<ImportOutcome> {
+        // Each body as an append stores it (encoded without seq and session id).
+        let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
+        let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
+        for (e, seq) in dump.events.iter_mut().zip(seqs) {
+            e.seq = seq;
+        }
+        self.write(move |tx, now, _| {
+            let (stored, live_version) = sessions::live_version(tx, &dump.session.id, now)?;
+            let Some(plan) = ImportPlan::new(dump, live_version)? else {
+                return Ok(ImportOutcome::Unchanged);
+            };
+            let d = &plan.dump;
+            let s = &d.session;
+            if stored {
+                sessions::purge(tx, &s.id)?;
+            }
+            let next_ctx_pos = i64::try_from(d.context.len())
+                .unwrap_or(i64::MAX)
+                .saturating_add(1);
+            sessions::insert(tx, s, &d.initial_state, d.last_seq, next_ctx_pos)?;
+            for (e, body) in d.events.iter().zip(&bodies) {
+                let pos = plan.positions.get(&e.seq).copied();
+                events::insert(tx, &s.id, e.seq, pos, e, body)?;
+            }
+            shared::replace(tx, &s.app, &s.user_id, &d.shared)?;
+            Ok(ImportOutcome::Imported)
+        })
+        .await
+    }
+}
