@@ -10,11 +10,9 @@ use uuid::Uuid;
 use crate::clock::truncate_micros;
 use crate::error::Result;
 use crate::message::{Message, Role};
+use crate::state::StateMap;
 use crate::tokens::{HeuristicEstimator, TokenEstimator};
 use crate::validate::{validate_branch, validate_id};
-
-/// A JSON object: session metadata, state, state deltas.
-pub type StateMap = serde_json::Map<String, Value>;
 
 /// The prompt that opens a synthetic summary turn.
 pub const SUMMARY_PROMPT: &str = "Summarize the conversation we had so far.";

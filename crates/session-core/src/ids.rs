@@ -15,6 +15,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::error::{Result, SessionError};
 use crate::validate::{validate_id, validate_name};
 
+/// The app namespace used when none is given.
+pub const DEFAULT_APP: &str = "default";
+
+/// The owner recorded on group sessions: a key resolved without a user is
+/// shared by everyone in the app. `*` can never be a real user id.
+pub const GROUP_USER: &str = "*";
+
 macro_rules! identifier {
     ($(#[$doc:meta])* $name:ident, $check:expr) => {
         $(#[$doc])*
@@ -207,7 +214,7 @@ identifier!(
     /// ```
     UserId,
     |s| {
-        if s == crate::session::GROUP_USER {
+        if s == GROUP_USER {
             Ok(())
         } else {
             validate_name("user id", s)
@@ -224,19 +231,19 @@ identifier!(
 impl UserId {
     /// The owner of group sessions: every user of the app.
     pub fn group() -> Self {
-        Self(crate::session::GROUP_USER.to_owned())
+        Self(GROUP_USER.to_owned())
     }
 
     /// Whether this is the group owner.
     pub fn is_group(&self) -> bool {
-        self.0 == crate::session::GROUP_USER
+        self.0 == GROUP_USER
     }
 }
 
 impl AppName {
-    /// The default app namespace, [`crate::DEFAULT_APP`].
+    /// The default app namespace, [`DEFAULT_APP`].
     pub fn default_app() -> Self {
-        Self(crate::session::DEFAULT_APP.to_owned())
+        Self(DEFAULT_APP.to_owned())
     }
 }
 

@@ -21,8 +21,7 @@ mod validate;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
-    split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, StateMap,
-    SUMMARY_PROMPT,
+    split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, SUMMARY_PROMPT,
 };
 pub use export::{ExportReader, ExportWriter, EXPORT_FORMAT, EXPORT_VERSION};
 pub use filter::{
@@ -44,10 +43,10 @@ pub use service::{
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, GROUP_USER,
 };
-pub use state::{SharedDelta, SharedState, StateScope};
+pub use state::{SharedDelta, SharedState, StateMap, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
 pub use url::split_url_query;
 pub use validate::{
     check_seq_room, next_seq, next_version, stored_counter, validate_branch, validate_id,
-    validate_name, validate_owner, Limits, MAX_ID_LEN, MAX_SEQ, MAX_VERSION,
+    validate_name, Limits, MAX_ID_LEN, MAX_SEQ, MAX_VERSION,
 };

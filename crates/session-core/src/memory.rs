@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 
 use crate::clock::{system_clock, SharedClock};
 use crate::error::Result;
-use crate::event::{SessionEvent, StateMap};
+use crate::event::SessionEvent;
 use crate::filter::{
     contains_folded, fold_case, EventFilter, EventView, Page, SearchHit, SearchQuery, SearchScope,
     SessionQuery,
@@ -23,6 +23,7 @@ use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
 use crate::session::{NewSession, Session, SessionUpdate};
+use crate::state::StateMap;
 use crate::state::{apply_delta, SharedDelta, SharedState};
 use crate::validate::Limits;
 

@@ -11,8 +11,8 @@ use crate::filter::{EventFilter, EventView, Page, SearchHit, SearchQuery, Sessio
 use crate::session::{NewSession, Session, SessionUpdate};
 use serde::{Deserialize, Serialize};
 
-use crate::event::StateMap;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::state::StateMap;
 use crate::state::{take_temp, SharedState};
 use crate::validate::{Limits, MAX_SEQ, MAX_VERSION};
 

@@ -6,15 +6,9 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SessionError};
-use crate::event::StateMap;
 use crate::ids::{AppName, Key, SessionId, UserId};
-
-/// The app namespace used when none is given.
-pub const DEFAULT_APP: &str = "default";
-
-/// The owner recorded on group sessions: a key resolved without a user is
-/// shared by everyone in the app. `*` can never be a real user id.
-pub const GROUP_USER: &str = "*";
+pub use crate::ids::{DEFAULT_APP, GROUP_USER};
+use crate::state::StateMap;
 
 /// How long a session lives when no expiry is given: 60 days.
 pub fn default_ttl() -> Duration {

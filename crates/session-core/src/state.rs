@@ -1,6 +1,9 @@
 //! State scopes: session, `user:`, `app:` and `temp:` keys.
 
-use crate::event::{SessionEvent, StateMap};
+use serde_json::Value;
+
+/// A JSON object: state, state deltas and metadata.
+pub type StateMap = serde_json::Map<String, Value>;
 use serde::{Deserialize, Serialize};
 
 /// Prefix of keys shared by all sessions of one user in one app.
@@ -188,17 +191,6 @@ pub fn take_temp(delta: &mut StateMap) -> StateMap {
         }
     }
     out
-}
-
-/// The session-scope state produced by `initial` plus the deltas of `events`, in order.
-pub fn replay_session_state<'a>(
-    initial: &StateMap,
-    events: impl IntoIterator<Item = &'a SessionEvent>,
-) -> StateMap {
-    replay_deltas(
-        initial,
-        events.into_iter().filter_map(|e| e.state_delta.as_ref()),
-    )
 }
 
 /// The session-scope state produced by `initial` plus `deltas`, in order.

@@ -79,16 +79,6 @@ fn check_chars(field: &str, id: &str, punctuation: &[char]) -> Result<()> {
     Ok(())
 }
 
-/// Checks an (app, user) pair; the group owner [`crate::GROUP_USER`] is accepted.
-pub fn validate_owner(app: &str, user_id: &str) -> Result<()> {
-    validate_name("app", app)?;
-    if user_id == crate::session::GROUP_USER {
-        Ok(())
-    } else {
-        validate_name("user id", user_id)
-    }
-}
-
 /// Checks a branch path such as `orch.researcher`: dot-separated non-empty segments of id characters.
 pub fn validate_branch(branch: &str) -> Result<()> {
     validate_id("branch", branch)?;

@@ -1,7 +1,52 @@
 #![doc = include_str!("../README.md")]
 
+mod batch;
 mod body;
 mod client;
-mod store;
+mod config;
+mod error;
+mod events;
+mod head;
+mod index;
+mod repo;
+mod search;
+mod state;
+mod view;
 
-pub use store::{EsRepository, EsRepositoryBuilder, Refresh};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use session_core::{Limits, SharedClock};
+
+use crate::batch::Memo;
+use crate::client::Client;
+
+pub use config::{EsRepositoryBuilder, Refresh};
+
+/// A [`SessionRepository`](session_core::SessionRepository) on Elasticsearch 8 (or OpenSearch 2.15+).
+///
+/// See the crate docs for the document layout and consistency model.
+#[derive(Clone)]
+pub struct EsRepository {
+    locks: Arc<[tokio::sync::Mutex<Memo>]>,
+    client: Client,
+    prefix: String,
+    refresh: Refresh,
+    clock: SharedClock,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for EsRepository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsRepository")
+            .field("prefix", &self.prefix)
+            .field("refresh", &self.refresh)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EsRepository {
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}

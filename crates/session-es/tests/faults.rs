@@ -10,8 +10,8 @@ mod fake_es;
 
 use serde_json::Value;
 use session_core::{
-    ErrorKind, EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
-    SessionRepositoryExt,
+    ErrorKind, EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionId,
+    SessionRepository, SessionRepositoryExt,
 };
 use session_es::EsRepository;
 
@@ -20,7 +20,7 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-async fn setup() -> (fake_es::FakeServer, EsRepository, String) {
+async fn setup() -> (fake_es::FakeServer, EsRepository, SessionId) {
     let node = fake_es::FakeServer::start().await;
     let repo = EsRepository::builder(node.url())
         .prefix("f")
@@ -28,7 +28,7 @@ async fn setup() -> (fake_es::FakeServer, EsRepository, String) {
         .await
         .unwrap();
     let s = repo
-        .create(NewSession::new("app", "alice", chrono::Utc::now()))
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     repo.append(&s.id, vec![SessionEvent::new(Message::user("first"))])
@@ -44,7 +44,7 @@ fn event(id: &str, text: &str) -> SessionEvent {
         .unwrap()
 }
 
-async fn archive_texts(repo: &EsRepository, id: &str) -> Vec<String> {
+async fn archive_texts(repo: &EsRepository, id: &SessionId) -> Vec<String> {
     repo.all_events(id, session_core::EventView::Archive)
         .await
         .unwrap()
@@ -177,7 +177,7 @@ async fn corrupt_stored_documents_are_reported_not_panicked_on() {
     node.fake.put_source("f-sessions", &id, head);
     let err = repo.get(&id).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Serialization);
-    assert!(err.to_string().contains(&id), "{err}");
+    assert!(err.to_string().contains(id.as_str()), "{err}");
 
     let (node, repo, id) = setup().await;
     repo.append(&id, vec![event("e2", "second")]).await.unwrap(); // seq 1 leaves the head's pending batch
@@ -208,8 +208,11 @@ async fn a_missing_index_names_itself() {
     let err = repo.get(&id).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Backend);
     assert!(
-        err.to_string().contains("index_not_found_exception"),
-        "{err}"
+        err.report()
+            .to_string()
+            .contains("index_not_found_exception"),
+        "{}",
+        err.report()
     );
 }
 
@@ -237,7 +240,7 @@ async fn requests_have_the_documented_shape() {
         .find(|(m, p, _)| m == "PUT" && p.contains("f-sessions/_doc"))
         .unwrap();
     let head: Value = serde_json::from_str(&put.2).unwrap();
-    assert_eq!(head["sid"], Value::String(id.clone()));
+    assert_eq!(head["sid"], Value::String(id.to_string()));
     let bulk = reqs
         .iter()
         .find(|(m, p, _)| m == "POST" && p.ends_with("_bulk"))

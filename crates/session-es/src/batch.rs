@@ -1,0 +1,187 @@
+//! Writing a batch: per-session locks, id resolution against the session, commit and indexing.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use serde_json::{json, Value};
+use session_core::state::SharedDelta;
+use session_core::SessionEvent;
+
+use crate::body;
+use crate::client::BACKEND;
+use crate::events::u64_field;
+use crate::head::{Head, Loaded, Pending};
+use crate::EsRepository;
+
+/// Writers of one session in one process queue on one of these locks, so
+/// compare-and-swap conflicts only happen between processes.
+pub(crate) const LOCK_STRIPES: usize = 64;
+
+/// What a lock stripe remembers: the last pending batch this process indexed
+/// (session, incarnation, highest seq), so its next write need not index it again.
+pub(crate) type Memo = Option<(String, String, u64)>;
+
+/// The memo of `head`'s pending batch (`None` when it has none).
+fn batch_key(head: &Head) -> Option<(String, String, u64)> {
+    head.pending
+        .iter()
+        .map(|p| p.seq)
+        .max()
+        .map(|seq| (head.session.id.to_string(), head.inc.clone(), seq))
+}
+
+/// The events of a batch after id resolution: which are new, and every event's seq.
+pub(crate) struct Placed {
+    pub(crate) seqs: Vec<u64>,
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) new: Vec<Pending>,
+    pub(crate) shared: SharedDelta,
+}
+
+impl EsRepository {
+    /// Serializes this process's writers of one session (other processes are kept out by the CAS).
+    pub(crate) async fn lock(&self, id: &str) -> tokio::sync::MutexGuard<'_, Memo> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut h);
+        let i = usize::try_from(h.finish() % LOCK_STRIPES as u64).unwrap_or(0);
+        self.locks[i].lock().await
+    }
+
+    /// Commits `new` over `old`: first makes sure `old`'s pending batch is
+    /// indexed (it is about to leave the head), then swaps.
+    pub(crate) async fn commit(
+        &self,
+        memo: &Memo,
+        old: &Loaded,
+        new: &Head,
+    ) -> session_core::Result<bool> {
+        if !old.head.pending.is_empty() && *memo != batch_key(&old.head) {
+            self.index_pending(&old.head).await?;
+        }
+        self.heads().put(Some(old), new).await
+    }
+
+    /// After a commit: the shared scopes, then the batch's event documents.
+    /// The write is already durable; a failure here is repaired by the next
+    /// write (documents) or reported (shared scopes).
+    pub(crate) async fn after_commit(
+        &self,
+        memo: &mut Memo,
+        head: &Head,
+        shared: &SharedDelta,
+    ) -> session_core::Result<()> {
+        self.apply_shared(&head.session.app, &head.session.user_id, shared)
+            .await?;
+        match self.index_pending(head).await {
+            Ok(()) => *memo = batch_key(head),
+            Err(e) => {
+                tracing::warn!(
+                    backend = BACKEND,
+                    session_id = %head.session.id,
+                    error = %e,
+                    "committed batch not indexed yet; the next write of the session indexes it"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Which of `ids` the session already holds: id → (seq, tokens).
+    async fn known_ids(
+        &self,
+        head: &Head,
+        ids: &[&str],
+    ) -> session_core::Result<HashMap<String, (u64, u32)>> {
+        let mut known = HashMap::new();
+        for p in &head.pending {
+            if !head.is_dead(p.seq) {
+                known.insert(p.id.clone(), (p.seq, p.tokens));
+            }
+        }
+        let wanted: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|i| !known.contains_key(*i))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if wanted.is_empty() || head.indexed_max() == 0 {
+            return Ok(known);
+        }
+        let (mut filter, must_not) = body::session_events(
+            &head.session.id,
+            &head.inc,
+            0,
+            head.indexed_max(),
+            &head.dead,
+        );
+        filter.push(json!({"terms": {"event_id": wanted}}));
+        let hits = self
+            .collect(
+                "events",
+                &body::bool_query(filter, must_not),
+                &json!([{"seq": "asc"}]),
+                &json!(["seq", "event_id", "tokens"]),
+                0,
+                wanted.len(),
+                &mut |_| true,
+                &head.session.id,
+            )
+            .await?;
+        for h in hits {
+            let what = format!("session {} event", head.session.id);
+            let seq = u64_field(&h.source, "seq", &what)?;
+            let tokens = u32::try_from(u64_field(&h.source, "tokens", &what)?).unwrap_or(u32::MAX);
+            let eid = h
+                .source
+                .get("event_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            known.insert(eid, (seq, tokens));
+        }
+        Ok(known)
+    }
+
+    /// Resolves a batch against the session: existing ids keep their seq, new events get the next seqs
+    /// and their state deltas (session part into `head`, shared parts collected).
+    pub(crate) async fn place(
+        &self,
+        head: &mut Head,
+        events: &[SessionEvent],
+        bodies: &[String],
+    ) -> session_core::Result<Placed> {
+        let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+        let mut known = self.known_ids(head, &ids).await?;
+        let mut placed = Placed {
+            seqs: Vec::with_capacity(events.len()),
+            tokens: Vec::with_capacity(events.len()),
+            new: Vec::new(),
+            shared: SharedDelta::default(),
+        };
+        for (e, b) in events.iter().zip(bodies) {
+            if let Some(&(seq, tokens)) = known.get(&e.id) {
+                placed.seqs.push(seq);
+                placed.tokens.push(tokens);
+                continue;
+            }
+            // The head is written only after this loop: an error leaves the store as it was.
+            head.last_seq = session_core::next_seq(head.last_seq)?;
+            let seq = head.last_seq;
+            if let Some(delta) = &e.state_delta {
+                placed.shared.apply_event(&mut head.session.state, delta);
+            }
+            head.session.event_count = head.session.event_count.saturating_add(1);
+            known.insert(e.id.clone(), (seq, e.token_estimate));
+            placed.seqs.push(seq);
+            placed.tokens.push(e.token_estimate);
+            placed.new.push(Pending {
+                seq,
+                id: e.id.clone(),
+                tokens: e.token_estimate,
+                body: b.clone(),
+            });
+        }
+        Ok(placed)
+    }
+}

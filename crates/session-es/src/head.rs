@@ -1,0 +1,429 @@
+//! The head document of a session and its compare-and-swap.
+//!
+//! One head document per session (index `{prefix}-sessions`) is the commit
+//! point: every write is a compare-and-swap of it (`if_seq_no` /
+//! `if_primary_term`). The head holds the version, counters, state, the
+//! context layout and the *pending batch*: the events of the last committed
+//! write, verbatim. Event documents (`{prefix}-events`, id
+//! `session|incarnation|seq`, written with `op_type=create`) are an index of
+//! committed batches: the writer indexes its batch right after the commit,
+//! and any later writer first re-indexes the pending batch it finds (create
+//! is idempotent) before replacing it. Readers take the pending batch from
+//! the head, so they never miss a committed event, crash or not.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use elasticsearch::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use session_core::state::replay_deltas;
+use session_core::{Session, SessionError, SessionEvent, SharedClock, StateMap};
+
+use crate::body::{micros, DocOwner};
+use crate::client::Client;
+use crate::config::Refresh;
+use crate::index::doc_path;
+use crate::EsRepository;
+
+/// One event of the pending batch, as committed in the head.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Pending {
+    pub(crate) seq: u64,
+    pub(crate) id: String,
+    pub(crate) tokens: u32,
+    pub(crate) body: String,
+}
+
+/// The head document's unindexed part: everything about a session but its events.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Head {
+    pub(crate) session: Session,
+    pub(crate) initial_state: StateMap,
+    /// The incarnation: a fresh id per create or import, carried by every event document.
+    pub(crate) inc: String,
+    pub(crate) last_seq: u64,
+    /// Rewound seq ranges (inclusive): their documents may linger until cleaned up.
+    #[serde(default)]
+    pub(crate) dead: Vec<[u64; 2]>,
+    /// The context set by the last replace: `[seq, tokens]` in context order.
+    #[serde(default)]
+    pub(crate) base: Vec<[u64; 2]>,
+    /// The context is `base` followed by every live event with a seq above `mark`.
+    #[serde(default)]
+    pub(crate) mark: u64,
+    /// The last committed batch (its event documents may not be indexed yet).
+    #[serde(default)]
+    pub(crate) pending: Vec<Pending>,
+}
+
+impl Head {
+    /// A head for a new incarnation: a fresh `inc`, no events, no context.
+    pub(crate) fn new(session: Session, initial_state: StateMap) -> Self {
+        Self {
+            session,
+            initial_state,
+            inc: uuid::Uuid::new_v4().simple().to_string(),
+            last_seq: 0,
+            dead: Vec::new(),
+            base: Vec::new(),
+            mark: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The highest seq whose event document is guaranteed indexed and visible to search.
+    pub(crate) fn indexed_max(&self) -> u64 {
+        self.pending
+            .iter()
+            .map(|p| p.seq)
+            .min()
+            .map_or(self.last_seq, |s| s - 1)
+    }
+
+    /// Whether `seq` lies in a rewound range.
+    pub(crate) fn is_dead(&self, seq: u64) -> bool {
+        self.dead.iter().any(|[a, b]| (*a..=*b).contains(&seq))
+    }
+
+    /// The owner and incarnation the head's event documents carry.
+    pub(crate) fn owner(&self) -> DocOwner<'_> {
+        DocOwner {
+            session_id: &self.session.id,
+            inc: &self.inc,
+            app: &self.session.app,
+            user_id: &self.session.user_id,
+        }
+    }
+
+    /// The pending events that are live, decoded.
+    pub(crate) fn pending_events(&self) -> session_core::Result<Vec<SessionEvent>> {
+        self.pending
+            .iter()
+            .filter(|p| !self.is_dead(p.seq))
+            .map(|p| SessionEvent::decode_stored(&self.session.id, p.seq, &p.body))
+            .collect()
+    }
+
+    /// The sessions-index document.
+    pub(crate) fn doc(&self) -> session_core::Result<Value> {
+        let s = &self.session;
+        let head = serde_json::to_string(self)
+            .map_err(|e| SessionError::serialization(format!("session {} head", s.id), e))?;
+        let mut doc = json!({
+            "sid": s.id,
+            "app": s.app,
+            "user_id": s.user_id,
+            "status": s.status.as_str(),
+            "inc": self.inc,
+            "updated_us": micros(s.updated_at),
+            "head": head,
+        });
+        if let Some(map) = doc.as_object_mut() {
+            if let Some(k) = &s.key {
+                map.insert("key".into(), json!(k));
+            }
+            if let Some(t) = s.expires_at {
+                map.insert("expires_us".into(), json!(micros(t)));
+            }
+        }
+        Ok(doc)
+    }
+
+    /// Reads a head from a sessions-index `_source`.
+    pub(crate) fn from_source(id: &str, source: &Value) -> session_core::Result<Self> {
+        let text = source
+            .get("head")
+            .and_then(Value::as_str)
+            .ok_or_else(|| SessionError::serialization(format!("session {id}"), "no head"))?;
+        serde_json::from_str(text)
+            .map_err(|e| SessionError::serialization(format!("session {id} head"), e))
+    }
+
+    /// Bumps the version (a typed error at `MAX_VERSION`) and the activity time.
+    pub(crate) fn touch(&mut self, now: DateTime<Utc>) -> session_core::Result<()> {
+        self.session.version = session_core::next_version(self.session.version)?;
+        self.session.updated_at = self.session.updated_at.max(now);
+        Ok(())
+    }
+
+    /// Makes `seqs` (with their `tokens`, in context order) the context, above every seq so far.
+    pub(crate) fn set_context(&mut self, seqs: &[u64], tokens: &[u32]) {
+        self.base = seqs
+            .iter()
+            .zip(tokens)
+            .map(|(s, t)| [*s, u64::from(*t)])
+            .collect();
+        self.mark = self.last_seq;
+        self.session.context_tokens = self.base.iter().map(|[_, t]| *t).sum();
+    }
+
+    /// Drops every event from seq `from` on: state replayed over `kept` (the
+    /// live events before it), counters recomputed, the range marked dead.
+    pub(crate) fn rewind_to(&mut self, from: u64, kept: &[&SessionEvent]) {
+        self.session.state = replay_deltas(
+            &self.initial_state,
+            kept.iter().filter_map(|e| e.state_delta.as_ref()),
+        );
+        self.session.event_count = u64::try_from(kept.len()).unwrap_or(u64::MAX);
+        self.base.retain(|[s, _]| *s < from);
+        let tail_tokens: u64 = kept
+            .iter()
+            .filter(|e| e.seq > self.mark)
+            .map(|e| u64::from(e.token_estimate))
+            .sum();
+        self.session.context_tokens = self.base.iter().map(|[_, t]| *t).sum::<u64>() + tail_tokens;
+        self.dead.push([from, self.last_seq]);
+        self.pending.clear();
+    }
+
+    /// The context's seqs in order, given every live event of the session.
+    pub(crate) fn context_seqs(&self, events: &[SessionEvent]) -> Vec<u64> {
+        let mut context: Vec<u64> = self.base.iter().map(|[s, _]| *s).collect();
+        context.extend(events.iter().map(|e| e.seq).filter(|s| *s > self.mark));
+        context
+    }
+}
+
+/// A head as read, with the coordinates a compare-and-swap needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Loaded {
+    pub(crate) head: Head,
+    pub(crate) seq_no: i64,
+    pub(crate) primary_term: i64,
+}
+
+impl Loaded {
+    /// Reads a GET answer: the head in `_source`, with its `_seq_no` and `_primary_term`.
+    pub(crate) fn from_get(id: &str, doc: &Value) -> session_core::Result<Self> {
+        let what = format!("session {id}");
+        let seq_no = doc
+            .get("_seq_no")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| SessionError::serialization(what.clone(), "no _seq_no"))?;
+        let primary_term = doc
+            .get("_primary_term")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| SessionError::serialization(what.clone(), "no _primary_term"))?;
+        let head = Head::from_source(id, doc.get("_source").unwrap_or(&Value::Null))?;
+        Ok(Self {
+            head,
+            seq_no,
+            primary_term,
+        })
+    }
+}
+
+/// The sessions index as a store of heads: reads with the compare-and-swap
+/// coordinates, conditional writes and conditional deletes.
+pub(crate) struct HeadStore<'a> {
+    client: &'a Client,
+    index: String,
+    refresh: Refresh,
+    clock: &'a SharedClock,
+}
+
+impl EsRepository {
+    /// The heads of this repository's sessions index.
+    pub(crate) fn heads(&self) -> HeadStore<'_> {
+        HeadStore {
+            client: &self.client,
+            index: self.index("sessions"),
+            refresh: self.refresh,
+            clock: &self.clock,
+        }
+    }
+}
+
+impl HeadStore<'_> {
+    /// Reads a head with its coordinates; `None` when the session has no document.
+    pub(crate) async fn load(&self, id: &str) -> session_core::Result<Option<Loaded>> {
+        let reply = self
+            .client
+            .send(Method::Get, &doc_path(&self.index, id), &[], None)
+            .await?;
+        if reply.status == 404 && reply.body.get("found") == Some(&Value::Bool(false)) {
+            return Ok(None);
+        }
+        let body = reply.success(id)?;
+        Loaded::from_get(id, &body).map(Some)
+    }
+
+    /// A head to read from: present and not expired, else `NotFound`.
+    pub(crate) async fn live(&self, id: &str) -> session_core::Result<Loaded> {
+        match self.load(id).await? {
+            Some(l) if !l.head.session.is_expired_at(self.clock.now()) => Ok(l),
+            _ => Err(SessionError::session_not_found(id)),
+        }
+    }
+
+    /// A head to write over: `Expired` when expired, `NotFound` when absent.
+    pub(crate) async fn writable(&self, id: &str) -> session_core::Result<Loaded> {
+        match self.load(id).await? {
+            Some(l) if l.head.session.is_expired_at(self.clock.now()) => {
+                Err(SessionError::Expired { id: id.to_owned() })
+            }
+            Some(l) => Ok(l),
+            None => Err(SessionError::session_not_found(id)),
+        }
+    }
+
+    /// Writes a head: compare-and-swap against `old`, or create when `old` is `None`.
+    /// `false` when someone else wrote (or created) first.
+    pub(crate) async fn put(
+        &self,
+        old: Option<&Loaded>,
+        head: &Head,
+    ) -> session_core::Result<bool> {
+        let id = &head.session.id;
+        let mut query = vec![self.refresh.query()];
+        match old {
+            Some(l) => {
+                query.push(("if_seq_no", l.seq_no.to_string()));
+                query.push(("if_primary_term", l.primary_term.to_string()));
+            }
+            None => query.push(("op_type", "create".to_owned())),
+        }
+        let reply = self
+            .client
+            .send(
+                Method::Put,
+                &doc_path(&self.index, id),
+                &query,
+                Some(head.doc()?.to_string()),
+            )
+            .await?;
+        if reply.status == 409 {
+            return Ok(false);
+        }
+        reply.success(id).map(|_| true)
+    }
+
+    /// Deletes a head by compare-and-swap if `still` holds for the current
+    /// head (re-read after every lost race). The deleted head, or `None` when
+    /// there was none or `still` stopped holding.
+    pub(crate) async fn delete_if(
+        &self,
+        id: &str,
+        still: impl Fn(&Head) -> bool,
+    ) -> session_core::Result<Option<Head>> {
+        let mut attempt = 0;
+        loop {
+            backoff(&mut attempt).await;
+            let Some(cur) = self.load(id).await? else {
+                return Ok(None);
+            };
+            if !still(&cur.head) {
+                return Ok(None);
+            }
+            let reply = self
+                .client
+                .send(
+                    Method::Delete,
+                    &doc_path(&self.index, id),
+                    &[
+                        ("if_seq_no", cur.seq_no.to_string()),
+                        ("if_primary_term", cur.primary_term.to_string()),
+                        self.refresh.query(),
+                    ],
+                    None,
+                )
+                .await?;
+            match reply.status {
+                409 => {}
+                404 => return Ok(None),
+                _ => {
+                    reply.success(id)?;
+                    return Ok(Some(cur.head));
+                }
+            }
+        }
+    }
+}
+
+/// Called at the top of every compare-and-swap loop: sleeps (with jitter) from the second round on.
+pub(crate) async fn backoff(attempt: &mut u32) {
+    if *attempt > 0 {
+        let jitter = u64::try_from(uuid::Uuid::new_v4().as_u128() % 1000).unwrap_or(0);
+        let micros = (250u64 << *attempt) + jitter * u64::from(*attempt);
+        tokio::time::sleep(Duration::from_micros(micros)).await;
+    }
+    *attempt = (*attempt + 1).min(8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use session_core::NewSession;
+
+    fn fixture(name: &str) -> Value {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_get_answer_gives_the_compare_and_swap_coordinates() {
+        let s = NewSession::new("a", "u", Utc::now())
+            .unwrap()
+            .to_session(Utc::now());
+        let head = Head {
+            session: s,
+            initial_state: StateMap::new(),
+            inc: "i".into(),
+            last_seq: 0,
+            dead: Vec::new(),
+            base: Vec::new(),
+            mark: 0,
+            pending: Vec::new(),
+        };
+        // The documented GET answer, with our head document as its source.
+        let mut doc = fixture("get_found.json");
+        doc["_source"] = head.doc().unwrap();
+        let l = Loaded::from_get("s", &doc).unwrap();
+        assert_eq!(l.seq_no, doc["_seq_no"].as_i64().unwrap());
+        assert_eq!(l.primary_term, doc["_primary_term"].as_i64().unwrap());
+        // The documented answer as is: not a head; reported, not panicked on.
+        let err = Loaded::from_get("s", &fixture("get_found.json")).unwrap_err();
+        assert_eq!(err.kind(), session_core::ErrorKind::Serialization);
+        assert!(err.to_string().contains("session s"), "{err}");
+    }
+
+    #[test]
+    fn indexed_max_stops_below_the_pending_batch() {
+        let s = NewSession::new("a", "u", Utc::now())
+            .unwrap()
+            .to_session(Utc::now());
+        let mut h = Head {
+            session: s,
+            initial_state: StateMap::new(),
+            inc: "i".into(),
+            last_seq: 9,
+            dead: vec![[3, 4]],
+            base: Vec::new(),
+            mark: 0,
+            pending: Vec::new(),
+        };
+        assert_eq!(h.indexed_max(), 9);
+        h.pending = vec![
+            Pending {
+                seq: 8,
+                id: "a".into(),
+                tokens: 1,
+                body: "{}".into(),
+            },
+            Pending {
+                seq: 9,
+                id: "b".into(),
+                tokens: 1,
+                body: "{}".into(),
+            },
+        ];
+        assert_eq!(h.indexed_max(), 7);
+        assert!(h.is_dead(3) && h.is_dead(4) && !h.is_dead(5));
+        let doc = h.doc().unwrap();
+        let back = Head::from_source("x", &doc).unwrap();
+        assert_eq!(back.pending.len(), 2);
+        assert_eq!(back.dead, vec![[3, 4]]);
+        assert_eq!(doc["expires_us"], micros(h.session.expires_at.unwrap()));
+    }
+}

@@ -1,0 +1,135 @@
+//! Shared state: the `app:` and `user:` scope documents, each written by compare-and-swap.
+
+use elasticsearch::http::Method;
+use serde_json::{json, Value};
+use session_core::state::{apply_delta, SharedDelta, SharedState};
+use session_core::{SessionError, StateMap};
+
+use crate::head::backoff;
+use crate::index::doc_path;
+use crate::EsRepository;
+
+impl EsRepository {
+    /// `u|app|user` or `a|app`, with `|` inside a name escaped as `%7C`
+    /// (names may hold `|` but never `%`), so two owners never share a
+    /// document; names without `|` keep the id they always had.
+    pub(crate) fn state_doc_id(app: &str, user_id: Option<&str>) -> String {
+        let esc = |s: &str| s.replace('|', "%7C");
+        match user_id {
+            Some(u) => format!("u|{}|{}", esc(app), esc(u)),
+            None => format!("a|{}", esc(app)),
+        }
+    }
+
+    /// Reads one scope document with its compare-and-swap coordinates; `None` when absent.
+    pub(crate) async fn read_state_doc(
+        &self,
+        doc_id: &str,
+    ) -> session_core::Result<Option<(StateMap, i64, i64)>> {
+        let reply = self
+            .client
+            .send(
+                Method::Get,
+                &doc_path(&self.index("state"), doc_id),
+                &[],
+                None,
+            )
+            .await?;
+        if reply.status == 404 && reply.body.get("found") == Some(&Value::Bool(false)) {
+            return Ok(None);
+        }
+        let body = reply.success("")?;
+        let what = || format!("shared state {doc_id}");
+        let text = body
+            .get("_source")
+            .and_then(|s| s.get("json"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| SessionError::serialization(what(), "no json"))?;
+        let map = session_core::state::decode_state(text, what)?;
+        let seq_no = body.get("_seq_no").and_then(Value::as_i64).unwrap_or(-1);
+        let term = body
+            .get("_primary_term")
+            .and_then(Value::as_i64)
+            .unwrap_or(-1);
+        Ok(Some((map, seq_no, term)))
+    }
+
+    /// Applies (`replace = false`) or sets (`replace = true`) one shared scope, with a CAS loop.
+    async fn write_state_doc(
+        &self,
+        doc_id: &str,
+        delta: &StateMap,
+        replace: bool,
+    ) -> session_core::Result<()> {
+        let mut attempt = 0;
+        loop {
+            backoff(&mut attempt).await;
+            let current = self.read_state_doc(doc_id).await?;
+            let mut query = vec![self.refresh_param()];
+            let mut map = if let Some((map, seq_no, term)) = current {
+                query.push(("if_seq_no", seq_no.to_string()));
+                query.push(("if_primary_term", term.to_string()));
+                map
+            } else {
+                query.push(("op_type", "create".to_owned()));
+                StateMap::new()
+            };
+            if replace {
+                map = delta.clone();
+            } else {
+                apply_delta(&mut map, delta);
+            }
+            let json = session_core::state::encode_state(&map, "shared state")?;
+            let reply = self
+                .client
+                .send(
+                    Method::Put,
+                    &doc_path(&self.index("state"), doc_id),
+                    &query,
+                    Some(json!({ "json": json }).to_string()),
+                )
+                .await?;
+            if reply.status == 409 {
+                continue;
+            }
+            reply.success("")?;
+            return Ok(());
+        }
+    }
+
+    /// Applies the shared parts of a batch's state deltas to the owner's scopes.
+    pub(crate) async fn apply_shared(
+        &self,
+        app: &str,
+        user_id: &str,
+        d: &SharedDelta,
+    ) -> session_core::Result<()> {
+        if !d.app.is_empty() {
+            self.write_state_doc(&Self::state_doc_id(app, None), &d.app, false)
+                .await?;
+        }
+        if !d.user.is_empty() {
+            self.write_state_doc(&Self::state_doc_id(app, Some(user_id)), &d.user, false)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Sets the owner's scopes to an imported `shared` (empty scopes are left alone).
+    pub(crate) async fn replace_shared(
+        &self,
+        app: &str,
+        user_id: &str,
+        shared: &SharedState,
+    ) -> session_core::Result<()> {
+        if !shared.app.is_empty() {
+            self.write_state_doc(&Self::state_doc_id(app, None), &shared.app, true)
+                .await?;
+        }
+        if !shared.user.is_empty() {
+            self.write_state_doc(&Self::state_doc_id(app, Some(user_id)), &shared.user, true)
+                .await?;
+        }
+        Ok(())
+    }
+}

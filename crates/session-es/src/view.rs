@@ -1,0 +1,185 @@
+//! Views of one session's events: the parts in hand and searched, and the window a filter cuts.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+use session_core::{EventFilter, EventView, Page, SessionEvent};
+
+use crate::body;
+use crate::events::decode_event;
+use crate::head::Head;
+use crate::EsRepository;
+
+/// A view segment whose events come from a search, in seq order.
+struct Remote {
+    query: Value,
+}
+
+/// The parts of a view, in order: events already in hand, then searched ones, then in hand.
+struct Parts {
+    before: Vec<SessionEvent>,
+    remote: Remote,
+    after: Vec<SessionEvent>,
+}
+
+impl EsRepository {
+    /// Events of one session's view part, `skip` then `take`, in seq order (or reversed).
+    async fn remote_events(
+        &self,
+        head: &Head,
+        remote: &Remote,
+        reverse: bool,
+        skip: usize,
+        take: usize,
+    ) -> session_core::Result<Vec<SessionEvent>> {
+        if take == 0 {
+            return Ok(Vec::new());
+        }
+        let sort = if reverse {
+            json!([{"seq": "desc"}])
+        } else {
+            json!([{"seq": "asc"}])
+        };
+        let id = &head.session.id;
+        let hits = self
+            .collect(
+                "events",
+                &remote.query,
+                &sort,
+                &json!(["seq", "body"]),
+                skip,
+                take,
+                &mut |_| true,
+                id,
+            )
+            .await?;
+        hits.iter().map(|h| decode_event(id, &h.source)).collect()
+    }
+
+    /// Cuts the window a filter asks for out of `parts`.
+    async fn window(
+        &self,
+        head: &Head,
+        parts: Parts,
+        filter: &EventFilter,
+    ) -> session_core::Result<Page<SessionEvent>> {
+        let m = filter.matcher();
+        let before: Vec<SessionEvent> = parts.before.into_iter().filter(|e| m.matches(e)).collect();
+        let after: Vec<SessionEvent> = parts.after.into_iter().filter(|e| m.matches(e)).collect();
+        if let Some(n) = filter.last_n {
+            // The newest n: walk the parts backwards.
+            let mut newest: Vec<SessionEvent> = after.iter().rev().take(n).cloned().collect();
+            let want = n - newest.len();
+            let remote = self
+                .remote_events(head, &parts.remote, true, 0, want)
+                .await?;
+            newest.extend(remote);
+            let want = n.saturating_sub(newest.len());
+            newest.extend(before.iter().rev().take(want).cloned());
+            newest.reverse();
+            return Ok(Page::paginate(newest, filter.page, filter.page_size));
+        }
+        let Some(offset) = filter.page.checked_mul(filter.page_size) else {
+            return Ok(Page::empty(filter.page, filter.page_size));
+        };
+        let take = filter.page_size.saturating_add(1);
+        let mut items: Vec<SessionEvent> = before.iter().skip(offset).take(take).cloned().collect();
+        let mut skip = offset.saturating_sub(before.len());
+        if items.len() < take {
+            let remote = self
+                .remote_events(head, &parts.remote, false, skip, take - items.len())
+                .await?;
+            if remote.is_empty() && skip > 0 {
+                // Everything remote was skipped (or there was nothing): count it to skip into `after`.
+                let counted = self
+                    .count_events(&parts.remote.query, &head.session.id)
+                    .await?;
+                skip = skip.saturating_sub(counted);
+            } else {
+                skip = 0;
+            }
+            items.extend(remote);
+        }
+        if items.len() < take {
+            items.extend(after.iter().skip(skip).take(take - items.len()).cloned());
+        }
+        Ok(Page::from_overfetch(items, filter.page, filter.page_size))
+    }
+
+    /// The parts of a view of one session, with the filter's criteria in the remote query.
+    async fn view_parts(
+        &self,
+        head: &Head,
+        view: EventView,
+        filter: &EventFilter,
+    ) -> session_core::Result<Parts> {
+        let pending = head.pending_events()?;
+        let after_seq = match view {
+            EventView::Archive => 0,
+            EventView::Context => head.mark,
+        };
+        let (mut filter_clauses, must_not) = body::session_events(
+            &head.session.id,
+            &head.inc,
+            after_seq,
+            head.indexed_max(),
+            &head.dead,
+        );
+        filter_clauses.extend(body::filter_clauses(filter));
+        let remote = Remote {
+            query: body::bool_query(filter_clauses, must_not),
+        };
+        let (before, after) = match view {
+            EventView::Archive => (Vec::new(), pending),
+            EventView::Context => {
+                let mut by_seq: HashMap<u64, SessionEvent> =
+                    pending.into_iter().map(|e| (e.seq, e)).collect();
+                let wanted: Vec<u64> = head
+                    .base
+                    .iter()
+                    .map(|[s, _]| *s)
+                    .filter(|s| !by_seq.contains_key(s))
+                    .collect();
+                for e in self.events_by_seq(head, &wanted).await? {
+                    by_seq.insert(e.seq, e);
+                }
+                let before = head
+                    .base
+                    .iter()
+                    .filter_map(|[s, _]| by_seq.get(s).cloned())
+                    .collect();
+                let mut after: Vec<SessionEvent> =
+                    by_seq.into_values().filter(|e| e.seq > head.mark).collect();
+                after.sort_by_key(|e| e.seq);
+                (before, after)
+            }
+        };
+        Ok(Parts {
+            before,
+            remote,
+            after,
+        })
+    }
+
+    /// The page of a session's events a filter asks for.
+    pub(crate) async fn events_page(
+        &self,
+        head: &Head,
+        filter: &EventFilter,
+    ) -> session_core::Result<Page<SessionEvent>> {
+        let parts = self.view_parts(head, filter.view, filter).await?;
+        self.window(head, parts, filter).await
+    }
+
+    /// Every live event of a session, in seq order.
+    pub(crate) async fn all_events(&self, head: &Head) -> session_core::Result<Vec<SessionEvent>> {
+        let parts = self
+            .view_parts(head, EventView::Archive, &EventFilter::archive())
+            .await?;
+        let mut out = self
+            .remote_events(head, &parts.remote, false, 0, usize::MAX)
+            .await?;
+        out.extend(parts.after);
+        Ok(out)
+    }
+}
