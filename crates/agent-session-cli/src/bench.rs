@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use agent_session::{
-    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
+    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionId, SessionRepository,
     SessionRepositoryExt,
 };
 use anyhow::Result;
@@ -57,9 +57,9 @@ impl Sample {
     }
 }
 
-async fn session(repo: &dyn SessionRepository) -> Result<String> {
+async fn session(repo: &dyn SessionRepository) -> Result<SessionId> {
     Ok(repo
-        .create(NewSession::new("bench", "bench", chrono::Utc::now()))
+        .create(NewSession::new("bench", "bench", chrono::Utc::now())?)
         .await?
         .id)
 }

@@ -75,12 +75,12 @@ async fn everyday(
         } => {
             let now = SystemClock.now();
             let mut new =
-                NewSession::new(app, user, now).with_metadata(parse_pairs("--meta", &meta, false)?);
+                NewSession::new(app, user, now)?.with_metadata(parse_pairs("--meta", &meta, false)?);
             if let Some(id) = id {
-                new = new.with_id(id);
+                new = new.with_id(id)?;
             }
             if let Some(k) = key {
-                new = new.with_key(k);
+                new = new.with_key(k)?;
             }
             if let Some(ttl) = ttl {
                 new = new.with_expires_at(parse_ttl(&ttl, now)?);

@@ -89,9 +89,9 @@ pub fn cli_args(data: &[u8]) {
                 let _ = agent_session::SessionEvent::builder(agent_session::Message::user("x"))
                     .state_delta(delta.clone())
                     .build();
-                let _ = agent_session::NewSession::new("app", "user", now)
-                    .with_metadata(delta)
-                    .validate(now);
+                if let Ok(new) = agent_session::NewSession::new("app", "user", now) {
+                    let _ = new.with_metadata(delta).validate(now);
+                }
             }
             Err(e) => one_line(&e, flag),
         }

@@ -13,6 +13,7 @@ use std::io::{self, LineWriter, Write};
 use std::process::ExitCode;
 
 use clap::builder::RangedU64ValueParser;
+use agent_session::{AppName, InvocationId, Key, SessionId, UserId};
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// The most events `bench --events` takes.
@@ -42,16 +43,16 @@ pub(crate) enum Command {
     Create {
         /// The owning user.
         #[arg(long)]
-        user: String,
+        user: UserId,
         /// The app namespace.
         #[arg(long, default_value = "default")]
-        app: String,
+        app: AppName,
         /// The session id (default: a generated UUID).
         #[arg(long)]
-        id: Option<String>,
+        id: Option<SessionId>,
         /// The resolution key.
         #[arg(long)]
-        key: Option<String>,
+        key: Option<Key>,
         /// Time to live: 30m, 2h, 30d, 1h30m, 2weeks or never (default 60 days).
         #[arg(long)]
         ttl: Option<String>,
@@ -62,7 +63,7 @@ pub(crate) enum Command {
     /// Appends one message and prints its seq.
     Append {
         /// The session id.
-        session: String,
+        session: SessionId,
         /// Who wrote it.
         #[arg(long, value_enum)]
         role: RoleArg,
@@ -103,7 +104,7 @@ pub(crate) enum Command {
     /// Shows a session's events.
     Show {
         /// The session id.
-        session: String,
+        session: SessionId,
         /// Which view.
         #[arg(long, value_enum, default_value = "context")]
         view: ViewArg,
@@ -114,7 +115,7 @@ pub(crate) enum Command {
     /// Searches a session's archive; prints what the conversation_search tool returns.
     Search {
         /// The session id.
-        session: String,
+        session: SessionId,
         /// The keyword (case-insensitive, literal).
         query: String,
         /// Zero-based page (negative pages read as 0).
@@ -127,7 +128,7 @@ pub(crate) enum Command {
     /// Compacts a session's context now.
     Compact {
         /// The session id.
-        session: String,
+        session: SessionId,
         /// The strategy.
         #[arg(long, value_enum)]
         strategy: StrategyArg,
@@ -147,25 +148,25 @@ pub(crate) enum Command {
     /// Removes the events of an invocation and everything after it.
     Rewind {
         /// The session id.
-        session: String,
+        session: SessionId,
         /// The invocation to rewind to (removed with everything after it).
         #[arg(long)]
-        before_invocation: String,
+        before_invocation: InvocationId,
     },
     /// Archives a session (still readable and searchable).
     End {
         /// The session id.
-        session: String,
+        session: SessionId,
     },
     /// Deletes a session and all its events.
     Delete {
         /// The session id.
-        session: String,
+        session: SessionId,
     },
     /// Writes sessions as JSON Lines (complete: archive, context, state).
     Export {
         /// The sessions to export.
-        sessions: Vec<String>,
+        sessions: Vec<SessionId>,
         /// Export every session.
         #[arg(long)]
         all: bool,

@@ -12,7 +12,7 @@ use std::io::{BufReader, BufWriter, IsTerminal, Write};
 
 use agent_session::{
     ErrorKind, ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionError, SessionQuery,
-    SessionRepository,
+    SessionId, SessionRepository,
 };
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -36,7 +36,7 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 }
 
 /// Every session id of the store (optionally of one app), newest activity first.
-async fn all_ids(repo: &dyn SessionRepository, app: Option<&str>) -> Result<Vec<String>> {
+async fn all_ids(repo: &dyn SessionRepository, app: Option<&str>) -> Result<Vec<SessionId>> {
     let mut ids = Vec::new();
     let mut page = 0;
     loop {
@@ -70,7 +70,7 @@ fn failure(bar: &ProgressBar, what: impl Display, e: SessionError) {
 
 pub(crate) async fn export(
     repo: &dyn SessionRepository,
-    sessions: &[String],
+    sessions: &[SessionId],
     all: bool,
     file: Option<&str>,
     out: &mut dyn Write,
