@@ -273,19 +273,21 @@ impl Write for Stdout {
 }
 
 /// An error and its causes on one line, each cause once: a cause whose text
-/// the message already ends with (a `Display` that shows its source) is
-/// not repeated.
+/// the cause before it already holds (a driver's `Display` that shows its
+/// own source) is not repeated.
 pub(crate) fn describe(e: &anyhow::Error) -> String {
     let mut line = String::new();
+    let mut previous = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if line.ends_with(&text) {
+        if text.is_empty() || previous.contains(&text) {
             continue;
         }
         if !line.is_empty() {
             line.push_str(": ");
         }
         line.push_str(&text);
+        previous = text;
     }
     line
 }
