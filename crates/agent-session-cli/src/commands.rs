@@ -18,6 +18,7 @@ use agent_session_cli::args::{parse_pairs, parse_ttl};
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 
+use crate::output::{event_json, event_line};
 use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, ViewArg};
 
 /// Runs one command, writing what it prints to `out`.
@@ -156,7 +157,7 @@ async fn everyday(
             }
             let page = repo.list(&q).await?;
             for id in &page.unreadable {
-                crate::report(format_args!(
+                crate::output::report(format_args!(
                     "warning: session {id} could not be read (corrupt stored data); \
                      `agent-session show {id}` gives the error"
                 ));
@@ -402,43 +403,4 @@ async fn stats(repo: &Arc<dyn SessionRepository>, json: bool, out: &mut dyn Writ
         writeln!(out, "events    {events}")?;
     }
     Ok(())
-}
-
-/// One event as the `show --json` object.
-pub(crate) fn event_json(e: &SessionEvent) -> Value {
-    json!({
-        "seq": e.seq,
-        "timestamp": e.timestamp.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        "role": e.role().as_str(),
-        "text": e.message.text(),
-        "tool_calls": e.message.tool_calls().iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
-        "branch": e.branch,
-        "invocation": e.invocation_id,
-        "synthetic": e.is_synthetic(),
-    })
-}
-
-/// One event as a human-readable line.
-pub(crate) fn event_line(e: &SessionEvent) -> String {
-    let mut who = e.role().to_string();
-    if let Some(b) = &e.branch {
-        who.push_str(&format!(" [{b}]"));
-    }
-    if e.is_synthetic() {
-        who.push_str(" (summary)");
-    }
-    let mut text = e.message.text().replace('\n', " ");
-    if let Message::Tool { tool_call_id, .. } = &e.message {
-        text = format!("({tool_call_id}) {text}");
-    }
-    for c in e.message.tool_calls() {
-        text.push_str(&format!(" → calls {}({})", c.name, c.arguments));
-    }
-    format!(
-        "#{:<4} {} {:<10} {}",
-        e.seq,
-        e.timestamp.format("%H:%M:%S"),
-        who,
-        text
-    )
 }

@@ -14,7 +14,7 @@ use agent_session::{
 use anyhow::Result;
 use serde_json::{json, Value};
 
-use crate::commands::event_line;
+use crate::output::event_line;
 use crate::store;
 
 fn step(out: &mut dyn Write, title: &str) -> std::io::Result<()> {

@@ -5,6 +5,7 @@
 mod bench;
 mod commands;
 mod demo;
+mod output;
 mod store;
 mod transfer;
 
@@ -15,6 +16,8 @@ use std::process::ExitCode;
 use clap::builder::RangedU64ValueParser;
 use agent_session::{AppName, InvocationId, Key, SessionId, UserId};
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::output::{describe, report};
 
 /// The most events `bench --events` takes.
 const MAX_BENCH_EVENTS: u64 = 1_000_000;
@@ -270,31 +273,6 @@ impl Write for Stdout {
         let r = self.inner.flush();
         self.note(r)
     }
-}
-
-/// An error and its causes on one line, each cause once: a cause whose text
-/// the cause before it already holds (a driver's `Display` that shows its
-/// own source) is not repeated.
-pub(crate) fn describe(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    let mut previous = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || previous.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-        previous = text;
-    }
-    line
-}
-
-/// One line on stderr; a closed stderr is not worth a panic.
-pub(crate) fn report(line: impl Display) {
-    let _ = writeln!(io::stderr().lock(), "{line}");
 }
 
 fn main() -> ExitCode {

@@ -16,7 +16,7 @@ pub(crate) fn url(given: Option<&str>) -> String {
     }
     let path = DEFAULT_STORE.trim_start_matches("sqlite://");
     if !std::path::Path::new(path).exists() {
-        crate::report(format_args!(
+        crate::output::report(format_args!(
             "creating {path} in the current directory (use --store or AGENT_SESSION_STORE for another store)"
         ));
     }

@@ -65,7 +65,7 @@ fn per_session(e: &SessionError) -> bool {
 /// Reports one session's failure on stderr, above the progress bar.
 fn failure(bar: &ProgressBar, what: impl Display, e: SessionError) {
     let e = anyhow::Error::from(e);
-    bar.suspend(|| crate::report(format_args!("error: {what}: {}", crate::describe(&e))));
+    bar.suspend(|| crate::output::report(format_args!("error: {what}: {}", crate::output::describe(&e))));
 }
 
 pub(crate) async fn export(
@@ -119,7 +119,7 @@ pub(crate) async fn export(
     writer.finish()?;
     bar.finish_and_clear();
     if let Some(path) = file {
-        crate::report(format_args!(
+        crate::output::report(format_args!(
             "exported {} sessions to {path}",
             ids.len() - failed
         ));
@@ -234,7 +234,7 @@ pub(crate) async fn migrate(
                     events = events.saturating_add(n);
                 } else {
                     bar.suspend(|| {
-                        crate::report(format_args!(
+                        crate::output::report(format_args!(
                             "error: session {id} differs after the copy ({} events at the source, {} at the target)",
                             a.events.len(),
                             b.events.len()

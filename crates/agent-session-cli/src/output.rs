@@ -1,0 +1,71 @@
+//! What the command line prints: events as lines or JSON, errors with their causes.
+
+use std::fmt::Display;
+use std::io::{self, Write};
+
+use agent_session::{Message, SessionEvent};
+use serde_json::{json, Value};
+
+/// An error and its causes on one line, each cause once: a cause whose text
+/// the cause before it already holds (a driver's `Display` that shows its
+/// own source) is not repeated.
+pub(crate) fn describe(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    let mut previous = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || previous.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+        previous = text;
+    }
+    line
+}
+
+/// One line on stderr; a closed stderr is not worth a panic.
+pub(crate) fn report(line: impl Display) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
+/// One event as the `show --json` object.
+pub(crate) fn event_json(e: &SessionEvent) -> Value {
+    json!({
+        "seq": e.seq,
+        "timestamp": e.timestamp.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        "role": e.role().as_str(),
+        "text": e.message.text(),
+        "tool_calls": e.message.tool_calls().iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+        "branch": e.branch,
+        "invocation": e.invocation_id,
+        "synthetic": e.is_synthetic(),
+    })
+}
+
+/// One event as a human-readable line.
+pub(crate) fn event_line(e: &SessionEvent) -> String {
+    let mut who = e.role().to_string();
+    if let Some(b) = &e.branch {
+        who.push_str(&format!(" [{b}]"));
+    }
+    if e.is_synthetic() {
+        who.push_str(" (summary)");
+    }
+    let mut text = e.message.text().replace('\n', " ");
+    if let Message::Tool { tool_call_id, .. } = &e.message {
+        text = format!("({tool_call_id}) {text}");
+    }
+    for c in e.message.tool_calls() {
+        text.push_str(&format!(" → calls {}({})", c.name, c.arguments));
+    }
+    format!(
+        "#{:<4} {} {:<10} {}",
+        e.seq,
+        e.timestamp.format("%H:%M:%S"),
+        who,
+        text
+    )
+}
