@@ -5,8 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use session_core::{
-    AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionId, SessionService,
-    SyntheticFilter, SUMMARY_PROMPT,
+    AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionId,
+    SessionService, SyntheticFilter, SUMMARY_PROMPT,
 };
 
 use crate::policy::{CompactionOutcome, CompactionPolicy};
@@ -223,7 +223,7 @@ impl SessionMemory {
             if out.written > 0 {
                 let id = SessionId::new(session_id)?;
                 if let Err(e) = policy.maybe_compact(repo.as_ref(), &id).await {
-                    tracing::warn!(session_id, error = %e, "compaction failed; the context is unchanged");
+                    tracing::warn!(session_id, error = %session_core::ErrorReport(&e), "compaction failed; the context is unchanged");
                 }
             }
         }

@@ -132,7 +132,12 @@ impl Summarizer for OpenAiSummarizer {
                 Err(e) if e.is_timeout() || e.is_connect() => {
                     CompactionError::summarizer_caused_by("the request failed", e)
                 }
-                Err(e) => return Err(CompactionError::summarizer_caused_by("the request failed", e)),
+                Err(e) => {
+                    return Err(CompactionError::summarizer_caused_by(
+                        "the request failed",
+                        e,
+                    ))
+                }
                 Ok(resp) => {
                     let status = resp.status();
                     if status.is_success() {

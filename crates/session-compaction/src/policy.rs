@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use session_core::{
-    AppendHook, AppendOutcome, EventView, Owner, Session, SessionEvent, SessionRepository,
-    SessionId, SessionRepositoryExt,
+    AppendHook, AppendOutcome, EventView, Owner, Session, SessionEvent, SessionId,
+    SessionRepository, SessionRepositoryExt,
 };
 
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy, Trigger};
@@ -200,13 +200,13 @@ impl AppendHook for CompactionPolicy {
             let id = session_id.clone();
             tokio::spawn(async move {
                 if let Err(e) = policy.maybe_compact(repo.as_ref(), &id).await {
-                    tracing::warn!(session_id = %id, error = %e, "background compaction failed; the context is unchanged");
+                    tracing::warn!(session_id = %id, error = %session_core::ErrorReport(&e), "background compaction failed; the context is unchanged");
                 }
             });
             return;
         }
         if let Err(e) = self.maybe_compact(repository, session_id).await {
-            tracing::warn!(%session_id, error = %e, "compaction failed; the context is unchanged");
+            tracing::warn!(%session_id, error = %session_core::ErrorReport(&e), "compaction failed; the context is unchanged");
         }
     }
 }

@@ -29,7 +29,9 @@ impl BpeEstimator {
                 name: "cl100k_base",
                 bpe: Arc::new(bpe),
             })
-            .map_err(|e| crate::CompactionError::summarizer_caused_by("loading the cl100k_base tokenizer", e))
+            .map_err(|e| {
+                crate::CompactionError::summarizer_caused_by("loading the cl100k_base tokenizer", e)
+            })
     }
 
     /// `o200k_base` (GPT-4o and later).
@@ -39,7 +41,9 @@ impl BpeEstimator {
                 name: "o200k_base",
                 bpe: Arc::new(bpe),
             })
-            .map_err(|e| crate::CompactionError::summarizer_caused_by("loading the o200k_base tokenizer", e))
+            .map_err(|e| {
+                crate::CompactionError::summarizer_caused_by("loading the o200k_base tokenizer", e)
+            })
     }
 
     /// The encoding's name.

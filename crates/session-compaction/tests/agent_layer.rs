@@ -8,9 +8,9 @@ use session_compaction::{
     CompactionPolicy, ConversationSearch, CrossSessionSearch, SessionMemory, SummaryInjection,
     ToolContext, Trigger, TurnWindow, NO_RESULTS, TOOL_ERROR_KEY,
 };
-use session_core::{SessionId, 
+use session_core::{
     CompactionSource, CreateSessionRequest, DefaultSessionService, InMemoryRepository, Message,
-    Owner, Role, SessionEvent, SessionRepository, SessionService, ToolCall,
+    Owner, Role, SessionEvent, SessionId, SessionRepository, SessionService, ToolCall,
 };
 
 struct World {

@@ -11,9 +11,10 @@ use session_compaction::{
     ExtractiveSummarizer, RecursiveSummarization, StructuredSummary, Summarizer, SummaryRequest,
     Trigger, TurnWindow,
 };
-use session_core::{SessionId, 
+use session_core::{
     CreateSessionRequest, DefaultSessionService, EventView, InMemoryRepository, Message, Owner,
-    SearchQuery, Session, SessionEvent, SessionRepository, SessionRepositoryExt, SessionService,
+    SearchQuery, Session, SessionEvent, SessionId, SessionRepository, SessionRepositoryExt,
+    SessionService,
 };
 
 fn owner() -> Owner {
