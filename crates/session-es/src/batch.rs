@@ -1,16 +1,16 @@
-//! Writing a batch: per-session locks, id resolution against the session, commit and indexing.
+//! Writing a batch: per-session locks, the ids a session already holds, commit and indexing.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use serde_json::{json, Value};
+use session_core::plan::Stored;
 use session_core::state::SharedDelta;
-use session_core::SessionEvent;
 
 use crate::body;
 use crate::client::BACKEND;
 use crate::events::u64_field;
-use crate::head::{Head, Loaded, Pending};
+use crate::head::{Head, Loaded};
 use crate::EsRepository;
 
 /// Writers of one session in one process queue on one of these locks, so
@@ -28,14 +28,6 @@ fn batch_key(head: &Head) -> Option<(String, String, u64)> {
         .map(|p| p.seq)
         .max()
         .map(|seq| (head.session.id.to_string(), head.inc.clone(), seq))
-}
-
-/// The events of a batch after id resolution: which are new, and every event's seq.
-pub(crate) struct Placed {
-    pub(crate) seqs: Vec<u64>,
-    pub(crate) tokens: Vec<u32>,
-    pub(crate) new: Vec<Pending>,
-    pub(crate) shared: SharedDelta,
 }
 
 impl EsRepository {
@@ -86,27 +78,32 @@ impl EsRepository {
         Ok(())
     }
 
-    /// Which of `ids` the session already holds: id → (seq, tokens).
-    async fn known_ids(
+    /// Which of `ids` (distinct) the session already holds, for the
+    /// planner: the live pending batch from the head, the rest by one
+    /// `terms` search of the session's indexed events.
+    pub(crate) async fn held(
         &self,
         head: &Head,
         ids: &[&str],
-    ) -> session_core::Result<HashMap<String, (u64, u32)>> {
-        let mut known = HashMap::new();
+    ) -> session_core::Result<HashMap<String, Stored>> {
+        let wanted: HashSet<&str> = ids.iter().copied().collect();
+        let mut held = HashMap::new();
         for p in &head.pending {
-            if !head.is_dead(p.seq) {
-                known.insert(p.id.clone(), (p.seq, p.tokens));
+            if !head.is_dead(p.seq) && wanted.contains(p.id.as_str()) {
+                let stored = Stored {
+                    seq: p.seq,
+                    tokens: p.tokens,
+                };
+                held.insert(p.id.clone(), stored);
             }
         }
         let wanted: Vec<&str> = ids
             .iter()
             .copied()
-            .filter(|i| !known.contains_key(*i))
-            .collect::<HashSet<_>>()
-            .into_iter()
+            .filter(|i| !held.contains_key(*i))
             .collect();
         if wanted.is_empty() || head.indexed_max() == 0 {
-            return Ok(known);
+            return Ok(held);
         }
         let (mut filter, must_not) = body::session_events(
             &head.session.id,
@@ -138,50 +135,8 @@ impl EsRepository {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            known.insert(eid, (seq, tokens));
+            held.insert(eid, Stored { seq, tokens });
         }
-        Ok(known)
-    }
-
-    /// Resolves a batch against the session: existing ids keep their seq, new events get the next seqs
-    /// and their state deltas (session part into `head`, shared parts collected).
-    pub(crate) async fn place(
-        &self,
-        head: &mut Head,
-        events: &[SessionEvent],
-        bodies: &[String],
-    ) -> session_core::Result<Placed> {
-        let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
-        let mut known = self.known_ids(head, &ids).await?;
-        let mut placed = Placed {
-            seqs: Vec::with_capacity(events.len()),
-            tokens: Vec::with_capacity(events.len()),
-            new: Vec::new(),
-            shared: SharedDelta::default(),
-        };
-        for (e, b) in events.iter().zip(bodies) {
-            if let Some(&(seq, tokens)) = known.get(&e.id) {
-                placed.seqs.push(seq);
-                placed.tokens.push(tokens);
-                continue;
-            }
-            // The head is written only after this loop: an error leaves the store as it was.
-            head.last_seq = session_core::next_seq(head.last_seq)?;
-            let seq = head.last_seq;
-            if let Some(delta) = &e.state_delta {
-                placed.shared.apply_event(&mut head.session.state, delta);
-            }
-            head.session.event_count = head.session.event_count.saturating_add(1);
-            known.insert(e.id.clone(), (seq, e.token_estimate));
-            placed.seqs.push(seq);
-            placed.tokens.push(e.token_estimate);
-            placed.new.push(Pending {
-                seq,
-                id: e.id.clone(),
-                tokens: e.token_estimate,
-                body: b.clone(),
-            });
-        }
-        Ok(placed)
+        Ok(held)
     }
 }

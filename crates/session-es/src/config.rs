@@ -8,6 +8,7 @@ use session_core::{system_clock, Limits, SessionError, SharedClock};
 
 use crate::batch::LOCK_STRIPES;
 use crate::client::Client;
+use crate::error::build_error;
 use crate::EsRepository;
 
 /// When writes become visible to searches.
@@ -144,9 +145,7 @@ impl EsRepositoryBuilder {
         if let Some(c) = self.credentials {
             builder = builder.auth(c);
         }
-        let transport = builder
-            .build()
-            .map_err(|e| SessionError::invalid("elasticsearch url", e.to_string()))?;
+        let transport = builder.build().map_err(build_error)?;
         let repo = EsRepository {
             locks: (0..LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(None))

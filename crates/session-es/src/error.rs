@@ -90,6 +90,12 @@ pub(crate) fn transport_error(e: elasticsearch::Error) -> SessionError {
     }
 }
 
+/// The HTTP client could not be set up (its TLS backend or system
+/// configuration failed): the error stays the source.
+pub(crate) fn build_error(e: elasticsearch::http::transport::BuildError) -> SessionError {
+    SessionError::backend(BACKEND, e)
+}
+
 #[cfg(test)]
 mod tests {
     //! Error mapping against Elasticsearch's documented response bodies

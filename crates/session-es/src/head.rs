@@ -17,8 +17,9 @@ use chrono::{DateTime, Utc};
 use elasticsearch::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use session_core::state::replay_deltas;
-use session_core::{Session, SessionError, SessionEvent, SharedClock, StateMap};
+use session_core::plan::{self, EventBatch, NewEvent, RewindPlan};
+use session_core::state::apply_delta;
+use session_core::{Session, SessionError, SessionEvent, SessionId, SharedClock, StateMap};
 
 use crate::body::{micros, DocOwner};
 use crate::client::Client;
@@ -140,28 +141,55 @@ impl Head {
             .map_err(|e| SessionError::serialization(format!("session {id} head"), e))
     }
 
-    /// Bumps the version (a typed error at `MAX_VERSION`) and the activity time.
-    pub(crate) fn touch(&mut self, now: DateTime<Utc>) -> session_core::Result<()> {
-        self.session.version = session_core::next_version(self.session.version)?;
-        self.session.updated_at = self.session.updated_at.max(now);
-        Ok(())
+    /// What the planner needs to know of this head.
+    pub(crate) fn plan(&self) -> plan::Head {
+        plan::Head::new(self.session.id.clone(), self.last_seq, self.session.version)
     }
 
-    /// Makes `seqs` (with their `tokens`, in context order) the context, above every seq so far.
-    pub(crate) fn set_context(&mut self, seqs: &[u64], tokens: &[u32]) {
-        self.base = seqs
+    /// The version a write planned and its activity time.
+    pub(crate) fn stamp(&mut self, version: u64, now: DateTime<Utc>) {
+        self.session.version = version;
+        self.session.updated_at = self.session.updated_at.max(now);
+    }
+
+    /// Records the planned new events of `batch` as the pending batch, with
+    /// the highest seq after them and the session-scope state they change.
+    pub(crate) fn add_events(
+        &mut self,
+        batch: &EventBatch,
+        new: &[NewEvent],
+        last_seq: u64,
+        state: &StateMap,
+    ) {
+        self.pending = new
             .iter()
-            .zip(tokens)
-            .map(|(s, t)| [*s, u64::from(*t)])
+            .map(|n| {
+                let e = &batch.events[n.index];
+                Pending {
+                    seq: n.seq,
+                    id: e.id.clone(),
+                    tokens: e.token_estimate,
+                    body: batch.bodies[n.index].clone(),
+                }
+            })
             .collect();
+        self.last_seq = last_seq;
+        let added = u64::try_from(new.len()).unwrap_or(u64::MAX);
+        self.session.event_count = self.session.event_count.saturating_add(added);
+        apply_delta(&mut self.session.state, state);
+    }
+
+    /// Makes `context` (`[seq, tokens]` in context order, `total` tokens) the context, above every seq so far.
+    pub(crate) fn set_context(&mut self, context: Vec<[u64; 2]>, total: u64) {
+        self.base = context;
         self.mark = self.last_seq;
-        self.session.context_tokens = self.base.iter().map(|[_, t]| *t).sum();
+        self.session.context_tokens = total;
     }
 
     /// Drops every event from seq `from` on: state replayed over `kept` (the
     /// live events before it), counters recomputed, the range marked dead.
     pub(crate) fn rewind_to(&mut self, from: u64, kept: &[&SessionEvent]) {
-        self.session.state = replay_deltas(
+        self.session.state = RewindPlan::state(
             &self.initial_state,
             kept.iter().filter_map(|e| e.state_delta.as_ref()),
         );
@@ -194,6 +222,12 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
+    /// The head with its expiry, as the planner's `readable`/`writable` take it.
+    fn with_expiry(self) -> (Self, Option<DateTime<Utc>>) {
+        let expires = self.head.session.expires_at;
+        (self, expires)
+    }
+
     /// Reads a GET answer: the head in `_source`, with its `_seq_no` and `_primary_term`.
     pub(crate) fn from_get(id: &str, doc: &Value) -> session_core::Result<Self> {
         let what = format!("session {id}");
@@ -249,23 +283,16 @@ impl HeadStore<'_> {
         Loaded::from_get(id, &body).map(Some)
     }
 
-    /// A head to read from: present and not expired, else `NotFound`.
-    pub(crate) async fn live(&self, id: &str) -> session_core::Result<Loaded> {
-        match self.load(id).await? {
-            Some(l) if !l.head.session.is_expired_at(self.clock.now()) => Ok(l),
-            _ => Err(SessionError::session_not_found(id)),
-        }
+    /// A head to read from: present and not expired, else `NotFound` (decided by the planner).
+    pub(crate) async fn live(&self, id: &SessionId) -> session_core::Result<Loaded> {
+        let found = self.load(id).await?.map(Loaded::with_expiry);
+        plan::readable(found, id, self.clock.now())
     }
 
-    /// A head to write over: `Expired` when expired, `NotFound` when absent.
-    pub(crate) async fn writable(&self, id: &str) -> session_core::Result<Loaded> {
-        match self.load(id).await? {
-            Some(l) if l.head.session.is_expired_at(self.clock.now()) => {
-                Err(SessionError::Expired { id: id.to_owned() })
-            }
-            Some(l) => Ok(l),
-            None => Err(SessionError::session_not_found(id)),
-        }
+    /// A head to write over: `Expired` when expired, `NotFound` when absent (decided by the planner).
+    pub(crate) async fn writable(&self, id: &SessionId) -> session_core::Result<Loaded> {
+        let found = self.load(id).await?.map(Loaded::with_expiry);
+        plan::writable(found, id, self.clock.now())
     }
 
     /// Writes a head: compare-and-swap against `old`, or create when `old` is `None`.
@@ -425,5 +452,34 @@ mod tests {
         assert_eq!(back.pending.len(), 2);
         assert_eq!(back.dead, vec![[3, 4]]);
         assert_eq!(doc["expires_us"], micros(h.session.expires_at.unwrap()));
+    }
+
+    #[test]
+    fn a_planned_append_becomes_the_pending_batch() {
+        use session_core::plan::AppendPlan;
+        use session_core::{Limits, Message};
+        let s = NewSession::new("a", "u", Utc::now())
+            .unwrap()
+            .to_session(Utc::now());
+        let mut h = Head::new(s, StateMap::new());
+        let mut e = SessionEvent::new(Message::user("hi"));
+        e.state_delta = serde_json::json!({"k": 1, "user:x": 2})
+            .as_object()
+            .cloned();
+        let batch = EventBatch::new(vec![e.clone(), e], &Limits::default()).unwrap();
+        let plan = AppendPlan::new(&h.plan(), &batch, &std::collections::HashMap::new()).unwrap();
+        h.add_events(&batch, &plan.new, plan.last_seq, &plan.state.session);
+        h.stamp(plan.version, Utc::now());
+        assert_eq!(h.pending.len(), 1, "a repeated id is written once");
+        assert_eq!(
+            (h.last_seq, h.session.event_count, h.session.version),
+            (1, 1, 1)
+        );
+        assert_eq!(h.pending[0].body, batch.bodies[0]);
+        assert_eq!(h.session.state.get("k"), Some(&serde_json::json!(1)));
+        assert!(
+            h.session.state.get("user:x").is_none(),
+            "shared keys live in their scope documents"
+        );
     }
 }

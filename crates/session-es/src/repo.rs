@@ -1,15 +1,17 @@
-//! The [`SessionRepository`] implementation: each operation reads, decides and persists through the helpers.
+//! The [`SessionRepository`] implementation: read the head, plan in `session_core::plan`, persist by compare-and-swap of the head.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use session_core::state::{ScopedDelta, SharedDelta};
+use session_core::plan::{
+    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
+};
 use session_core::{
-    check_unique_ids, prepare_events, AppName, AppendOutcome, Capabilities, EventFilter,
-    ImportOutcome, InvocationId, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode,
-    SearchQuery, SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId,
-    SessionQuery, SessionRepository, SessionUpdate, SharedState, UserId,
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, InvocationId,
+    Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope,
+    Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedState, UserId,
 };
 
 use crate::body;
@@ -26,32 +28,22 @@ impl SessionRepository for EsRepository {
             .with_multi_process()
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "create", session_id = %new.id))]
     async fn create(&self, new: NewSession) -> session_core::Result<Session> {
-        let now = self.now();
-        new.validate(now)?;
-        let split = ScopedDelta::split(&new.state);
-        let mut shared = SharedDelta::default();
-        shared.add(&split);
-        let head = Head::new(new.to_session(now), new.state.clone());
-        let _guard = self.lock(&new.id).await;
+        let id = new.id.clone();
+        let _guard = self.lock(&id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let existing = self.heads().load(&new.id).await?;
-            if let Some(l) = &existing {
-                if !l.head.session.is_expired_at(now) {
-                    return Err(SessionError::AlreadyExists {
-                        what: "session",
-                        id: new.id.into(),
-                    });
-                }
-            }
+            let existing = self.heads().load(&id).await?;
+            let expiry = existing.as_ref().map(|l| l.head.session.expires_at);
+            let plan = CreatePlan::new(new.clone(), expiry, self.now())?;
+            let head = Head::new(plan.session, plan.initial_state);
             if self.heads().put(existing.as_ref(), &head).await? {
                 if let Some(old) = existing {
-                    self.drop_incarnation(&new.id, &old.head.inc).await;
+                    // An expired session under the same id: replaced.
+                    self.drop_incarnation(&id, &old.head.inc).await;
                 }
-                self.apply_shared(&head.session.app, &head.session.user_id, &shared)
+                self.apply_shared(&head.session.app, &head.session.user_id, &plan.shared)
                     .await?;
                 return Ok(head.session);
             }
@@ -62,7 +54,6 @@ impl SessionRepository for EsRepository {
         Ok(self.heads().live(id).await?.head.session)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "update", session_id = %id))]
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> session_core::Result<Session> {
         let now = self.now();
         update.validate(now)?;
@@ -71,16 +62,17 @@ impl SessionRepository for EsRepository {
         loop {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
+            let version = plan_update(&cur.head.plan(), &update)?;
             let mut head = cur.head.clone();
             head.pending.clear();
             update.clone().apply_to(&mut head.session, now)?;
+            head.stamp(version, now);
             if self.commit(&memo, &cur, &head).await? {
                 return Ok(head.session);
             }
         }
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "delete", session_id = %id))]
     async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
         let _guard = self.lock(id).await;
         self.delete_head(id, |_| true).await
@@ -95,7 +87,6 @@ impl SessionRepository for EsRepository {
         Ok(Page::from_overfetch(items, query.page, query.page_size))
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "purge_expired"))]
     async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
         let ids = self.expired_ids(now).await?;
         let mut n = 0;
@@ -112,41 +103,34 @@ impl SessionRepository for EsRepository {
         Ok(n)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "append", session_id = %id, events = events.len()))]
     async fn append(
         &self,
         id: &SessionId,
-        mut events: Vec<SessionEvent>,
+        events: Vec<SessionEvent>,
     ) -> session_core::Result<AppendOutcome> {
-        let bodies = prepare_events(&mut events, &self.limits)?;
+        let batch = EventBatch::new(events, &self.limits)?;
         let mut memo = self.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
-            let mut head = cur.head.clone();
-            let placed = self.place(&mut head, &events, &bodies).await?;
-            let written = placed.new.len();
-            if written == 0 {
-                return Ok(AppendOutcome {
-                    version: head.session.version,
-                    seqs: placed.seqs,
-                    written,
-                });
+            let held = self.held(&cur.head, &batch.ids()).await?;
+            let plan = AppendPlan::new(&cur.head.plan(), &batch, &held)?;
+            if plan.is_noop() {
+                return Ok(plan.outcome());
             }
+            let mut head = cur.head.clone();
+            head.add_events(&batch, &plan.new, plan.last_seq, &plan.state.session);
+            // New events join the end of the context (every seq above the mark).
             head.session.context_tokens = head
                 .session
                 .context_tokens
-                .saturating_add(placed.new.iter().map(|p| u64::from(p.tokens)).sum::<u64>());
-            head.pending = placed.new;
-            head.touch(self.now())?;
+                .saturating_add(plan.added_tokens);
+            head.stamp(plan.version, self.now());
             if self.commit(&memo, &cur, &head).await? {
-                self.after_commit(&mut memo, &head, &placed.shared).await?;
-                return Ok(AppendOutcome {
-                    version: head.session.version,
-                    seqs: placed.seqs,
-                    written,
-                });
+                self.after_commit(&mut memo, &head, &plan.state.shared)
+                    .await?;
+                return Ok(plan.outcome());
             }
         }
     }
@@ -165,36 +149,45 @@ impl SessionRepository for EsRepository {
         Ok(self.heads().live(id).await?.head.session.version)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "replace_context", session_id = %id, events = events.len()))]
     async fn replace_context(
         &self,
         id: &SessionId,
-        mut events: Vec<SessionEvent>,
+        events: Vec<SessionEvent>,
         expected_version: u64,
     ) -> session_core::Result<bool> {
-        let bodies = prepare_events(&mut events, &self.limits)?;
-        check_unique_ids(&events)?;
+        let batch = EventBatch::new(events, &self.limits)?;
         let mut memo = self.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
-            if cur.head.session.version != expected_version {
+            let held = self.held(&cur.head, &batch.ids()).await?;
+            let Some(plan) = ContextPlan::new(&cur.head.plan(), expected_version, &batch, &held)?
+            else {
                 return Ok(false);
-            }
+            };
             let mut head = cur.head.clone();
-            let placed = self.place(&mut head, &events, &bodies).await?;
-            head.set_context(&placed.seqs, &placed.tokens);
-            head.pending = placed.new;
-            head.touch(self.now())?;
+            head.add_events(&batch, &plan.new, plan.last_seq, &plan.state.session);
+            // The context is the batch, in order: each entry's seq with its token estimate.
+            let context = plan
+                .context
+                .iter()
+                .zip(&batch.events)
+                .map(|(seq, e)| {
+                    let tokens = held.get(&e.id).map_or(e.token_estimate, |s| s.tokens);
+                    [*seq, u64::from(tokens)]
+                })
+                .collect();
+            head.set_context(context, plan.context_tokens);
+            head.stamp(plan.version, self.now());
             if self.commit(&memo, &cur, &head).await? {
-                self.after_commit(&mut memo, &head, &placed.shared).await?;
+                self.after_commit(&mut memo, &head, &plan.state.shared)
+                    .await?;
                 return Ok(true);
             }
         }
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "rewind", session_id = %id))]
     async fn rewind(
         &self,
         id: &SessionId,
@@ -205,27 +198,21 @@ impl SessionRepository for EsRepository {
         loop {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
-            let head0 = &cur.head;
-            let all = self.all_events(head0).await?;
-            let Some(from) = all
+            let all = self.all_events(&cur.head).await?;
+            let first = all
                 .iter()
                 .find(|e| e.invocation_id.as_deref() == Some(before_invocation_id.as_str()))
-                .map(|e| e.seq)
-            else {
-                return Err(SessionError::NotFound {
-                    what: "invocation",
-                    id: before_invocation_id.to_string(),
-                });
-            };
-            let kept: Vec<&SessionEvent> = all.iter().filter(|e| e.seq < from).collect();
+                .map(|e| e.seq);
+            let plan = RewindPlan::new(&cur.head.plan(), before_invocation_id, first)?;
+            let kept: Vec<&SessionEvent> = all.iter().filter(|e| e.seq < plan.from_seq).collect();
             let removed = all.len() - kept.len();
-            let mut head = head0.clone();
-            head.rewind_to(from, &kept);
-            head.touch(self.now())?;
+            let mut head = cur.head.clone();
+            head.rewind_to(plan.from_seq, &kept);
+            head.stamp(plan.version, self.now());
             if self.commit(&memo, &cur, &head).await? {
-                self.drop_rewound(id, &head.inc, from).await;
+                self.drop_rewound(id, &head.inc, plan.from_seq).await;
                 return Ok(RewindOutcome {
-                    version: head.session.version,
+                    version: plan.version,
                     removed,
                 });
             }
@@ -234,6 +221,7 @@ impl SessionRepository for EsRepository {
 
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
         query.check(&self.limits)?;
+        self.capabilities().check_search(query)?;
         if query.mode == SearchMode::Ranked {
             return self.search_ranked(query).await;
         }
@@ -295,63 +283,74 @@ impl SessionRepository for EsRepository {
         })
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = BACKEND, op = "import", session_id = %dump.session.id))]
-    async fn import_session(&self, mut dump: SessionDump) -> session_core::Result<ImportOutcome> {
-        dump.validate()?;
+    async fn import_session(&self, dump: SessionDump) -> session_core::Result<ImportOutcome> {
         let id = dump.session.id.clone();
-        let tokens: HashMap<u64, u32> = dump
-            .events
-            .iter()
-            .map(|e| (e.seq, e.token_estimate))
-            .collect();
-        let seqs: Vec<u64> = dump.events.iter().map(|e| e.seq).collect();
-        let mut session = dump.session.clone();
-        session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
-        session.context_tokens = dump.context_tokens();
-        let bodies = prepare_events(&mut dump.events, &Limits::unlimited())?;
-        let head = Head {
-            last_seq: dump.last_seq,
-            base: dump
-                .context
-                .iter()
-                .map(|s| [*s, u64::from(tokens.get(s).copied().unwrap_or(0))])
-                .collect(),
-            mark: dump.last_seq,
-            ..Head::new(session, dump.initial_state.clone())
-        };
-        let mut docs = Vec::with_capacity(dump.events.len());
-        for ((e, b), seq) in dump.events.iter().zip(&bodies).zip(&seqs) {
-            docs.push((*seq, body::event_doc(head.owner(), *seq, e, b)?));
-        }
-        let mut written = false;
         let _guard = self.lock(&id).await;
+        let mut dump = dump;
+        // The new incarnation, its event documents written once (before the first commit attempt).
+        let mut prepared: Option<Head> = None;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
             let existing = self.heads().load(&id).await?;
-            if let Some(l) = &existing {
-                if !l.head.session.is_expired_at(self.now())
-                    && l.head.session.version >= dump.session.version
-                {
-                    if written {
-                        self.drop_incarnation(&id, &head.inc).await;
-                    }
-                    return Ok(ImportOutcome::Unchanged);
+            let live_version = existing
+                .as_ref()
+                .filter(|l| !l.head.session.is_expired_at(self.now()))
+                .map(|l| l.head.session.version);
+            let Some(plan) = ImportPlan::new(dump, live_version)? else {
+                if let Some(head) = prepared {
+                    self.drop_incarnation(&id, &head.inc).await;
                 }
-            }
-            if !written {
-                self.create_events(&head, docs.clone()).await?;
-                written = true;
-            }
+                return Ok(ImportOutcome::Unchanged);
+            };
+            let head = match prepared.take() {
+                Some(head) => head,
+                None => self.write_import(&plan).await?,
+            };
             if self.heads().put(existing.as_ref(), &head).await? {
                 if let Some(old) = existing {
                     self.drop_incarnation(&id, &old.head.inc).await;
                 }
                 let s = &head.session;
-                self.replace_shared(&s.app, &s.user_id, &dump.shared)
+                self.replace_shared(&s.app, &s.user_id, &plan.dump.shared)
                     .await?;
                 return Ok(ImportOutcome::Imported);
             }
+            // Lost to another writer: planned again against the head it wrote.
+            prepared = Some(head);
+            dump = plan.dump;
         }
+    }
+}
+
+impl EsRepository {
+    /// The head of an imported session (a new incarnation), after writing its event documents.
+    async fn write_import(&self, plan: &ImportPlan) -> session_core::Result<Head> {
+        let d = &plan.dump;
+        let tokens: HashMap<u64, u32> =
+            d.events.iter().map(|e| (e.seq, e.token_estimate)).collect();
+        let mut events = d.events.clone();
+        let bodies = prepare_events(&mut events, &Limits::unlimited())?;
+        let head = Head {
+            last_seq: d.last_seq,
+            base: d
+                .context
+                .iter()
+                .map(|s| [*s, u64::from(tokens.get(s).copied().unwrap_or(0))])
+                .collect(),
+            mark: d.last_seq,
+            ..Head::new(d.session.clone(), d.initial_state.clone())
+        };
+        let mut docs = Vec::with_capacity(events.len());
+        // Encoding cleared the seqs: they come from the dump.
+        for ((e, b), seq) in events
+            .iter()
+            .zip(&bodies)
+            .zip(d.events.iter().map(|e| e.seq))
+        {
+            docs.push((seq, body::event_doc(head.owner(), seq, e, b)?));
+        }
+        self.create_events(&head, docs).await?;
+        Ok(head)
     }
 }

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use elasticsearch::http::Method;
 use serde_json::{json, Value};
 use session_core::{
-    Page, SearchHit, SearchQuery, SearchScope, Session, SessionError, SessionEvent, SessionQuery,
+    Page, SearchHit, SearchQuery, SearchScope, Session, SessionError, SessionEvent, SessionId,
+    SessionQuery,
 };
 
 use crate::body::{self, micros};
@@ -273,7 +274,9 @@ impl EsRepository {
         query: &SearchQuery,
     ) -> session_core::Result<Page<SearchHit>> {
         let heads = match &query.scope {
-            SearchScope::Session(id) => vec![self.heads().live(id).await?.head],
+            SearchScope::Session(id) => {
+                vec![self.heads().live(&SessionId::new(id.as_str())?).await?.head]
+            }
             SearchScope::User { app, user_id } => self.owner_heads(app, user_id).await?,
         };
         if heads.is_empty() {
