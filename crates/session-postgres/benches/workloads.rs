@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use session_core::{
-    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
+    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionId, SessionRepository,
 };
 use session_postgres::PostgresRepository;
 use tokio::runtime::Runtime;
@@ -96,9 +96,9 @@ async fn setup() -> Bench {
 }
 
 impl Bench {
-    async fn session(&self) -> String {
+    async fn session(&self) -> SessionId {
         self.repo
-            .create(NewSession::new("bench", "u", chrono::Utc::now()))
+            .create(NewSession::new("bench", "u", chrono::Utc::now()).unwrap())
             .await
             .unwrap()
             .id
@@ -190,7 +190,7 @@ fn appends(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let ids: Vec<String> =
+                    let ids: Vec<SessionId> =
                         rt.block_on(async { futures_ids(&bench, SESSIONS).await });
                     let start = Instant::now();
                     rt.block_on(async {
@@ -215,7 +215,7 @@ fn appends(c: &mut Criterion) {
     rt.block_on(bench.repo.drop_schema()).unwrap();
 }
 
-async fn futures_ids(bench: &Bench, n: usize) -> Vec<String> {
+async fn futures_ids(bench: &Bench, n: usize) -> Vec<SessionId> {
     let mut ids = Vec::with_capacity(n);
     for _ in 0..n {
         ids.push(bench.session().await);
@@ -269,7 +269,7 @@ fn reads(c: &mut Criterion) {
             );
             b.iter(|| {
                 rt.block_on(async {
-                    let rows = bench.raw.query(&sql, &[&ids[idx]]).await.unwrap();
+                    let rows = bench.raw.query(&sql, &[&ids[idx].as_str()]).await.unwrap();
                     rows.iter()
                         .map(|r| serde_json::from_str::<SessionEvent>(r.get(1)).unwrap())
                         .collect::<Vec<_>>()
@@ -301,7 +301,7 @@ fn reads(c: &mut Criterion) {
         );
         b.iter(|| {
             rt.block_on(async {
-                let rows = bench.raw.query(&sql, &[&ids[0]]).await.unwrap();
+                let rows = bench.raw.query(&sql, &[&ids[0].as_str()]).await.unwrap();
                 rows.iter()
                     .map(|r| serde_json::from_str::<SessionEvent>(r.get(1)).unwrap())
                     .collect::<Vec<_>>()

@@ -16,7 +16,7 @@ use session_core::SessionError;
 use tokio_postgres::types::{Format, IsNull, ToSql, Type};
 use tokio_postgres::{Row, ToStatement};
 
-use crate::store::StoreError;
+use crate::error::StoreError;
 use crate::BACKEND;
 
 /// A statement parameter that encodes as its value and logs as `<redacted>`.

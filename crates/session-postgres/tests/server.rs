@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use session_core::{
-    ErrorKind, EventFilter, EventView, Message, NewSession, SessionEvent, SessionRepository,
-    SessionRepositoryExt,
+    AppName, ErrorKind, EventFilter, EventView, Message, NewSession, SessionEvent,
+    SessionRepository, SessionRepositoryExt, UserId,
 };
 use session_postgres::{PostgresRepository, SCHEMA_VERSION};
 use tokio_postgres::NoTls;
@@ -51,7 +51,7 @@ async fn killed_connection_mid_append_is_all_or_nothing_and_retry_converges() {
         return;
     };
     let s = repo
-        .create(NewSession::new("app", "alice", chrono::Utc::now()))
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     let seed = SessionEvent::builder(Message::user("seed"))
@@ -122,8 +122,9 @@ async fn killed_connection_mid_append_is_all_or_nothing_and_retry_converges() {
         1
     );
     assert_eq!(repo.event_version(&s.id).await.unwrap(), 1);
+    let (app, alice) = (AppName::new("app").unwrap(), UserId::new("alice").unwrap());
     assert_eq!(
-        repo.shared_state("app", "alice").await.unwrap().user["user:n"],
+        repo.shared_state(&app, &alice).await.unwrap().user["user:n"],
         0
     );
 
@@ -136,7 +137,7 @@ async fn killed_connection_mid_append_is_all_or_nothing_and_retry_converges() {
         (first.seqs, 0, first.version)
     );
     assert_eq!(
-        repo.shared_state("app", "alice").await.unwrap().user["user:n"],
+        repo.shared_state(&app, &alice).await.unwrap().user["user:n"],
         2
     );
     repo.drop_schema().await.unwrap();
@@ -172,14 +173,10 @@ async fn hot_queries_use_indexes() {
     let Some(repo) = repo(&schema).await else {
         return;
     };
-    let mut target = String::new();
+    let mut target = None;
     for s in 0..50 {
         let session = repo
-            .create(NewSession::new(
-                "app",
-                format!("user{}", s % 5),
-                chrono::Utc::now(),
-            ))
+            .create(NewSession::new("app", format!("user{}", s % 5), chrono::Utc::now()).unwrap())
             .await
             .unwrap();
         let events: Vec<SessionEvent> = (0..400)
@@ -191,8 +188,9 @@ async fn hot_queries_use_indexes() {
             })
             .collect();
         repo.append(&session.id, events).await.unwrap();
-        target = session.id;
+        target = Some(session.id);
     }
+    let target = target.unwrap();
     assert_eq!(
         repo.events(&target, &EventFilter::last(20))
             .await
@@ -217,7 +215,7 @@ async fn hot_queries_use_indexes() {
         ("last 20 of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL ORDER BY ctx_pos DESC LIMIT 20")),
         ("page 3 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq LIMIT 11 OFFSET 30")),
         ("search one session", format!("SELECT session_id, seq, body FROM {e} WHERE session_id = $1 AND search_text LIKE '%topic17%' ESCAPE '\\' ORDER BY seq LIMIT 11")),
-        ("idempotency check", format!("SELECT seq FROM {e} WHERE session_id = $1 AND id = 'x'")),
+        ("held ids of a batch", format!("SELECT id, seq, token_estimate FROM {e} WHERE session_id = $1 AND id = ANY(ARRAY['x', 'y'])")),
         ("sessions of a user", format!("SELECT id FROM {sessions} WHERE app = 'app' AND user_id = 'user1' ORDER BY updated_at DESC, id LIMIT 11")),
     ];
     for (name, sql) in queries {
@@ -279,10 +277,9 @@ async fn tls_is_verified_when_required() {
         .connect()
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().to_lowercase().contains("certificate"),
-        "{err}"
-    );
+    let report = err.report().to_string();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{report}");
+    assert!(report.to_lowercase().contains("certificate"), "{report}");
     let repo = PostgresRepository::builder(tls_url)
         .schema(&schema)
         .tls_root_certificates_pem(pem)
@@ -290,7 +287,7 @@ async fn tls_is_verified_when_required() {
         .await
         .unwrap();
     let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()))
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     assert!(repo.get(&s.id).await.is_ok());
@@ -317,7 +314,7 @@ async fn ranked_search_orders_by_relevance() {
     };
     assert!(repo.capabilities().ranked_search);
     let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()))
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     let texts = [
@@ -341,5 +338,45 @@ async fn ranked_search_orders_by_relevance() {
     let got: Vec<&str> = hits.items.iter().map(|h| h.event.message.text()).collect();
     assert_eq!(got, [texts[1]], "plainto_tsquery needs every word");
     assert!(hits.items[0].score.unwrap() > 0.0);
+    repo.drop_schema().await.unwrap();
+}
+
+/// A server error is `Backend` with the driver error as its typed source:
+/// the SQLSTATE is reachable through `source()`, and the message does not
+/// repeat the server's text (the report prints it once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_keep_their_sqlstate_as_the_source() {
+    let schema = schema();
+    let Some(repo) = repo(&schema).await else {
+        return;
+    };
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    admin()
+        .await
+        .batch_execute(&format!("DROP TABLE \"{schema}\".events"))
+        .await
+        .unwrap();
+    let err = repo
+        .append(&s.id, vec![SessionEvent::new(Message::user("hi"))])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Backend, "{}", err.report());
+    assert!(!err.is_retryable());
+    assert_eq!(err.to_string(), "postgres backend error");
+    let pg = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<tokio_postgres::Error>())
+        .expect("the driver error is the source");
+    assert_eq!(
+        pg.code(),
+        Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+    );
+    assert!(
+        err.report().to_string().contains("does not exist"),
+        "{}",
+        err.report()
+    );
     repo.drop_schema().await.unwrap();
 }

@@ -1,0 +1,358 @@
+//! The events table: batched inserts, the held ids of a batch, context positions, reads and rewind.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::{Client, Transaction};
+use session_core::plan::Stored;
+use session_core::state::{decode_state, encode_state};
+use session_core::{
+    fold_case, stored_counter, visible_branches, EventFilter, EventView, Page, SessionError,
+    SessionEvent, SessionId, StateMap, SyntheticFilter, MAX_SEQ,
+};
+use tokio_postgres::{Row, Statement};
+
+use crate::error::R;
+use crate::quiet::Quiet;
+use crate::schema::Tables;
+use crate::sql::{count, like_pattern, micros, offset, sql_int, Conditions};
+
+/// The text the trigram and full-text indexes hold: the search text,
+/// case-folded in Rust (so matching does not depend on the database's
+/// locale), with NUL (which PostgreSQL text cannot hold) as a space.
+fn index_text(e: &SessionEvent) -> String {
+    fold_case(&e.message.search_text()).replace('\0', " ")
+}
+
+/// A stored event body decoded with the seq and session the row holds.
+pub(crate) fn decode_event(session_id: &str, seq: i64, body: &str) -> R<SessionEvent> {
+    Ok(SessionEvent::decode_stored(session_id, count(seq), body)?)
+}
+
+/// One event to insert: its seq, its context position (`None`: not in the
+/// context), the event and its stored JSON body.
+pub(crate) struct NewRow<'a> {
+    pub(crate) seq: u64,
+    pub(crate) ctx_pos: Option<i64>,
+    pub(crate) event: &'a SessionEvent,
+    pub(crate) body: &'a str,
+}
+
+/// Inserts `rows` into the archive of `session_id` in one statement (one
+/// array per column, zipped by `UNNEST`).
+pub(crate) async fn insert(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &str,
+    rows: &[NewRow<'_>],
+) -> R<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let n = rows.len();
+    let mut seq = Vec::with_capacity(n);
+    let mut id = Vec::with_capacity(n);
+    let mut ctx_pos = Vec::with_capacity(n);
+    let mut ts = Vec::with_capacity(n);
+    let mut role = Vec::with_capacity(n);
+    let mut branch = Vec::with_capacity(n);
+    let mut invocation = Vec::with_capacity(n);
+    let mut synthetic = Vec::with_capacity(n);
+    let mut tokens = Vec::with_capacity(n);
+    let mut delta = Vec::with_capacity(n);
+    let mut search = Vec::with_capacity(n);
+    let mut body = Vec::with_capacity(n);
+    for r in rows {
+        let e = r.event;
+        seq.push(sql_int(r.seq));
+        id.push(e.id.as_str());
+        ctx_pos.push(r.ctx_pos);
+        ts.push(micros(e.timestamp));
+        role.push(e.role().as_str().to_owned());
+        branch.push(e.branch.as_deref());
+        invocation.push(e.invocation_id.as_deref());
+        synthetic.push(e.is_synthetic());
+        tokens.push(i64::from(e.token_estimate));
+        delta.push(
+            e.state_delta
+                .as_ref()
+                .map(|d| encode_state(d, "state delta"))
+                .transpose()?,
+        );
+        search.push(index_text(e));
+        body.push(r.body);
+    }
+    let stmt = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (session_id, seq, id, ctx_pos, ts, role, branch, invocation_id, synthetic, \
+             token_estimate, state_delta, search_text, body) \
+             SELECT $1::text, * FROM UNNEST($2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
+             $7::text[], $8::text[], $9::bool[], $10::int8[], $11::text[], $12::text[], $13::text[])",
+            t.events
+        ))
+        .await?;
+    let written = tx
+        .run(
+            &stmt,
+            &[
+                &session_id,
+                &seq,
+                &id,
+                &ctx_pos,
+                &ts,
+                &role,
+                &branch,
+                &invocation,
+                &synthetic,
+                &tokens,
+                &delta,
+                &search,
+                &body,
+            ],
+        )
+        .await?;
+    if written != n as u64 {
+        return Err(SessionError::backend(
+            crate::BACKEND,
+            format!("inserting {n} events into session {session_id} wrote {written} rows"),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The statement [`held_with`] runs.
+pub(crate) async fn held_statement(tx: &Transaction<'_>, t: &Tables) -> R<Statement> {
+    Ok(tx
+        .prepare_cached(&format!(
+            "SELECT id, seq, token_estimate FROM {} WHERE session_id = $1 AND id = ANY($2)",
+            t.events
+        ))
+        .await?)
+}
+
+/// Which of `ids` the session already holds, with their seqs and token
+/// estimates. The query is sent when the future is first polled.
+pub(crate) async fn held_with(
+    tx: &Transaction<'_>,
+    stmt: &Statement,
+    session_id: &SessionId,
+    ids: &[&str],
+) -> R<HashMap<String, Stored>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut out = HashMap::new();
+    for row in tx.fetch(stmt, &[&session_id.as_str(), &ids]).await? {
+        let id: String = row.try_get(0)?;
+        let what = || format!("session {session_id} event {id}");
+        let seq = stored_counter(row.try_get(1)?, MAX_SEQ, || format!("{} seq", what()))?;
+        let tokens = u32::try_from(row.try_get::<_, i64>(2)?)
+            .map_err(|e| SessionError::serialization(format!("{} token_estimate", what()), e))?;
+        out.insert(id, Stored { seq, tokens });
+    }
+    Ok(out)
+}
+
+/// Makes the context exactly the events at `seqs`, in order, at positions
+/// `first..`: every other event leaves it. Events not stored yet are
+/// inserted afterwards with their positions.
+pub(crate) async fn place_context(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &SessionId,
+    seqs: &[i64],
+    positions: &[i64],
+) -> R<()> {
+    let clear = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET ctx_pos = NULL WHERE session_id = $1 AND ctx_pos IS NOT NULL",
+            t.events
+        ))
+        .await?;
+    tx.run(&clear, &[&session_id.as_str()]).await?;
+    if seqs.is_empty() {
+        return Ok(());
+    }
+    let place = tx
+        .prepare_cached(&format!(
+            "UPDATE {} e SET ctx_pos = u.pos FROM UNNEST($2::int8[], $3::int8[]) AS u(seq, pos) \
+             WHERE e.session_id = $1 AND e.seq = u.seq",
+            t.events
+        ))
+        .await?;
+    tx.run(&place, &[&session_id.as_str(), &seqs, &positions])
+        .await?;
+    Ok(())
+}
+
+/// The first archived seq of an invocation, if the archive holds it.
+pub(crate) async fn first_seq_of(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &SessionId,
+    invocation: &str,
+) -> R<Option<u64>> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT MIN(seq) FROM {} WHERE session_id = $1 AND invocation_id = $2",
+            t.events
+        ))
+        .await?;
+    let first: Option<i64> = tx
+        .fetch_one(&stmt, &[&session_id.as_str(), &invocation])
+        .await?
+        .try_get(0)?;
+    Ok(first.map(count))
+}
+
+/// Removes every event at or after `from_seq`; how many.
+pub(crate) async fn remove_from(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &SessionId,
+    from_seq: u64,
+) -> R<u64> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE session_id = $1 AND seq >= $2",
+            t.events
+        ))
+        .await?;
+    tx.run(&stmt, &[&session_id.as_str(), &sql_int(from_seq)])
+        .await
+}
+
+/// The state deltas of the archive, in seq order.
+pub(crate) async fn deltas(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &SessionId,
+) -> R<Vec<StateMap>> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT seq, state_delta FROM {} WHERE session_id = $1 AND state_delta IS NOT NULL ORDER BY seq",
+            t.events
+        ))
+        .await?;
+    let mut out = Vec::new();
+    for row in tx.fetch(&stmt, &[&session_id.as_str()]).await? {
+        let seq: i64 = row.try_get(0)?;
+        out.push(decode_state(row.try_get(1)?, || {
+            format!("session {session_id} seq {seq} state delta")
+        })?);
+    }
+    Ok(out)
+}
+
+/// The whole archive in seq order, and the context as seqs in context order.
+pub(crate) async fn archive(
+    c: &Client,
+    t: &Tables,
+    session_id: &SessionId,
+) -> R<(Vec<SessionEvent>, Vec<u64>)> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT seq, body, ctx_pos FROM {} WHERE session_id = $1 ORDER BY seq",
+            t.events
+        ))
+        .await?;
+    let mut events = Vec::new();
+    let mut context: Vec<(i64, u64)> = Vec::new();
+    for row in c.fetch(&stmt, &[&session_id.as_str()]).await? {
+        let e = decode_event(session_id, row.try_get(0)?, row.try_get(1)?)?;
+        if let Some(pos) = row.try_get::<_, Option<i64>>(2)? {
+            context.push((pos, e.seq));
+        }
+        events.push(e);
+    }
+    context.sort_unstable();
+    Ok((events, context.into_iter().map(|(_, seq)| seq).collect()))
+}
+
+/// A page of one view of a live session's events through `filter`.
+pub(crate) async fn read(
+    c: &Client,
+    t: &Tables,
+    id: &SessionId,
+    filter: &EventFilter,
+) -> R<Page<SessionEvent>> {
+    let order = match filter.view {
+        EventView::Context => "ctx_pos",
+        EventView::Archive => "seq",
+    };
+    let mut w = Conditions::new(format!(
+        "SELECT seq, body FROM {} WHERE session_id = $1",
+        t.events
+    ));
+    w.next_mark(id.as_str().to_owned());
+    if filter.view == EventView::Context {
+        w.sql.push_str(" AND ctx_pos IS NOT NULL");
+    }
+    if let Some(ts) = filter.from {
+        w.push("ts >=", micros(ts));
+    }
+    if let Some(ts) = filter.to {
+        w.push("ts <", micros(ts));
+    }
+    if let Some(i) = &filter.invocation_id {
+        w.push("invocation_id =", i.clone());
+    }
+    match filter.synthetic {
+        SyntheticFilter::Include => {}
+        SyntheticFilter::Exclude => w.sql.push_str(" AND NOT synthetic"),
+        SyntheticFilter::Only => w.sql.push_str(" AND synthetic"),
+    }
+    if !filter.roles.is_empty() {
+        let roles: Vec<String> = filter.roles.iter().map(|r| r.as_str().to_owned()).collect();
+        let m = w.next_mark(roles);
+        w.sql.push_str(&format!(" AND role = ANY({m})"));
+    }
+    if let Some(b) = &filter.branch {
+        let m = w.next_mark(visible_branches(b));
+        w.sql
+            .push_str(&format!(" AND (branch IS NULL OR branch = ANY({m}))"));
+    }
+    if let Some(k) = &filter.keyword {
+        let m = w.next_mark(like_pattern(&fold_case(k)));
+        w.sql
+            .push_str(&format!(" AND search_text LIKE {m} ESCAPE '\\'"));
+    }
+    let matcher = filter.matcher();
+    let decode = |rows: Vec<Row>| -> R<Vec<SessionEvent>> {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let e = decode_event(id, row.try_get(0)?, row.try_get(1)?)?;
+            if matcher.matches(&e) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    };
+    // SQL filters exactly, except a keyword holding NUL (indexed as a space):
+    // then Rust re-checks every row and SQL must not cut the result short.
+    let exact = filter.keyword.as_ref().is_none_or(|k| !k.contains('\0'));
+    if let Some(n) = filter.last_n {
+        w.sql.push_str(&format!(" ORDER BY {order} DESC"));
+        if exact {
+            w.sql.push_str(&format!(" LIMIT {n}"));
+        }
+        let mut recent = decode(c.fetch(&w.sql, &w.params()).await?)?;
+        recent.truncate(n);
+        recent.reverse();
+        return Ok(Page::paginate(recent, filter.page, filter.page_size));
+    }
+    if !exact {
+        w.sql.push_str(&format!(" ORDER BY {order}"));
+        let all = decode(c.fetch(&w.sql, &w.params()).await?)?;
+        return Ok(Page::paginate(all, filter.page, filter.page_size));
+    }
+    let Some(offset) = offset(filter.page, filter.page_size) else {
+        return Ok(Page::empty(filter.page, filter.page_size));
+    };
+    w.sql.push_str(&format!(
+        " ORDER BY {order} LIMIT {} OFFSET {offset}",
+        filter.page_size + 1
+    ));
+    let items = decode(c.fetch(&w.sql, &w.params()).await?)?;
+    Ok(Page::from_overfetch(items, filter.page, filter.page_size))
+}

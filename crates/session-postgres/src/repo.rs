@@ -1,0 +1,438 @@
+//! The [`SessionRepository`] implementation: each write reads the locked
+//! head, asks `session_core::plan` for the plan, and persists it in one transaction.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Transaction;
+use futures::try_join;
+use session_core::plan::{
+    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent, RewindPlan,
+    Stored,
+};
+use session_core::{
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, InvocationId,
+    Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery, Session, SessionDump,
+    SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedState, UserId,
+};
+
+use crate::error::{retryable, settle, R};
+use crate::events::{self, NewRow};
+use crate::quiet::Quiet;
+use crate::schema::Tables;
+use crate::sessions::{self, Advance, Locked, Tokens};
+use crate::sql::{sql_int, sql_len};
+use crate::{search, shared, PostgresRepository, BACKEND};
+
+/// How many times a transaction that lost a serialization or deadlock race is run.
+const MAX_ATTEMPTS: u32 = 5;
+
+/// Runs one write transaction, retrying serialization failures and deadlocks.
+macro_rules! write_tx {
+    ($self:ident, |$tx:ident, $now:ident| $body:expr) => {{
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut client = $self.client().await?;
+            let $now = $self.clock.now();
+            let result: R<_> = async {
+                let $tx = client.transaction().await?;
+                let out = $body.await?;
+                $tx.commit().await?;
+                Ok(out)
+            }
+            .await;
+            match settle(client, result) {
+                Err(e) if retryable(&e) && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(
+                        backend = BACKEND,
+                        attempt,
+                        "retrying a transaction that lost a race"
+                    );
+                    tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
+                }
+                other => break other.map_err(SessionError::from),
+            }
+        }
+    }};
+}
+
+/// Runs a read on a pooled connection.
+macro_rules! read {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let $c = $self.client().await?;
+        let result = $body.await;
+        settle($c, result).map_err(SessionError::from)
+    }};
+}
+
+/// The planned new events of `batch` as rows, at context positions from `first` on
+/// (`None`: they join the archive only, placed by the caller).
+fn new_rows<'a>(batch: &'a EventBatch, new: &[NewEvent], first: Option<i64>) -> Vec<NewRow<'a>> {
+    new.iter()
+        .zip(0i64..)
+        .filter_map(|(n, k)| {
+            Some(NewRow {
+                seq: n.seq,
+                ctx_pos: first.map(|p| p + k),
+                event: batch.events.get(n.index)?,
+                body: batch.bodies.get(n.index)?,
+            })
+        })
+        .collect()
+}
+
+/// Locks the session row and reads which ids of `batch` it holds, in one
+/// round trip: with both statements prepared, the lock query is sent
+/// first and the lookup right behind it on the same connection, so the
+/// server runs the lookup after the lock is held (pipelining).
+async fn lock_and_held(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    batch: &EventBatch,
+    now: DateTime<Utc>,
+) -> R<(Locked, HashMap<String, Stored>)> {
+    let (lock, held) = try_join!(
+        sessions::lock_statement(tx, t),
+        events::held_statement(tx, t)
+    )?;
+    let ids = batch.ids();
+    try_join!(
+        sessions::lock_with(tx, &lock, id, now),
+        events::held_with(tx, &held, id, &ids)
+    )
+}
+
+async fn create(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    new: NewSession,
+    now: DateTime<Utc>,
+) -> R<Session> {
+    let existing = sessions::lock_existing(tx, t, &new.id).await?;
+    let plan = CreatePlan::new(new, existing, now)?;
+    let s = &plan.session;
+    if existing.is_some() {
+        sessions::delete(tx, t, &s.id).await?;
+    }
+    sessions::insert(tx, t, s, &plan.initial_state, 0, 1).await?;
+    shared::merge(tx, t, &s.app, &s.user_id, &plan.shared).await?;
+    Ok(plan.session)
+}
+
+async fn update(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    update: &SessionUpdate,
+    now: DateTime<Utc>,
+) -> R<Session> {
+    let locked = sessions::lock(tx, t, id, now).await?;
+    let version = plan_update(&locked.head, update)?;
+    sessions::update(tx, t, id, update, version, now).await
+}
+
+async fn append(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    batch: &EventBatch,
+    now: DateTime<Utc>,
+) -> R<AppendOutcome> {
+    let (mut locked, held) = lock_and_held(tx, t, id, batch, now).await?;
+    let plan = AppendPlan::new(&locked.head, batch, &held)?;
+    if plan.is_noop() {
+        return Ok(plan.outcome());
+    }
+    let (first, next_ctx_pos) = locked.positions(plan.new.len())?;
+    let rows = new_rows(batch, &plan.new, Some(first));
+    let advance = Advance {
+        state: locked.changed_state(&plan.state.session)?,
+        version: plan.version,
+        last_seq: plan.last_seq,
+        next_ctx_pos,
+        added: plan.new.len(),
+        tokens: Tokens::Add(plan.added_tokens),
+    };
+    // Independent statements of one transaction: pipelined.
+    try_join!(
+        events::insert(tx, t, id, &rows),
+        sessions::advance(tx, t, id, &advance, now),
+        shared::merge(tx, t, &locked.app, &locked.user_id, &plan.state.shared),
+    )?;
+    Ok(plan.outcome())
+}
+
+async fn replace_context(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    batch: &EventBatch,
+    expected_version: u64,
+    now: DateTime<Utc>,
+) -> R<bool> {
+    let (mut locked, held) = lock_and_held(tx, t, id, batch, now).await?;
+    let Some(plan) = ContextPlan::new(&locked.head, expected_version, batch, &held)? else {
+        return Ok(false);
+    };
+    let (first, next_ctx_pos) = locked.positions(plan.context.len())?;
+    let position: HashMap<u64, i64> = plan.context.iter().copied().zip(first..).collect();
+    // Held events (seqs up to the head's) move to their new positions;
+    // new ones are inserted at theirs.
+    let (seqs, positions): (Vec<i64>, Vec<i64>) = plan
+        .context
+        .iter()
+        .zip(first..)
+        .filter(|(seq, _)| **seq <= locked.head.last_seq)
+        .map(|(seq, pos)| (sql_int(*seq), pos))
+        .unzip();
+    events::place_context(tx, t, id, &seqs, &positions).await?;
+    let mut rows = new_rows(batch, &plan.new, None);
+    for row in &mut rows {
+        row.ctx_pos = position.get(&row.seq).copied();
+    }
+    let advance = Advance {
+        state: locked.changed_state(&plan.state.session)?,
+        version: plan.version,
+        last_seq: plan.last_seq,
+        next_ctx_pos,
+        added: plan.new.len(),
+        tokens: Tokens::Set(plan.context_tokens),
+    };
+    // After the context is cleared and placed, the rest is independent: pipelined.
+    try_join!(
+        events::insert(tx, t, id, &rows),
+        sessions::advance(tx, t, id, &advance, now),
+        shared::merge(tx, t, &locked.app, &locked.user_id, &plan.state.shared),
+    )?;
+    Ok(true)
+}
+
+async fn rewind(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    invocation: &InvocationId,
+    now: DateTime<Utc>,
+) -> R<RewindOutcome> {
+    let locked = sessions::lock(tx, t, id, now).await?;
+    let first = events::first_seq_of(tx, t, id, invocation).await?;
+    let plan = RewindPlan::new(&locked.head, invocation, first)?;
+    let removed = events::remove_from(tx, t, id, plan.from_seq).await?;
+    let initial = sessions::initial_state(tx, t, id).await?;
+    let deltas = events::deltas(tx, t, id).await?;
+    let state = RewindPlan::state(&initial, &deltas);
+    sessions::rewound(tx, t, id, &state, plan.version, now).await?;
+    Ok(RewindOutcome {
+        version: plan.version,
+        removed: usize::try_from(removed).unwrap_or(usize::MAX),
+    })
+}
+
+async fn import(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    dump: SessionDump,
+    now: DateTime<Utc>,
+) -> R<ImportOutcome> {
+    let id = dump.session.id.clone();
+    // Concurrent imports of one id queue here, so the later ones (each
+    // statement reads what committed before it, at READ COMMITTED) find
+    // the session written and change nothing, instead of failing on the
+    // primary key. Row locks cannot do this: the row does not exist yet.
+    let lock = tx
+        .prepare_cached("SELECT pg_advisory_xact_lock(hashtext('agent-session import ' || $1))")
+        .await?;
+    tx.run(&lock, &[&id.as_str()]).await?;
+    let existing = sessions::lock_for_import(tx, t, &id, now).await?;
+    let Some(plan) = ImportPlan::new(dump, existing.flatten())? else {
+        return Ok(ImportOutcome::Unchanged);
+    };
+    if existing.is_some() {
+        sessions::delete(tx, t, &id).await?;
+    }
+    let dump = &plan.dump;
+    let s = &dump.session;
+    let next_ctx_pos = sql_len(dump.context.len()).saturating_add(1);
+    sessions::insert(tx, t, s, &dump.initial_state, dump.last_seq, next_ctx_pos).await?;
+    // The stored body leaves seq and session id out, as an append stores it.
+    let mut stored = dump.events.clone();
+    let bodies = prepare_events(&mut stored, &Limits::unlimited())?;
+    let rows: Vec<NewRow<'_>> = dump
+        .events
+        .iter()
+        .zip(&stored)
+        .zip(&bodies)
+        .map(|((e, event), body)| NewRow {
+            seq: e.seq,
+            ctx_pos: plan.positions.get(&e.seq).copied(),
+            event,
+            body,
+        })
+        .collect();
+    events::insert(tx, t, &id, &rows).await?;
+    shared::replace(tx, t, &s.app, &s.user_id, &dump.shared).await?;
+    Ok(ImportOutcome::Imported)
+}
+
+#[async_trait]
+impl SessionRepository for PostgresRepository {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::basic(BACKEND)
+            .with_ranked_search()
+            .with_durable()
+            .with_multi_process()
+    }
+
+    async fn create(&self, session: NewSession) -> session_core::Result<Session> {
+        let t = &self.tables;
+        write_tx!(self, |tx, now| create(&tx, t, session.clone(), now))
+    }
+
+    async fn get(&self, id: &SessionId) -> session_core::Result<Session> {
+        read!(self, |c| sessions::get(
+            &c,
+            &self.tables,
+            id,
+            self.clock.now()
+        ))
+    }
+
+    async fn update(
+        &self,
+        id: &SessionId,
+        changes: SessionUpdate,
+    ) -> session_core::Result<Session> {
+        changes.validate(self.clock.now())?;
+        let t = &self.tables;
+        write_tx!(self, |tx, now| update(&tx, t, id, &changes, now))
+    }
+
+    async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
+        let t = &self.tables;
+        write_tx!(self, |tx, _now| sessions::delete(&tx, t, id))
+    }
+
+    async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
+        query.check(&self.limits)?;
+        read!(self, |c| sessions::list(
+            &c,
+            &self.tables,
+            query,
+            self.clock.now()
+        ))
+    }
+
+    async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
+        let t = &self.tables;
+        write_tx!(self, |tx, _clock_now| sessions::purge_expired(&tx, t, now))
+    }
+
+    async fn append(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> session_core::Result<AppendOutcome> {
+        let batch = EventBatch::new(events, &self.limits)?;
+        let t = &self.tables;
+        write_tx!(self, |tx, now| append(&tx, t, id, &batch, now))
+    }
+
+    async fn events(
+        &self,
+        id: &SessionId,
+        filter: &EventFilter,
+    ) -> session_core::Result<Page<SessionEvent>> {
+        filter.check(&self.limits)?;
+        read!(self, |c| async {
+            sessions::live(&c, &self.tables, id, self.clock.now()).await?;
+            events::read(&c, &self.tables, id, filter).await
+        })
+    }
+
+    async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {
+        read!(self, |c| async {
+            let row = sessions::live(&c, &self.tables, id, self.clock.now()).await?;
+            sessions::live_version(&row, id)
+        })
+    }
+
+    async fn replace_context(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> session_core::Result<bool> {
+        let batch = EventBatch::new(events, &self.limits)?;
+        let t = &self.tables;
+        write_tx!(self, |tx, now| replace_context(
+            &tx,
+            t,
+            id,
+            &batch,
+            expected_version,
+            now
+        ))
+    }
+
+    async fn rewind(
+        &self,
+        id: &SessionId,
+        before_invocation_id: &InvocationId,
+    ) -> session_core::Result<RewindOutcome> {
+        let t = &self.tables;
+        write_tx!(self, |tx, now| rewind(
+            &tx,
+            t,
+            id,
+            before_invocation_id,
+            now
+        ))
+    }
+
+    async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
+        query.check(&self.limits)?;
+        self.capabilities().check_search(query)?;
+        read!(self, |c| search::search(
+            &c,
+            &self.tables,
+            query,
+            self.clock.now()
+        ))
+    }
+
+    async fn shared_state(
+        &self,
+        app: &AppName,
+        user_id: &UserId,
+    ) -> session_core::Result<SharedState> {
+        read!(self, |c| shared::read(&c, &self.tables, app, user_id))
+    }
+
+    async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {
+        read!(self, |c| async {
+            let session = sessions::get(&c, &self.tables, id, self.clock.now()).await?;
+            let row = sessions::live(&c, &self.tables, id, self.clock.now()).await?;
+            let (last_seq, initial_state) = sessions::live_export(&row, id)?;
+            let (events, context) = events::archive(&c, &self.tables, id).await?;
+            let shared = shared::read(&c, &self.tables, &session.app, &session.user_id).await?;
+            Ok(SessionDump {
+                session,
+                initial_state,
+                last_seq,
+                events,
+                context,
+                shared,
+            })
+        })
+    }
+
+    async fn import_session(&self, dump: SessionDump) -> session_core::Result<ImportOutcome> {
+        let t = &self.tables;
+        write_tx!(self, |tx, now| import(&tx, t, dump.clone(), now))
+    }
+}

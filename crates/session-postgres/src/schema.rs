@@ -1,0 +1,110 @@
+//! The schema: table names, migrations under an advisory lock, and tear-down.
+
+use session_core::SessionError;
+
+use crate::error::{map_pg, StoreError};
+use crate::{PostgresRepository, BACKEND, SCHEMA_VERSION};
+
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// The qualified table names of one schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Tables {
+    pub(crate) sessions: String,
+    pub(crate) events: String,
+    pub(crate) app_state: String,
+    pub(crate) user_state: String,
+}
+
+impl Tables {
+    pub(crate) fn new(schema: &str) -> Self {
+        let q = |t: &str| format!("\"{schema}\".{t}");
+        Self {
+            sessions: q("sessions"),
+            events: q("events"),
+            app_state: q("app_state"),
+            user_state: q("user_state"),
+        }
+    }
+}
+
+/// Whether `schema` is a name this crate will quote into SQL: 1..=63
+/// characters of `[a-z0-9_]`, starting with a letter or `_`.
+pub(crate) fn valid_schema_name(schema: &str) -> bool {
+    !schema.is_empty()
+        && schema.len() <= 63
+        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl PostgresRepository {
+    /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when
+    /// several processes start at once (a transaction-scoped advisory lock serializes them).
+    pub async fn migrate(&self) -> session_core::Result<i64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(map_pg)?;
+        // One lock for every schema: the pg_trgm extension is database-wide.
+        let lock_key = "agent_session:migrate";
+        let run = async {
+            tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&lock_key])
+                .await?;
+            tx.batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS \"{s}\"; \
+                 CREATE TABLE IF NOT EXISTS \"{s}\".schema_version (version BIGINT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                s = self.schema
+            ))
+            .await?;
+            let current: Option<i64> = tx
+                .query_one(
+                    &format!(
+                        "SELECT MAX(version) FROM \"{}\".schema_version",
+                        self.schema
+                    ),
+                    &[],
+                )
+                .await?
+                .try_get(0)?;
+            let current = current.unwrap_or(0);
+            if current > SCHEMA_VERSION {
+                return Err(StoreError::Session(SessionError::backend(
+                    BACKEND,
+                    format!(
+                        "schema {} has version {current}, newer than the {SCHEMA_VERSION} this build knows; upgrade agent-session",
+                        self.schema
+                    ),
+                )));
+            }
+            for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+                tx.batch_execute(&sql.replace("__SCHEMA__", &format!("\"{}\"", self.schema)))
+                    .await?;
+                tx.execute(
+                    &format!(
+                        "INSERT INTO \"{}\".schema_version (version) VALUES ($1)",
+                        self.schema
+                    ),
+                    &[version],
+                )
+                .await?;
+                tracing::info!(backend = BACKEND, schema = %self.schema, version, "applied schema migration");
+            }
+            Ok(())
+        };
+        run.await.map_err(SessionError::from)?;
+        tx.commit().await.map_err(map_pg)?;
+        Ok(SCHEMA_VERSION)
+    }
+
+    /// Drops the schema and everything in it. For tests and tear-down.
+    pub async fn drop_schema(&self) -> session_core::Result<()> {
+        let client = self.client().await?;
+        client
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+                self.schema
+            ))
+            .await
+            .map_err(map_pg)
+    }
+}

@@ -1,0 +1,489 @@
+//! The sessions table: decoding rows, the locked head of a write, and the session-row statements.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Client, Transaction};
+use session_core::plan::{self, Head};
+use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
+use session_core::{
+    stored_counter, stored_id, Page, Session, SessionError, SessionId, SessionQuery, SessionStatus,
+    SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
+};
+use tokio_postgres::{Row, Statement};
+
+use crate::error::{StoreError, R};
+use crate::quiet::Quiet;
+use crate::schema::Tables;
+use crate::sql::{count, expiry, from_micros, micros, offset, sql_int, sql_len, Conditions};
+
+const SESSION_COLUMNS: &str = "id, app, user_id, key, status, created_at, updated_at, expires_at, \
+     metadata, state, event_count, context_tokens, version";
+
+fn decode_session(row: &Row) -> R<Session> {
+    let id: String = row.try_get(0)?;
+    let ctx = |field: &str| format!("session {id} {field}");
+    let status: String = row.try_get(4)?;
+    let status = match status.as_str() {
+        "active" => SessionStatus::Active,
+        "archived" => SessionStatus::Archived,
+        other => {
+            return Err(SessionError::serialization(
+                ctx("status"),
+                format!("unknown status {other:?}"),
+            )
+            .into())
+        }
+    };
+    let key: Option<String> = row.try_get(3)?;
+    Ok(Session {
+        app: stored_id(row.try_get(1)?, || ctx("app"))?,
+        user_id: stored_id(row.try_get(2)?, || ctx("user_id"))?,
+        key: key.map(|k| stored_id(&k, || ctx("key"))).transpose()?,
+        status,
+        created_at: from_micros(row.try_get(5)?, || ctx("created_at"))?,
+        updated_at: from_micros(row.try_get(6)?, || ctx("updated_at"))?,
+        expires_at: expiry(row, 7, &id)?,
+        metadata: decode_state(row.try_get(8)?, || ctx("metadata"))?,
+        state: decode_state(row.try_get(9)?, || ctx("state"))?,
+        event_count: count(row.try_get(10)?),
+        context_tokens: count(row.try_get(11)?),
+        version: stored_counter(row.try_get(12)?, MAX_VERSION, || ctx("version"))?,
+        id: stored_id(&id, || ctx("id"))?,
+    })
+}
+
+/// A row with the expiry in its column `idx`, as the planner's checks take it.
+fn with_expiry(row: Option<Row>, idx: usize, id: &str) -> R<Option<(Row, Option<DateTime<Utc>>)>> {
+    row.map(|row| {
+        let at = expiry(&row, idx, id)?;
+        Ok((row, at))
+    })
+    .transpose()
+}
+
+/// A live session, or `NotFound` for a missing or expired one.
+pub(crate) async fn get(c: &Client, t: &Tables, id: &SessionId, now: DateTime<Utc>) -> R<Session> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    let row = c.fetch_opt(&stmt, &[&id.as_str()]).await?;
+    decode_session(&plan::readable(with_expiry(row, 7, id)?, id, now)?)
+}
+
+/// The head of a live session (`NotFound` for a missing or expired one),
+/// for [`live_version`] and [`live_export`].
+pub(crate) async fn live(c: &Client, t: &Tables, id: &SessionId, now: DateTime<Utc>) -> R<Row> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT expires_at, version, last_seq, initial_state FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    let row = c.fetch_opt(&stmt, &[&id.as_str()]).await?;
+    Ok(plan::readable(with_expiry(row, 0, id)?, id, now)?)
+}
+
+/// The version of a row read by [`live`].
+pub(crate) fn live_version(row: &Row, id: &SessionId) -> R<u64> {
+    Ok(stored_counter(row.try_get(1)?, MAX_VERSION, || {
+        format!("session {id} version")
+    })?)
+}
+
+/// The seq counter and initial state of a row read by [`live`].
+pub(crate) fn live_export(row: &Row, id: &SessionId) -> R<(u64, StateMap)> {
+    let last_seq = count(row.try_get(2)?);
+    let initial = decode_state(row.try_get(3)?, || format!("session {id} initial state"))?;
+    Ok((last_seq, initial))
+}
+
+/// A session row locked for the rest of a write's transaction.
+pub(crate) struct Locked {
+    /// What the planner needs.
+    pub(crate) head: Head,
+    /// The owner, for the shared scopes.
+    pub(crate) app: String,
+    pub(crate) user_id: String,
+    /// The session-scope state, parsed only if the plan changes it.
+    pub(crate) state: LazyState,
+    /// The context position the next event placed in the context gets.
+    pub(crate) next_ctx_pos: i64,
+}
+
+impl Locked {
+    /// The state JSON to write after `changes`, or `None` when they leave it alone.
+    pub(crate) fn changed_state(&mut self, changes: &StateMap) -> R<Option<String>> {
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        apply_delta(self.state.get_mut()?, changes);
+        Ok(self.state.changed()?)
+    }
+
+    /// `n` context positions from the next one on: the first, and the next after them.
+    pub(crate) fn positions(&self, n: usize) -> R<(i64, i64)> {
+        let next = self.next_ctx_pos.checked_add(sql_len(n)).ok_or_else(|| {
+            SessionError::invalid("context", "the context position counter is exhausted")
+        })?;
+        Ok((self.next_ctx_pos, next))
+    }
+}
+
+/// The statement [`lock_with`] runs.
+pub(crate) async fn lock_statement(tx: &Transaction<'_>, t: &Tables) -> R<Statement> {
+    Ok(tx
+        .prepare_cached(&format!(
+            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos \
+             FROM {} WHERE id = $1 FOR UPDATE",
+            t.sessions
+        ))
+        .await?)
+}
+
+/// Locks the session row (`SELECT … FOR UPDATE`) and reads its head:
+/// `NotFound` for a missing session, `Expired` for an expired one.
+pub(crate) async fn lock(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> R<Locked> {
+    lock_with(tx, &lock_statement(tx, t).await?, id, now).await
+}
+
+/// [`lock`] with its statement prepared: the query is sent when the
+/// future is first polled, so a statement polled after it runs after it.
+pub(crate) async fn lock_with(
+    tx: &Transaction<'_>,
+    stmt: &Statement,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> R<Locked> {
+    let row = tx.fetch_opt(stmt, &[&id.as_str()]).await?;
+    let row = plan::writable(with_expiry(row, 2, id)?, id, now)?;
+    let version = stored_counter(row.try_get(4)?, MAX_VERSION, || {
+        format!("session {id} version")
+    })?;
+    let last_seq = stored_counter(row.try_get(5)?, MAX_SEQ, || {
+        format!("session {id} last_seq")
+    })?;
+    Ok(Locked {
+        head: Head::new(id.clone(), last_seq, version),
+        app: row.try_get(0)?,
+        user_id: row.try_get(1)?,
+        state: LazyState::new(row.try_get(3)?, id),
+        next_ctx_pos: row.try_get(6)?,
+    })
+}
+
+/// The expiry of a session stored under `id`, locking its row (`Some(None)`: one that never expires).
+pub(crate) async fn lock_existing(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+) -> R<Option<Option<DateTime<Utc>>>> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT expires_at FROM {} WHERE id = $1 FOR UPDATE",
+            t.sessions
+        ))
+        .await?;
+    match tx.fetch_opt(&stmt, &[&id.as_str()]).await? {
+        Some(row) => Ok(Some(expiry(&row, 0, id)?)),
+        None => Ok(None),
+    }
+}
+
+/// Locks the row of a session stored under `id`: `None` when there is
+/// none, else the version of a live one (`None` inside when it has expired
+/// or its stored version is corrupt: a valid dump replaces it).
+pub(crate) async fn lock_for_import(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> R<Option<Option<u64>>> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT version, expires_at FROM {} WHERE id = $1 FOR UPDATE",
+            t.sessions
+        ))
+        .await?;
+    let Some(row) = tx.fetch_opt(&stmt, &[&id.as_str()]).await? else {
+        return Ok(None);
+    };
+    let version = stored_counter(row.try_get(0)?, MAX_VERSION, String::new).ok();
+    let live = plan::readable(with_expiry(Some(row), 1, id)?, id, now).is_ok();
+    Ok(Some(version.filter(|_| live)))
+}
+
+/// Deletes a session and (by cascade) its events; whether there was one.
+pub(crate) async fn delete(tx: &Transaction<'_>, t: &Tables, id: &str) -> R<bool> {
+    let stmt = tx
+        .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
+        .await?;
+    Ok(tx.run(&stmt, &[&id]).await? > 0)
+}
+
+/// Deletes every session expired at `now`; how many.
+pub(crate) async fn purge_expired(tx: &Transaction<'_>, t: &Tables, now: DateTime<Utc>) -> R<u64> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE expires_at IS NOT NULL AND expires_at <= $1",
+            t.sessions
+        ))
+        .await?;
+    tx.run(&stmt, &[&micros(now)]).await
+}
+
+/// Inserts a session row with its counters.
+pub(crate) async fn insert(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    s: &Session,
+    initial_state: &StateMap,
+    last_seq: u64,
+    next_ctx_pos: i64,
+) -> R<()> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (id, app, user_id, key, status, created_at, updated_at, expires_at, metadata, \
+             state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+            t.sessions
+        ))
+        .await?;
+    tx.run(
+        &stmt,
+        &[
+            &s.id.as_str(),
+            &s.app.as_str(),
+            &s.user_id.as_str(),
+            &s.key.as_deref(),
+            &s.status.as_str(),
+            &micros(s.created_at),
+            &micros(s.updated_at),
+            &s.expires_at.map(micros),
+            &encode_state(&s.metadata, "metadata")?,
+            &encode_state(&s.state, "state")?,
+            &encode_state(initial_state, "initial state")?,
+            &sql_int(s.event_count),
+            &sql_int(s.context_tokens),
+            &sql_int(s.version),
+            &sql_int(last_seq),
+            &next_ctx_pos,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes an update at `version`; returns the session as stored.
+pub(crate) async fn update(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    update: &SessionUpdate,
+    version: u64,
+    now: DateTime<Utc>,
+) -> R<Session> {
+    let metadata = update
+        .metadata
+        .as_ref()
+        .map(|m| encode_state(m, "metadata"))
+        .transpose()?;
+    let state = update
+        .state
+        .as_ref()
+        .map(|s| encode_state(s, "state"))
+        .transpose()?;
+    let status = update.status.map(SessionStatus::as_str);
+    let set_expiry = update.expires_at.is_some();
+    let expires_at = update.expires_at.flatten().map(micros);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET version = $8, updated_at = GREATEST(updated_at, $2), \
+             metadata = COALESCE($3, metadata), state = COALESCE($4, state), \
+             status = COALESCE($5, status), \
+             expires_at = CASE WHEN $6 THEN $7 ELSE expires_at END \
+             WHERE id = $1 RETURNING {SESSION_COLUMNS}",
+            t.sessions
+        ))
+        .await?;
+    let row = tx
+        .fetch_one(
+            &stmt,
+            &[
+                &id.as_str(),
+                &micros(now),
+                &metadata,
+                &state,
+                &status,
+                &set_expiry,
+                &expires_at,
+                &sql_int(version),
+            ],
+        )
+        .await?;
+    decode_session(&row)
+}
+
+/// How a write changes the context's token count.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tokens {
+    /// New events joined the end of the context.
+    Add(u64),
+    /// The context was replaced.
+    Set(u64),
+}
+
+/// The session-row side of an append or context replace.
+pub(crate) struct Advance {
+    /// The new session-scope state JSON, if it changed.
+    pub(crate) state: Option<String>,
+    pub(crate) version: u64,
+    pub(crate) last_seq: u64,
+    pub(crate) next_ctx_pos: i64,
+    /// Events added to the archive.
+    pub(crate) added: usize,
+    pub(crate) tokens: Tokens,
+}
+
+/// Moves the locked session row forward after an append or context replace.
+pub(crate) async fn advance(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    a: &Advance,
+    now: DateTime<Utc>,
+) -> R<()> {
+    let (tokens_sql, tokens) = match a.tokens {
+        Tokens::Add(n) => ("context_tokens + $6", n),
+        Tokens::Set(n) => ("$6", n),
+    };
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET state = COALESCE($2, state), version = $3, last_seq = $4, \
+             next_ctx_pos = $5, event_count = event_count + $7, context_tokens = {tokens_sql}, \
+             updated_at = GREATEST(updated_at, $8) WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    tx.run(
+        &stmt,
+        &[
+            &id.as_str(),
+            &a.state,
+            &sql_int(a.version),
+            &sql_int(a.last_seq),
+            &a.next_ctx_pos,
+            &sql_int(tokens),
+            &sql_len(a.added),
+            &micros(now),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The initial state of a locked session (what a rewind replays from).
+pub(crate) async fn initial_state(tx: &Transaction<'_>, t: &Tables, id: &SessionId) -> R<StateMap> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT initial_state FROM {} WHERE id = $1",
+            t.sessions
+        ))
+        .await?;
+    let text: String = tx.fetch_one(&stmt, &[&id.as_str()]).await?.try_get(0)?;
+    Ok(decode_state(&text, || {
+        format!("session {id} initial state")
+    })?)
+}
+
+/// Writes the session row after a rewind: the replayed state, the new
+/// version, and the counters recounted from the remaining events.
+pub(crate) async fn rewound(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    state: &StateMap,
+    version: u64,
+    now: DateTime<Utc>,
+) -> R<()> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {s} SET state = $2, version = $4, \
+             event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1), \
+             context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM {e} \
+                               WHERE session_id = $1 AND ctx_pos IS NOT NULL), \
+             updated_at = GREATEST(updated_at, $3) WHERE id = $1",
+            s = t.sessions,
+            e = t.events
+        ))
+        .await?;
+    tx.run(
+        &stmt,
+        &[
+            &id.as_str(),
+            &encode_state(state, "state")?,
+            &micros(now),
+            &sql_int(version),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A page of live sessions, newest activity first; an undecodable row is
+/// named in the page's `unreadable` list instead of failing the listing.
+pub(crate) async fn list(
+    c: &Client,
+    t: &Tables,
+    q: &SessionQuery,
+    now: DateTime<Utc>,
+) -> R<Page<Session>> {
+    let mut w = Conditions::new(format!(
+        "SELECT {SESSION_COLUMNS} FROM {} WHERE (expires_at IS NULL OR expires_at > $1)",
+        t.sessions
+    ));
+    w.next_mark(micros(now));
+    if let Some(a) = &q.app {
+        w.push("app =", a.clone());
+    }
+    if let Some(u) = &q.user_id {
+        w.push("user_id =", u.clone());
+    }
+    if let Some(k) = &q.key {
+        w.push("key =", k.clone());
+    }
+    if let Some(s) = q.status {
+        w.push("status =", s.as_str().to_owned());
+    }
+    if let Some(t) = q.active_from {
+        w.push("updated_at >=", micros(t));
+    }
+    if let Some(t) = q.active_to {
+        w.push("updated_at <", micros(t));
+    }
+    let Some(offset) = offset(q.page, q.page_size) else {
+        return Ok(Page::empty(q.page, q.page_size));
+    };
+    w.sql.push_str(&format!(
+        " ORDER BY updated_at DESC, id LIMIT {} OFFSET {offset}",
+        q.page_size + 1
+    ));
+    let rows = c.fetch(&w.sql, &w.params()).await?;
+    let mut decoded = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id: String = row.try_get(0)?;
+        let session = match decode_session(row) {
+            Ok(s) => Ok(s),
+            Err(StoreError::Session(e)) => Err(e),
+            Err(StoreError::Pg(e)) => Err(SessionError::serialization(format!("session {id}"), e)),
+        };
+        decoded.push((id, session));
+    }
+    Ok(Page::from_overfetch_decoded(decoded, q.page, q.page_size))
+}
