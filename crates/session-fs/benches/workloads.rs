@@ -48,7 +48,7 @@ fn w1(c: &mut Criterion) {
                 let dir = tempfile::tempdir().unwrap();
                 let repo = rt.block_on(FsRepository::open(dir.path())).unwrap();
                 let id = rt
-                    .block_on(repo.create(NewSession::new("b", "u", chrono::Utc::now())))
+                    .block_on(repo.create(NewSession::new("b", "u", chrono::Utc::now()).unwrap()))
                     .unwrap()
                     .id;
                 let events: Vec<SessionEvent> = (0..N)
@@ -102,7 +102,7 @@ fn reads(c: &mut Criterion) {
     let mut ids = Vec::new();
     for n in [10_000usize, 1_000] {
         let id = rt
-            .block_on(repo.create(NewSession::new("b", "u", chrono::Utc::now())))
+            .block_on(repo.create(NewSession::new("b", "u", chrono::Utc::now()).unwrap()))
             .unwrap()
             .id;
         for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {

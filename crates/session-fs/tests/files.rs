@@ -1,7 +1,9 @@
 //! File-store specifics: paths confined to the root, torn tails, readable files.
 #![allow(clippy::unwrap_used)]
 
-use session_core::{ErrorKind, EventFilter, Message, NewSession, SessionEvent, SessionRepository};
+use session_core::{
+    ErrorKind, EventFilter, Message, NewSession, SessionEvent, SessionId, SessionRepository,
+};
 use session_fs::FsRepository;
 
 async fn store() -> (tempfile::TempDir, FsRepository) {
@@ -13,27 +15,22 @@ async fn store() -> (tempfile::TempDir, FsRepository) {
 #[tokio::test(flavor = "multi_thread")]
 async fn ids_that_would_leave_the_root_are_refused() {
     let (dir, repo) = store().await;
+    // Session ids that would name another directory cannot be built, so
+    // they never reach the store.
     for bad in ["../x", "../../etc/passwd", "/etc", "a/b", "..", "."] {
-        let err = repo
-            .create(NewSession::new("app", "u", chrono::Utc::now()).with_id(bad))
-            .await
+        let err = SessionId::new(bad).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad}");
+        let err = NewSession::new("app", "u", chrono::Utc::now())
+            .unwrap()
+            .with_id(bad)
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad}");
-        assert_eq!(
-            repo.get(bad).await.unwrap_err().kind(),
-            ErrorKind::InvalidInput,
-            "{bad}"
-        );
     }
     // App names and user ids may hold `.` and `/` (`slack/T1`, `a.b`), so
     // these are valid names: their shared-state files are escaped and stay
     // inside the root.
     let s = repo
-        .create(NewSession::new(
-            "../app",
-            "../../etc/passwd",
-            chrono::Utc::now(),
-        ))
+        .create(NewSession::new("../app", "../../etc/passwd", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     repo.append(
@@ -62,16 +59,22 @@ async fn symlinks_leading_outside_are_refused() {
     std::fs::create_dir(&outside).unwrap();
     // A session directory that is a link to somewhere else.
     std::os::unix::fs::symlink(&outside, dir.path().join("root/sessions/evil")).unwrap();
-    let err = repo.get("evil").await.unwrap_err();
+    let evil = SessionId::new("evil").unwrap();
+    let err = repo.get(&evil).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("symlink"), "{err}");
     let err = repo
-        .append("evil", vec![SessionEvent::new(Message::user("x"))])
+        .append(&evil, vec![SessionEvent::new(Message::user("x"))])
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     let err = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).with_id("evil"))
+        .create(
+            NewSession::new("app", "u", chrono::Utc::now())
+                .unwrap()
+                .with_id("evil")
+                .unwrap(),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
@@ -82,7 +85,7 @@ async fn symlinks_leading_outside_are_refused() {
     )
     .unwrap();
     let s = repo
-        .create(NewSession::new("linked", "u", chrono::Utc::now()))
+        .create(NewSession::new("linked", "u", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
     let e = SessionEvent::builder(Message::user("x"))
@@ -107,7 +110,12 @@ async fn symlinks_leading_outside_are_refused() {
 async fn a_torn_tail_at_any_offset_keeps_every_complete_record() {
     let (dir, repo) = store().await;
     let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).with_id("s1"))
+        .create(
+            NewSession::new("app", "u", chrono::Utc::now())
+                .unwrap()
+                .with_id("s1")
+                .unwrap(),
+        )
         .await
         .unwrap();
     for text in ["first", "second", "third 🦀 with \"quotes\" and \\n"] {
@@ -129,7 +137,7 @@ async fn a_torn_tail_at_any_offset_keeps_every_complete_record() {
         std::fs::write(copy.path().join("sessions/s1/events.jsonl"), &full[..cut]).unwrap();
         let repo = FsRepository::open(copy.path()).await.unwrap();
         let texts: Vec<String> = repo
-            .events("s1", &EventFilter::archive())
+            .events(&s.id, &EventFilter::archive())
             .await
             .unwrap()
             .items
@@ -137,11 +145,11 @@ async fn a_torn_tail_at_any_offset_keeps_every_complete_record() {
             .map(|e| e.message.text().to_owned())
             .collect();
         assert_eq!(texts, ["first", "second"], "cut at {cut}");
-        repo.append("s1", vec![SessionEvent::new(Message::user("after"))])
+        repo.append(&s.id, vec![SessionEvent::new(Message::user("after"))])
             .await
             .unwrap();
         let texts: Vec<String> = repo
-            .events("s1", &EventFilter::archive())
+            .events(&s.id, &EventFilter::archive())
             .await
             .unwrap()
             .items
@@ -149,7 +157,7 @@ async fn a_torn_tail_at_any_offset_keeps_every_complete_record() {
             .map(|e| e.message.text().to_owned())
             .collect();
         assert_eq!(texts, ["first", "second", "after"], "cut at {cut}");
-        let session = repo.get("s1").await.unwrap();
+        let session = repo.get(&s.id).await.unwrap();
         assert_eq!(session.event_count, 3);
         let log_after =
             std::fs::read_to_string(copy.path().join("sessions/s1/events.jsonl")).unwrap();
@@ -185,7 +193,12 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 async fn the_files_are_readable_json() {
     let (dir, repo) = store().await;
     let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).with_id("s1"))
+        .create(
+            NewSession::new("app", "u", chrono::Utc::now())
+                .unwrap()
+                .with_id("s1")
+                .unwrap(),
+        )
         .await
         .unwrap();
     let e = SessionEvent::builder(Message::user("grep me"))
@@ -219,7 +232,7 @@ async fn an_unparsable_session_file_is_reported_alone() {
     );
     session_testkit::hostile::corrupt_session_is_reported_alone(fx, |id| async move {
         std::fs::write(
-            root.join("sessions").join(&id).join("session.json"),
+            root.join("sessions").join(&*id).join("session.json"),
             b"{\"session\": {\"version\": -1",
         )
         .unwrap();

@@ -1,0 +1,52 @@
+//! The on-disk format of `session.json`; stores written by earlier versions must keep reading.
+
+use serde::{Deserialize, Serialize};
+use session_core::plan::Head;
+use session_core::{Session, StateMap};
+
+/// The session file: `sessions/<id>/session.json`, pretty-printed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SessionFile {
+    /// The session, counters, version and session-scope state included.
+    pub(crate) session: Session,
+    /// The state it was created with (rewind replays from it).
+    pub(crate) initial_state: StateMap,
+    /// The highest seq ever assigned.
+    pub(crate) last_seq: u64,
+    /// Bytes of `events.jsonl` that hold acknowledged events; anything past
+    /// it is an unacknowledged or torn write and is moved aside.
+    pub(crate) log_bytes: u64,
+    /// The context: these seqs in this order, then every event with a seq above `through`.
+    pub(crate) context: ContextFile,
+}
+
+impl SessionFile {
+    /// What the write planner needs to know about the session.
+    pub(crate) fn head(&self) -> Head {
+        Head::new(self.session.id.clone(), self.last_seq, self.session.version)
+    }
+
+    /// The file with its session's expiry, as [`session_core::plan`] takes it.
+    pub(crate) fn with_expiry(self) -> (Self, Option<chrono::DateTime<chrono::Utc>>) {
+        let at = self.session.expires_at;
+        (self, at)
+    }
+}
+
+/// The context of a session, compactly.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct ContextFile {
+    /// Seqs set by the last replace, in context order.
+    pub(crate) seqs: Vec<u64>,
+    /// Events with a seq above this joined the context by append.
+    pub(crate) through: u64,
+}
+
+impl ContextFile {
+    /// The context's seqs, given the archive's seqs in order.
+    pub(crate) fn resolve(&self, archive: &[u64]) -> Vec<u64> {
+        let mut out = self.seqs.clone();
+        out.extend(archive.iter().copied().filter(|s| *s > self.through));
+        out
+    }
+}

@@ -1,0 +1,253 @@
+//! The on-disk format stays the one of v0.1: the fixture store of
+//! `tests/data/v0.1/files` (written by the version before the one-contract
+//! redesign) reads back as its export, and the same history written now
+//! gives the same files, byte for byte.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+use session_core::{
+    Clock, CompactionSource, EventView, ManualClock, Message, NewSession, SearchQuery, SessionDump,
+    SessionEvent, SessionId, SessionRepository, SessionRepositoryExt, ToolCall,
+};
+use session_fs::FsRepository;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/v0.1")
+}
+
+const SESSIONS: [&str; 2] = ["fixture-chat", "fixture-tools"];
+
+fn sid(id: &str) -> SessionId {
+    SessionId::new(id).unwrap()
+}
+
+fn expected() -> Vec<SessionDump> {
+    std::fs::read_to_string(fixtures().join("expected.ndjson"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Every file under `root`, by relative path, with its bytes.
+fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                walk(root, &path, out);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The history the fixture holds, written through the repository (as the
+/// fixture's generator in `tests/tests/stores_from_earlier_versions.rs` does).
+async fn write_history(repo: &dyn SessionRepository, clock: &ManualClock) {
+    let chat = repo
+        .create(
+            NewSession::new("support", "alice@example.com", clock.now())
+                .unwrap()
+                .with_id(SESSIONS[0])
+                .unwrap()
+                .with_key("telegram:chat-42:agent-a")
+                .unwrap()
+                .with_expires_at(None)
+                .with_metadata(json!({"channel": "telegram"}).as_object().unwrap().clone())
+                .with_state(
+                    json!({"lang": "en", "user:tier": "gold"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                ),
+        )
+        .await
+        .unwrap();
+    let t =
+        |m: i64| Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap() + chrono::Duration::minutes(m);
+    let events = vec![
+        SessionEvent::builder(Message::system("You are a support agent."))
+            .id("ev-system")
+            .timestamp(t(0))
+            .build()
+            .unwrap(),
+        SessionEvent::builder(Message::user("my locker is 4711, order #A-1009"))
+            .id("ev-1")
+            .timestamp(t(1))
+            .invocation_id("inv-1")
+            .state("app:greeting", "hello")
+            .build()
+            .unwrap(),
+        SessionEvent::builder(Message::assistant("Noted: locker 4711 — ünïcødé ✓ 𝄞"))
+            .id("ev-2")
+            .timestamp(t(2))
+            .invocation_id("inv-1")
+            .author("support-bot")
+            .metadata("model", "gpt-4o")
+            .build()
+            .unwrap(),
+    ];
+    repo.append(&chat.id, events).await.unwrap();
+    clock.advance(chrono::Duration::seconds(60));
+    repo.append(
+        &chat.id,
+        vec![SessionEvent::builder(Message::user("thanks"))
+            .id("ev-3")
+            .timestamp(t(3))
+            .invocation_id("inv-2")
+            .state("resolved", true)
+            .build()
+            .unwrap()],
+    )
+    .await
+    .unwrap();
+    // A compaction: the context becomes a summary turn and the last event.
+    let version = repo.event_version(&chat.id).await.unwrap();
+    let archive = repo.all_events(&chat.id, EventView::Archive).await.unwrap();
+    let source = CompactionSource::RecursiveSummarization;
+    let mut context =
+        SessionEvent::summary_turn("Locker 4711, order A-1009.", source, t(3)).to_vec();
+    for e in &mut context {
+        e.id = format!("summary-{}", e.message.role().as_str());
+    }
+    context.push(archive.last().unwrap().clone());
+    assert!(repo
+        .replace_context(&chat.id, context, version)
+        .await
+        .unwrap());
+
+    let tools = repo
+        .create(
+            NewSession::new("coder", "bob", clock.now())
+                .unwrap()
+                .with_id(SESSIONS[1])
+                .unwrap()
+                .with_expires_at(None),
+        )
+        .await
+        .unwrap();
+    let call = ToolCall::new("call-1", "read_file", &json!({"path": "src/main.rs"}));
+    repo.append(
+        &tools.id,
+        vec![
+            SessionEvent::builder(Message::user("fix the build"))
+                .id("t-1")
+                .timestamp(t(10))
+                .invocation_id("run-1")
+                .build()
+                .unwrap(),
+            SessionEvent::builder(Message::assistant_tool_calls("", vec![call]))
+                .id("t-2")
+                .timestamp(t(11))
+                .invocation_id("run-1")
+                .branch("orch.coder")
+                .build()
+                .unwrap(),
+            SessionEvent::builder(Message::tool_result(
+                "call-1",
+                "read_file",
+                "fn main() {}\u{0}",
+            ))
+            .id("t-3")
+            .timestamp(t(12))
+            .invocation_id("run-1")
+            .branch("orch.coder")
+            .state("user:editor", "vim")
+            .build()
+            .unwrap(),
+        ],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_v0_1_fixture_store_reads_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join("files"), dir.path());
+    let repo = FsRepository::open(dir.path()).await.unwrap();
+    for want in expected() {
+        let got = repo.export_session(&want.session.id).await.unwrap();
+        assert_eq!(
+            got, want,
+            "session {} differs from the old export",
+            want.session.id
+        );
+        let context = repo
+            .all_events(&want.session.id, EventView::Context)
+            .await
+            .unwrap();
+        let seqs: Vec<u64> = context.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, want.context);
+    }
+    let found = repo
+        .search(&SearchQuery::in_session(SESSIONS[0], "4711"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found.items.len(),
+        3,
+        "recall still finds the archived turns"
+    );
+    let next = repo
+        .append_one(
+            &sid(SESSIONS[1]),
+            SessionEvent::new(Message::user("and now?")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next, 4, "the next seq follows the stored ones");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_history_written_now_gives_the_v0_1_files_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::at(
+        Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap(),
+    ));
+    let repo = FsRepository::builder(dir.path())
+        .clock(clock.clone())
+        .open()
+        .await
+        .unwrap();
+    write_history(&repo, &clock).await;
+    let want = files_under(&fixtures().join("files"));
+    let got = files_under(dir.path());
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the same files"
+    );
+    for (path, bytes) in &want {
+        assert_eq!(
+            String::from_utf8_lossy(&got[path]),
+            String::from_utf8_lossy(bytes),
+            "{path} differs"
+        );
+    }
+}
