@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use redis::aio::ConnectionManager;
 use session_core::{
-    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionRepository,
+    EventFilter, Message, NewSession, SearchQuery, SessionEvent, SessionId, SessionRepository,
 };
 use session_redis::RedisRepository;
 use tokio::runtime::Runtime;
@@ -61,9 +61,9 @@ async fn setup() -> Bench {
 }
 
 impl Bench {
-    async fn session(&self) -> String {
+    async fn session(&self) -> SessionId {
         self.repo
-            .create(NewSession::new("b", "u", chrono::Utc::now()))
+            .create(NewSession::new("b", "u", chrono::Utc::now()).unwrap())
             .await
             .unwrap()
             .id
@@ -150,7 +150,7 @@ fn appends(c: &mut Criterion) {
                 bench.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let ids: Vec<String> = rt.block_on(async {
+                        let ids: Vec<SessionId> = rt.block_on(async {
                             let mut v = Vec::new();
                             for _ in 0..clients {
                                 v.push(b.session().await);

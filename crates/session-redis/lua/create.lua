@@ -1,11 +1,22 @@
--- ARGV[4] id; ARGV[5..] the session head as write_session() reads it.
+-- Writes a whole session (a create, or an import): header (the fingerprint
+-- of what the client read: all '' when there was no session); session id;
+-- the old owner's keys (a session replaced leaves their indexes); the new
+-- owner's keys; head fields; session, user, app and initial state lists;
+-- events; context; index scores; TTL change. Returns 1, or -1 when the
+-- head moved.
+if not begin(false) then return -1 end
+local sid, old, o = arg(), owner(), owner()
 if redis.call('EXISTS', KEYS[S]) == 1 then
-  local exp = redis.call('HGET', KEYS[S], 'expires_at')
-  if not (exp and exp ~= '' and tonumber(exp) <= NOW) then return redis.error_reply('EXISTS the session id is taken') end
-  -- Replacing an expired session: its old owner's indexes forget it.
-  drop(ARGV[4])
+  unindex(old, sid)
+  redis.call('DEL', unpack(KEYS))
 end
-write_session(5)
-index(ARGV[4])
+set_head()
+apply_kv(KEYS[ST])
+apply_kv(o.user)
+apply_kv(o.app)
+apply_kv(KEYS[INIT])
+write_events()
+write_context()
+index(o, sid)
 touch()
 return 1

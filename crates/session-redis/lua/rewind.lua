@@ -1,11 +1,9 @@
--- ARGV[4] session id, ARGV[5] expected version, ARGV[6] first seq to remove,
--- then the replayed session state as a kv list (computed by the client).
-local err = check(true)
-if err then return err end
-if redis.call('HGET', KEYS[S], 'version') ~= ARGV[5] then return -1 end
-local full = check_version()
-if full then return full end
-local from = tonumber(ARGV[6])
+-- Persists a rewind as planned: header; session id; owner keys; the first
+-- seq to remove; the replayed session state; head fields; index scores;
+-- TTL change. Returns how many events left, or -1 when the head moved.
+if not begin(true) then return -1 end
+local sid, o = arg(), owner()
+local from = count()
 local gone = redis.call('ZRANGEBYSCORE', KEYS[ARC], from, '+inf')
 for _, seq in ipairs(gone) do
   local body = redis.call('HGET', KEYS[EV], seq)
@@ -21,9 +19,12 @@ for j = 1, #invs, 2 do
   if tonumber(invs[j + 1]) >= from then redis.call('HDEL', KEYS[INV], invs[j]) end
 end
 redis.call('DEL', KEYS[ST])
-apply_kv(KEYS[ST], 7)
-redis.call('HSET', KEYS[S], 'context_tokens', context_tokens(), 'event_count', redis.call('ZCARD', KEYS[ARC]))
-local version = bump()
-index(ARGV[4])
+apply_kv(KEYS[ST])
+set_head()
+local tokens = 0
+for _, seq in ipairs(redis.call('ZRANGE', KEYS[CTX], 0, -1)) do tokens = tokens + tokens_of(seq) end
+redis.call('HSET', KEYS[S], 'context_tokens', string.format('%.0f', tokens),
+  'event_count', redis.call('ZCARD', KEYS[ARC]))
+index(o, sid)
 touch()
-return {version, #gone}
+return #gone

@@ -1,0 +1,394 @@
+//! Reads: a session's hashes, the head a write plans from, events by seq, state hashes and indexes.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use session_core::plan::{Head, Stored};
+use session_core::{
+    stored_counter, stored_id, BoxError, EventView, Session, SessionError, SessionEvent, SessionId,
+    StateMap, MAX_SEQ, MAX_VERSION,
+};
+
+use crate::error::map_err;
+use crate::keys::{ARCHIVE, CONTEXT, DELTAS, EVENTS, HEAD, INITIAL, INVOCATIONS, STATE};
+use crate::scripts::Call;
+use crate::RedisRepository;
+
+/// Events fetched per round trip when a read scans a session.
+pub(crate) const CHUNK: usize = 500;
+
+/// The head fields a write reads. The first [`FINGERPRINT`] of them are
+/// what a write script checks are unchanged before it writes.
+const HEAD_FIELDS: [&str; 10] = [
+    "version",
+    "last_seq",
+    "expires_at",
+    "app",
+    "user_id",
+    "key",
+    "updated_at",
+    "next_ctx_pos",
+    "event_count",
+    "context_tokens",
+];
+
+/// How many of [`HEAD_FIELDS`] make the fingerprint: the version and last
+/// seq the plan builds on, the expiry it was checked against and the owner
+/// whose keys it names.
+const FINGERPRINT: usize = 6;
+
+fn corrupt(id: &str, field: &str, source: impl Into<BoxError>) -> SessionError {
+    SessionError::serialization(format!("session {id} {field}"), source)
+}
+
+/// A session's head fields as stored (`None`: absent), read before a write.
+#[derive(Debug, Clone)]
+pub(crate) struct HeadFields {
+    values: Vec<Option<String>>,
+}
+
+impl HeadFields {
+    /// The head fields out of a whole head hash.
+    pub(crate) fn from_map(map: &HashMap<String, String>) -> Self {
+        Self {
+            values: HEAD_FIELDS.iter().map(|f| map.get(*f).cloned()).collect(),
+        }
+    }
+
+    /// Whether a session is stored (expired or not).
+    pub(crate) fn exists(&self) -> bool {
+        self.values.iter().any(Option::is_some)
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        let i = HEAD_FIELDS.iter().position(|f| *f == name)?;
+        self.values.get(i)?.as_deref()
+    }
+
+    /// What a write script checks is unchanged: name/value pairs, `""` for absent.
+    pub(crate) fn fingerprint(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        HEAD_FIELDS[..FINGERPRINT]
+            .iter()
+            .zip(&self.values)
+            .map(|(name, value)| (*name, value.as_deref().unwrap_or_default()))
+    }
+
+    /// The stored owner: app, user and resolution key, as stored (they name keys).
+    pub(crate) fn owner(&self) -> (&str, &str, Option<&str>) {
+        (
+            self.get("app").unwrap_or_default(),
+            self.get("user_id").unwrap_or_default(),
+            self.get("key").filter(|k| !k.is_empty()),
+        )
+    }
+
+    fn int(&self, id: &str, name: &str) -> session_core::Result<i64> {
+        self.get(name)
+            .unwrap_or_default()
+            .parse::<i64>()
+            .map_err(|e| corrupt(id, name, e))
+    }
+
+    /// A counter in `0..=max`.
+    pub(crate) fn counter(&self, id: &str, name: &str, max: u64) -> session_core::Result<u64> {
+        stored_counter(self.int(id, name)?, max, || format!("session {id} {name}"))
+    }
+
+    /// The last activity, in microseconds.
+    pub(crate) fn updated_micros(&self, id: &str) -> session_core::Result<i64> {
+        self.int(id, "updated_at")
+    }
+
+    /// The expiry.
+    pub(crate) fn expires_at(&self, id: &str) -> session_core::Result<Option<DateTime<Utc>>> {
+        match self.get("expires_at") {
+            None | Some("") => Ok(None),
+            Some(_) => time(id, "expires_at", self.int(id, "expires_at")?).map(Some),
+        }
+    }
+
+    /// The head a plan builds on.
+    pub(crate) fn head(&self, id: &SessionId) -> session_core::Result<Head> {
+        Ok(Head::new(
+            id.clone(),
+            self.counter(id, "last_seq", MAX_SEQ)?,
+            self.counter(id, "version", MAX_VERSION)?,
+        ))
+    }
+}
+
+fn time(id: &str, field: &str, micros: i64) -> session_core::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| corrupt(id, field, "out of range"))
+}
+
+/// A session decoded from its head hash and state.
+pub(crate) fn decode_session(
+    id: &str,
+    f: &HashMap<String, String>,
+    state: StateMap,
+) -> session_core::Result<Session> {
+    let get = |k: &str| f.get(k).map(String::as_str).unwrap_or_default();
+    let int = |k: &str| get(k).parse::<i64>().map_err(|e| corrupt(id, k, e));
+    let at = |k: &str| time(id, k, int(k)?);
+    let counter = |k: &str, max: u64| stored_counter(int(k)?, max, || format!("session {id} {k}"));
+    Ok(Session {
+        id: stored_id(id, || format!("session {id} id"))?,
+        app: stored_id(get("app"), || format!("session {id} app"))?,
+        user_id: stored_id(get("user_id"), || format!("session {id} user_id"))?,
+        key: match get("key") {
+            "" => None,
+            k => Some(stored_id(k, || format!("session {id} key"))?),
+        },
+        status: get("status")
+            .parse()
+            .map_err(|e: SessionError| corrupt(id, "status", e))?,
+        created_at: at("created_at")?,
+        updated_at: at("updated_at")?,
+        expires_at: if get("expires_at").is_empty() {
+            None
+        } else {
+            Some(at("expires_at")?)
+        },
+        metadata: serde_json::from_str(get("metadata")).map_err(|e| corrupt(id, "metadata", e))?,
+        state,
+        event_count: counter("event_count", u64::MAX)?,
+        context_tokens: counter("context_tokens", u64::MAX)?,
+        version: counter("version", MAX_VERSION)?,
+    })
+}
+
+/// A hash of JSON values as a state map; `what` names it in errors.
+pub(crate) fn decode_state(
+    raw: HashMap<String, String>,
+    what: &str,
+) -> session_core::Result<StateMap> {
+    let mut map = StateMap::new();
+    for (k, v) in raw {
+        let value = serde_json::from_str(&v)
+            .map_err(|e| SessionError::serialization(format!("{what} key {k}"), e))?;
+        map.insert(k, value);
+    }
+    Ok(map)
+}
+
+/// What a write read: the head fields and which ids of its batch the session holds.
+#[derive(Debug)]
+pub(crate) struct WriteRead {
+    /// The head fields.
+    pub(crate) fields: HeadFields,
+    /// The held ids of the batch.
+    pub(crate) stored: HashMap<String, Stored>,
+}
+
+/// What a rewind read: the head fields, the first seq of the invocation,
+/// the initial state and each event's session-scope delta by seq.
+#[derive(Debug)]
+pub(crate) struct RewindRead {
+    /// The head fields.
+    pub(crate) fields: HeadFields,
+    /// The first seq of the invocation, if the archive holds it.
+    pub(crate) first_seq: Option<u64>,
+    /// The initial state.
+    pub(crate) initial: StateMap,
+    /// Stored deltas by seq.
+    pub(crate) deltas: HashMap<u64, String>,
+}
+
+/// A stored session with its head hash, and its expiry.
+pub(crate) type Found = ((HashMap<String, String>, Session), Option<DateTime<Utc>>);
+
+/// The replies of a rewind's read: head fields, first seq, initial state, deltas.
+type RewindReply = (
+    Vec<Option<String>>,
+    Option<String>,
+    HashMap<String, String>,
+    HashMap<u64, String>,
+);
+
+impl RedisRepository {
+    /// What a rewind of session `id` to before `invocation` depends on, in one round trip.
+    pub(crate) async fn read_for_rewind(
+        &self,
+        id: &str,
+        invocation: &str,
+    ) -> session_core::Result<RewindRead> {
+        let keys = self.keys.session(id);
+        let mut c = self.conn.clone();
+        let (head, first_seq, initial, deltas): RewindReply = redis::pipe()
+            .cmd("HMGET")
+            .arg(keys.get(HEAD))
+            .arg(&HEAD_FIELDS[..])
+            .cmd("HGET")
+            .arg(keys.get(INVOCATIONS))
+            .arg(invocation)
+            .cmd("HGETALL")
+            .arg(keys.get(INITIAL))
+            .cmd("HGETALL")
+            .arg(keys.get(DELTAS))
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        let first_seq = first_seq
+            .map(|s| s.parse::<u64>())
+            .transpose()
+            .map_err(|e| corrupt(id, &format!("first seq of invocation {invocation}"), e))?;
+        Ok(RewindRead {
+            fields: HeadFields { values: head },
+            first_seq,
+            initial: decode_state(initial, &format!("session {id} initial state"))?,
+            deltas,
+        })
+    }
+
+    /// The head fields of session `id` and which of `ids` it holds (with
+    /// their token estimates when `tokens`), in one round trip.
+    pub(crate) async fn read_for_write(
+        &self,
+        id: &str,
+        ids: &[&str],
+        tokens: bool,
+    ) -> session_core::Result<WriteRead> {
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.read, &keys);
+        call.list(&HEAD_FIELDS).arg(if tokens { "1" } else { "0" });
+        for i in ids {
+            call.arg(*i);
+        }
+        let (head, seqs, held_tokens): (Vec<Option<String>>, Vec<Option<String>>, Vec<i64>) =
+            call.run(&self.conn, "the head read").await?;
+        let mut stored = HashMap::new();
+        for (n, (event, seq)) in ids.iter().zip(seqs).enumerate() {
+            let Some(seq) = seq else { continue };
+            let seq = seq
+                .parse::<u64>()
+                .map_err(|e| corrupt(id, &format!("seq of event {event}"), e))?;
+            let tokens = held_tokens
+                .get(n)
+                .and_then(|t| u32::try_from(*t).ok())
+                .unwrap_or(0);
+            stored.insert((*event).to_owned(), Stored { seq, tokens });
+        }
+        Ok(WriteRead {
+            fields: HeadFields { values: head },
+            stored,
+        })
+    }
+
+    /// The head hash and the decoded state of session `id`, if it is stored.
+    pub(crate) async fn raw_session(
+        &self,
+        id: &str,
+    ) -> session_core::Result<Option<(HashMap<String, String>, StateMap)>> {
+        let keys = self.keys.session(id);
+        let mut c = self.conn.clone();
+        let (fields, state): (HashMap<String, String>, HashMap<String, String>) = redis::pipe()
+            .cmd("HGETALL")
+            .arg(keys.get(HEAD))
+            .cmd("HGETALL")
+            .arg(keys.get(STATE))
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let state = decode_state(state, &format!("session {id} state"))?;
+        Ok(Some((fields, state)))
+    }
+
+    /// Session `id` with its head hash, and its expiry, if it is stored
+    /// (what `plan::readable` and `plan::writable` decide on).
+    pub(crate) async fn find_session(&self, id: &str) -> session_core::Result<Option<Found>> {
+        let Some((fields, state)) = self.raw_session(id).await? else {
+            return Ok(None);
+        };
+        let s = decode_session(id, &fields, state)?;
+        let expires = s.expires_at;
+        Ok(Some(((fields, s), expires)))
+    }
+
+    /// A live session with its head hash; `NotFound` when absent or expired.
+    pub(crate) async fn live(
+        &self,
+        id: &SessionId,
+    ) -> session_core::Result<(HashMap<String, String>, Session)> {
+        session_core::plan::readable(self.find_session(id).await?, id, self.now())
+    }
+
+    /// Events by seq, fetched in bounded chunks.
+    pub(crate) async fn fetch(
+        &self,
+        id: &str,
+        seqs: &[u64],
+    ) -> session_core::Result<Vec<SessionEvent>> {
+        let keys = self.keys.session(id);
+        let mut c = self.conn.clone();
+        let mut out = Vec::with_capacity(seqs.len());
+        for chunk in seqs.chunks(CHUNK) {
+            let bodies: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(keys.get(EVENTS))
+                .arg(chunk)
+                .query_async(&mut c)
+                .await
+                .map_err(map_err)?;
+            for (seq, body) in chunk.iter().zip(bodies) {
+                let body = body.ok_or_else(|| {
+                    corrupt(id, &format!("seq {seq}"), "the event body is missing")
+                })?;
+                out.push(SessionEvent::decode_stored(id, *seq, &body)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sorted set of a view.
+    pub(crate) fn view_key(&self, id: &str, view: EventView) -> String {
+        let keys = self.keys.session(id);
+        match view {
+            EventView::Archive => keys.get(ARCHIVE).to_owned(),
+            EventView::Context => keys.get(CONTEXT).to_owned(),
+        }
+    }
+
+    /// Every seq of a view, in view order.
+    pub(crate) async fn seqs(&self, id: &str, view: EventView) -> session_core::Result<Vec<u64>> {
+        self.range(&self.view_key(id, view), 0, -1).await
+    }
+
+    /// `ZRANGE key start stop`.
+    pub(crate) async fn range<T: redis::FromRedisValue>(
+        &self,
+        key: &str,
+        start: i64,
+        stop: i64,
+    ) -> session_core::Result<Vec<T>> {
+        let mut c = self.conn.clone();
+        redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(start)
+            .arg(stop)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)
+    }
+
+    /// A hash of JSON values (a state scope).
+    pub(crate) async fn read_state(&self, key: &str) -> session_core::Result<StateMap> {
+        decode_state(self.hash(key).await?, key)
+    }
+
+    /// `HGETALL key`.
+    pub(crate) async fn hash(&self, key: &str) -> session_core::Result<HashMap<String, String>> {
+        let mut c = self.conn.clone();
+        redis::cmd("HGETALL")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)
+    }
+
+    /// The ids in an index, in index order.
+    pub(crate) async fn ids_in(&self, index: &str) -> session_core::Result<Vec<String>> {
+        self.range(index, 0, -1).await
+    }
+}

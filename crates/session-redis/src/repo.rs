@@ -1,0 +1,412 @@
+//! The [`SessionRepository`] implementation: read the head, ask core for the plan, persist it.
+//!
+//! A write reads what it depends on in one round trip, plans in
+//! [`session_core::plan`], and runs one script that writes the plan if the
+//! head is still the one it was made from. When it moved (another writer
+//! came in between), the write reads again and re-plans, at most
+//! `ATTEMPTS` times; appends are idempotent by event id, so re-planning
+//! never writes an event twice. Writes of this repository to one session
+//! take turns (`gate`), so only other processes make a write retry.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+use session_core::plan::{
+    self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
+    RewindPlan, Stored,
+};
+use session_core::{
+    prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, EventFilter, EventView,
+    ImportOutcome, InvocationId, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery,
+    Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedDelta, SharedState, StateMap, SyntheticFilter, UserId, MAX_SEQ, MAX_VERSION,
+};
+
+use crate::error::{map_err, too_contended, BACKEND};
+use crate::gate::{Attempts, ATTEMPTS};
+use crate::keys::INITIAL;
+use crate::read::{decode_state, HeadFields};
+use crate::scripts::MOVED;
+use crate::write::{stored_records, WholeSession};
+use crate::RedisRepository;
+
+/// The head fields of a session a write may change: `NotFound` when
+/// there is none, `Expired` when it has expired.
+fn writable(
+    fields: HeadFields,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> session_core::Result<HeadFields> {
+    let found = if fields.exists() {
+        let expires = fields.expires_at(id)?;
+        Some((fields, expires))
+    } else {
+        None
+    };
+    plan::writable(found, id, now)
+}
+
+impl RedisRepository {
+    /// What an append or a context replace plans from: the head fields of
+    /// a session that may be written, its head, and which of `ids` it holds.
+    async fn read_batch(
+        &self,
+        id: &SessionId,
+        ids: &[&str],
+        tokens: bool,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<(HeadFields, Head, HashMap<String, Stored>)> {
+        let read = self.read_for_write(id, ids, tokens).await?;
+        let fields = writable(read.fields, id, now)?;
+        let head = fields.head(id)?;
+        Ok((fields, head, read.stored))
+    }
+}
+
+#[async_trait]
+impl SessionRepository for RedisRepository {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::basic(BACKEND)
+            .with_native_ttl()
+            .with_durable()
+            .with_multi_process()
+    }
+
+    async fn create(&self, new: NewSession) -> session_core::Result<Session> {
+        let _turn = self.gates.enter(&new.id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let read = self.read_for_write(&new.id, &[], false).await?.fields;
+            let existing = if read.exists() {
+                Some(read.expires_at(&new.id)?)
+            } else {
+                None
+            };
+            let plan = CreatePlan::new(new.clone(), existing, now)?;
+            let whole = WholeSession {
+                session: &plan.session,
+                last_seq: 0,
+                initial: &plan.initial_state,
+                shared: &plan.shared,
+                events: Vec::new(),
+                context: Vec::new(),
+            };
+            if self.persist_session(&read, whole, now).await? {
+                return Ok(plan.session);
+            }
+        }
+        Err(too_contended(&new.id, ATTEMPTS))
+    }
+
+    async fn get(&self, id: &SessionId) -> session_core::Result<Session> {
+        Ok(self.live(id).await?.1)
+    }
+
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> session_core::Result<Session> {
+        update.validate(self.now())?;
+        let _turn = self.gates.enter(id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let found = self.find_session(id).await?;
+            let (fields, mut session) = plan::writable(found, id, now)?;
+            let read = HeadFields::from_map(&fields);
+            plan_update(&read.head(id)?, &update)?;
+            update.clone().apply_to(&mut session, now)?;
+            if self
+                .persist_update(id, &read, &update, &session, now)
+                .await?
+            {
+                // As a read returns it: times at microseconds, no `null` state values.
+                session.updated_at = truncate_micros(session.updated_at);
+                session.expires_at = session.expires_at.map(truncate_micros);
+                session.state.retain(|_, v| !v.is_null());
+                return Ok(session);
+            }
+        }
+        Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
+        let _turn = self.gates.enter(id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let read = self.read_for_write(id, &[], false).await?.fields;
+            if !read.exists() {
+                return Ok(false);
+            }
+            match self.persist_delete(id, &read, self.now()).await? {
+                MOVED => {}
+                n => return Ok(n == 1),
+            }
+        }
+        Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
+        query.check(&self.limits)?;
+        self.list_sessions(query).await
+    }
+
+    async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
+        let mut c = self.conn.clone();
+        let index = self.keys.index_expiry();
+        let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(&index)
+            .arg("-inf")
+            .arg(now.timestamp_micros())
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        let mut n = 0;
+        for id in ids {
+            // An entry that is no session id was never written by a session.
+            if let Ok(sid) = SessionId::new(id.as_str()) {
+                if self.delete(&sid).await? {
+                    n += 1;
+                }
+            }
+            redis::cmd("ZREM")
+                .arg(&index)
+                .arg(&id)
+                .query_async::<()>(&mut c)
+                .await
+                .map_err(map_err)?;
+        }
+        Ok(n)
+    }
+
+    async fn append(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> session_core::Result<AppendOutcome> {
+        let batch = EventBatch::new(events, &self.limits)?;
+        let ids = batch.ids();
+        let _turn = self.gates.enter(id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let (fields, head, stored) = self.read_batch(id, &ids, false, now).await?;
+            let plan = AppendPlan::new(&head, &batch, &stored)?;
+            if plan.is_noop()
+                || self
+                    .persist_events(id, &fields, &batch, (&plan).into(), now)
+                    .await?
+            {
+                return Ok(plan.outcome());
+            }
+        }
+        Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn events(
+        &self,
+        id: &SessionId,
+        filter: &EventFilter,
+    ) -> session_core::Result<Page<SessionEvent>> {
+        filter.check(&self.limits)?;
+        self.live(id).await?;
+        let plain = filter.branch.is_none()
+            && filter.from.is_none()
+            && filter.to.is_none()
+            && filter.roles.is_empty()
+            && filter.synthetic == SyntheticFilter::Include
+            && filter.keyword.is_none()
+            && filter.invocation_id.is_none();
+        if !plain {
+            let seqs = self.seqs(id, filter.view).await?;
+            let events = self.fetch(id, &seqs).await?;
+            return Ok(filter.apply(&events));
+        }
+        // Straight from the sorted set: O(log n + page).
+        let key = self.view_key(id, filter.view);
+        if let Some(n) = filter.last_n {
+            let start = -i64::try_from(n).unwrap_or(i64::MAX);
+            let seqs: Vec<u64> = self.range(&key, start, -1).await?;
+            let events = self.fetch(id, &seqs).await?;
+            return Ok(Page::paginate(events, filter.page, filter.page_size));
+        }
+        let Some(offset) = filter
+            .page
+            .checked_mul(filter.page_size)
+            .and_then(|o| i64::try_from(o).ok())
+        else {
+            return Ok(Page::empty(filter.page, filter.page_size));
+        };
+        // ZRANGE's stop is inclusive: page_size + 1 items tell whether more follow.
+        let Some(stop) = i64::try_from(filter.page_size)
+            .ok()
+            .and_then(|size| offset.checked_add(size))
+        else {
+            return Ok(Page::empty(filter.page, filter.page_size));
+        };
+        let seqs: Vec<u64> = self.range(&key, offset, stop).await?;
+        let events = self.fetch(id, &seqs).await?;
+        Ok(Page::from_overfetch(events, filter.page, filter.page_size))
+    }
+
+    async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {
+        Ok(self.live(id).await?.1.version)
+    }
+
+    async fn replace_context(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> session_core::Result<bool> {
+        let batch = EventBatch::new(events, &self.limits)?;
+        let ids = batch.ids();
+        let _turn = self.gates.enter(id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let (fields, head, stored) = self.read_batch(id, &ids, true, now).await?;
+            let Some(plan) = ContextPlan::new(&head, expected_version, &batch, &stored)? else {
+                return Ok(false);
+            };
+            // A head that moved is read again: the plan then says `false`.
+            if self
+                .persist_events(id, &fields, &batch, (&plan).into(), now)
+                .await?
+            {
+                return Ok(true);
+            }
+        }
+        Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn rewind(
+        &self,
+        id: &SessionId,
+        before_invocation_id: &InvocationId,
+    ) -> session_core::Result<RewindOutcome> {
+        let _turn = self.gates.enter(id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let read = self.read_for_rewind(id, before_invocation_id).await?;
+            let fields = writable(read.fields, id, now)?;
+            let plan = RewindPlan::new(&fields.head(id)?, before_invocation_id, read.first_seq)?;
+            let mut kept: Vec<(u64, StateMap)> = Vec::new();
+            for (seq, delta) in read.deltas {
+                if seq < plan.from_seq {
+                    let delta = serde_json::from_str(&delta).map_err(|e| {
+                        session_core::SessionError::serialization(
+                            format!("session {id} seq {seq} state delta"),
+                            e,
+                        )
+                    })?;
+                    kept.push((seq, delta));
+                }
+            }
+            kept.sort_by_key(|(seq, _)| *seq);
+            let state = RewindPlan::state(&read.initial, kept.iter().map(|(_, d)| d));
+            if let Some(removed) = self
+                .persist_rewind(id, &fields, plan.from_seq, plan.version, &state, now)
+                .await?
+            {
+                return Ok(RewindOutcome {
+                    version: plan.version,
+                    removed,
+                });
+            }
+        }
+        Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
+        query.check(&self.limits)?;
+        self.capabilities().check_search(query)?;
+        self.search_archives(query).await
+    }
+
+    async fn shared_state(
+        &self,
+        app: &AppName,
+        user_id: &UserId,
+    ) -> session_core::Result<SharedState> {
+        Ok(SharedState {
+            app: self.read_state(&self.keys.app_state(app)).await?,
+            user: self.read_state(&self.keys.user_state(app, user_id)).await?,
+        })
+    }
+
+    async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {
+        let (fields, session) = self.live(id).await?;
+        let last_seq = HeadFields::from_map(&fields).counter(id, "last_seq", MAX_SEQ)?;
+        let initial = self.hash(self.keys.session(id).get(INITIAL)).await?;
+        let initial_state = decode_state(initial, &format!("session {id} initial state"))?;
+        let events = self
+            .fetch(id, &self.seqs(id, EventView::Archive).await?)
+            .await?;
+        let context = self.seqs(id, EventView::Context).await?;
+        let shared = self.shared_state(&session.app, &session.user_id).await?;
+        Ok(SessionDump {
+            session,
+            initial_state,
+            last_seq,
+            events,
+            context,
+            shared,
+        })
+    }
+
+    async fn import_session(&self, mut dump: SessionDump) -> session_core::Result<ImportOutcome> {
+        let id = dump.session.id.clone();
+        let _turn = self.gates.enter(&id).await;
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let read = self.read_for_write(&id, &[], false).await?.fields;
+            let existing = if read.exists() {
+                match (
+                    read.counter(&id, "version", MAX_VERSION),
+                    read.expires_at(&id),
+                ) {
+                    (Ok(version), Ok(expires)) => {
+                        plan::readable(Some((version, expires)), &id, now).ok()
+                    }
+                    // A head too damaged to read: the import replaces it.
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let Some(plan) = ImportPlan::new(dump, existing)? else {
+                return Ok(ImportOutcome::Unchanged);
+            };
+            let d = &plan.dump;
+            let mut normalized = d.events.clone();
+            let bodies = prepare_events(&mut normalized, &Limits::unlimited())?;
+            let context = d
+                .context
+                .iter()
+                .filter_map(|seq| {
+                    let pos = u64::try_from(*plan.positions.get(seq)?).ok()?;
+                    Some((pos, *seq))
+                })
+                .collect();
+            let shared = SharedDelta {
+                app: d.shared.app.clone(),
+                user: d.shared.user.clone(),
+            };
+            let whole = WholeSession {
+                session: &d.session,
+                last_seq: d.last_seq,
+                initial: &d.initial_state,
+                shared: &shared,
+                events: stored_records(&d.events, &bodies)?,
+                context,
+            };
+            if self.persist_session(&read, whole, now).await? {
+                return Ok(ImportOutcome::Imported);
+            }
+            dump = plan.dump;
+        }
+        Err(too_contended(&id, ATTEMPTS))
+    }
+}

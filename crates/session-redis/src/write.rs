@@ -1,0 +1,507 @@
+//! Persisting plans: the arguments of each write script, and cluster mode's follow-up writes.
+//!
+//! Every function here writes what a core plan decided; none decides
+//! anything of the contract. Each returns `false` (or [`MOVED`]) when the
+//! script found the head moved since it was read, for the caller to read
+//! again and re-plan.
+
+use chrono::{DateTime, Utc};
+use session_core::plan::{AppendPlan, ContextPlan, EventBatch, NewEvent, StateChanges};
+use session_core::state::ScopedDelta;
+use session_core::{Session, SessionEvent, SessionId, SessionUpdate, SharedDelta, StateMap};
+
+use crate::error::map_err;
+use crate::keys::OwnerKeys;
+use crate::read::HeadFields;
+use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, MOVED};
+use crate::RedisRepository;
+
+fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+/// The physical TTL: a day after the logical expiry, when that is still ahead in real time
+/// (reads check the logical expiry; the TTL only reclaims memory).
+fn ttl_at(expires_at: Option<DateTime<Utc>>) -> String {
+    match expires_at {
+        Some(t) => {
+            let at = t + chrono::Duration::days(1);
+            if at > Utc::now() {
+                at.timestamp_millis().to_string()
+            } else {
+                String::new()
+            }
+        }
+        None => String::new(),
+    }
+}
+
+fn expiry_index(expires_at: Option<DateTime<Utc>>) -> ExpiryIndex {
+    expires_at.map_or(ExpiryIndex::Remove, |t| ExpiryIndex::Set(micros(t)))
+}
+
+/// The session-scope part of an event's delta as stored for rewinds to replay.
+fn session_delta(e: &SessionEvent) -> session_core::Result<Option<String>> {
+    let Some(delta) = &e.state_delta else {
+        return Ok(None);
+    };
+    let session = ScopedDelta::split(delta).session;
+    if session.is_empty() {
+        return Ok(None);
+    }
+    json(&session).map(Some)
+}
+
+/// The records of a plan's new events.
+fn new_records<'a>(
+    batch: &'a EventBatch,
+    new: &[NewEvent],
+) -> session_core::Result<Vec<EventRecord<'a>>> {
+    let mut out = Vec::with_capacity(new.len());
+    for n in new {
+        let (Some(e), Some(body)) = (batch.events.get(n.index), batch.bodies.get(n.index)) else {
+            continue;
+        };
+        out.push(EventRecord {
+            seq: n.seq,
+            id: &e.id,
+            body,
+            invocation: e.invocation_id.as_deref(),
+            delta: session_delta(e)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The head hash of a whole session.
+fn session_fields(
+    s: &Session,
+    last_seq: u64,
+    next_ctx_pos: u64,
+) -> session_core::Result<Vec<(&'static str, String)>> {
+    Ok(vec![
+        ("app", s.app.to_string()),
+        ("user_id", s.user_id.to_string()),
+        (
+            "key",
+            s.key.as_ref().map(ToString::to_string).unwrap_or_default(),
+        ),
+        ("status", s.status.as_str().to_owned()),
+        ("created_at", micros(s.created_at).to_string()),
+        ("updated_at", micros(s.updated_at).to_string()),
+        (
+            "expires_at",
+            s.expires_at
+                .map(|t| micros(t).to_string())
+                .unwrap_or_default(),
+        ),
+        ("ttl_at", ttl_at(s.expires_at)),
+        ("metadata", json(&s.metadata)?),
+        ("event_count", s.event_count.to_string()),
+        ("context_tokens", s.context_tokens.to_string()),
+        ("version", s.version.to_string()),
+        ("last_seq", last_seq.to_string()),
+        ("next_ctx_pos", next_ctx_pos.to_string()),
+    ])
+}
+
+/// The context token estimate after a write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tokens {
+    /// The stored estimate plus this.
+    Added(u64),
+    /// This.
+    Total(u64),
+}
+
+/// What an append or a context replace writes, from its plan.
+#[derive(Debug)]
+pub(crate) struct EventsPlan<'a> {
+    new: &'a [NewEvent],
+    /// `None`: the new events join the end of the context; else the whole new context.
+    context: Option<&'a [u64]>,
+    last_seq: u64,
+    version: u64,
+    state: &'a StateChanges,
+    tokens: Tokens,
+    touch: Touch,
+}
+
+impl<'a> From<&'a AppendPlan> for EventsPlan<'a> {
+    fn from(p: &'a AppendPlan) -> Self {
+        Self {
+            new: &p.new,
+            context: None,
+            last_seq: p.last_seq,
+            version: p.version,
+            state: &p.state,
+            tokens: Tokens::Added(p.added_tokens),
+            // Appends refresh the keys' TTL every 64th version only.
+            touch: if p.version % 64 == 1 {
+                Touch::Refresh
+            } else {
+                Touch::Keep
+            },
+        }
+    }
+}
+
+impl<'a> From<&'a ContextPlan> for EventsPlan<'a> {
+    fn from(p: &'a ContextPlan) -> Self {
+        Self {
+            new: &p.new,
+            context: Some(&p.context),
+            last_seq: p.last_seq,
+            version: p.version,
+            state: &p.state,
+            tokens: Tokens::Total(p.context_tokens),
+            touch: Touch::Refresh,
+        }
+    }
+}
+
+/// A whole session written at once (a create or an import).
+pub(crate) struct WholeSession<'a> {
+    /// The session.
+    pub(crate) session: &'a Session,
+    /// Its last seq.
+    pub(crate) last_seq: u64,
+    /// Its initial state.
+    pub(crate) initial: &'a StateMap,
+    /// The owner's shared-scope changes.
+    pub(crate) shared: &'a SharedDelta,
+    /// Its events.
+    pub(crate) events: Vec<EventRecord<'a>>,
+    /// Its context as (position, seq).
+    pub(crate) context: Vec<(u64, u64)>,
+}
+
+impl RedisRepository {
+    /// The owner keys a script writes: none in cluster mode (the client writes them).
+    fn script_owner<'k>(&self, keys: &'k OwnerKeys) -> Option<&'k OwnerKeys> {
+        (!self.cluster).then_some(keys)
+    }
+
+    /// The owner keys of the stored head `read`.
+    fn stored_owner(&self, read: &HeadFields) -> OwnerKeys {
+        let (app, user, key) = read.owner();
+        self.keys.owner(app, user, key)
+    }
+
+    /// Persists an append or context plan made from `read`.
+    pub(crate) async fn persist_events(
+        &self,
+        id: &SessionId,
+        read: &HeadFields,
+        batch: &EventBatch,
+        plan: EventsPlan<'_>,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<bool> {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let next_pos = read.counter(id, "next_ctx_pos", u64::MAX)?;
+        let (reset, joining): (bool, Vec<u64>) = match plan.context {
+            None => (false, plan.new.iter().map(|n| n.seq).collect()),
+            Some(context) => (true, context.to_vec()),
+        };
+        let events = read.counter(id, "event_count", u64::MAX)?;
+        let tokens = match plan.tokens {
+            Tokens::Added(n) => read
+                .counter(id, "context_tokens", u64::MAX)?
+                .saturating_add(n),
+            Tokens::Total(n) => n,
+        };
+        let updated = read.updated_micros(id)?.max(micros(now));
+        let head = [
+            ("last_seq", plan.last_seq.to_string()),
+            (
+                "next_ctx_pos",
+                next_pos.saturating_add(count(joining.len())).to_string(),
+            ),
+            (
+                "event_count",
+                events.saturating_add(count(plan.new.len())).to_string(),
+            ),
+            ("version", plan.version.to_string()),
+            ("updated_at", updated.to_string()),
+            ("context_tokens", tokens.to_string()),
+        ];
+        let context: Vec<(u64, u64)> = (next_pos..).zip(joining).collect();
+        let owner = self.stored_owner(read);
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.append, &keys);
+        call.begin(now, read.fingerprint())
+            .arg(id.as_str())
+            .owner(self.script_owner(&owner))
+            .events(&new_records(batch, plan.new)?)
+            .context(reset, &context)
+            .kv(&plan.state.session)?;
+        if self.cluster {
+            // Written by the client after the script.
+            call.kv(&StateMap::new())?.kv(&StateMap::new())?;
+        } else {
+            call.kv(&plan.state.shared.user)?
+                .kv(&plan.state.shared.app)?;
+        }
+        call.fields(&head)
+            .index(updated, ExpiryIndex::Keep)
+            .touch(plan.touch);
+        if call.run::<i64>(&self.conn, "append").await? == MOVED {
+            return Ok(false);
+        }
+        self.follow_up(id, &owner, &plan.state.shared, updated, ExpiryIndex::Keep)
+            .await?;
+        Ok(true)
+    }
+
+    /// Persists a rewind from `from_seq` made from `read`: `None` when the head moved, else how many events left.
+    pub(crate) async fn persist_rewind(
+        &self,
+        id: &SessionId,
+        read: &HeadFields,
+        from_seq: u64,
+        version: u64,
+        state: &StateMap,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<Option<usize>> {
+        let owner = self.stored_owner(read);
+        let updated = read.updated_micros(id)?.max(micros(now));
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.rewind, &keys);
+        call.begin(now, read.fingerprint())
+            .arg(id.as_str())
+            .owner(self.script_owner(&owner))
+            .arg(from_seq)
+            .kv(state)?
+            .fields(&[
+                ("version", version.to_string()),
+                ("updated_at", updated.to_string()),
+            ])
+            .index(updated, ExpiryIndex::Keep)
+            .touch(Touch::Refresh);
+        let removed = call.run::<i64>(&self.conn, "rewind").await?;
+        if removed == MOVED {
+            return Ok(None);
+        }
+        self.follow_up(
+            id,
+            &owner,
+            &SharedDelta::default(),
+            updated,
+            ExpiryIndex::Keep,
+        )
+        .await?;
+        Ok(Some(usize::try_from(removed).unwrap_or(0)))
+    }
+
+    /// Persists `update` made from `read`; `updated` is the session after it.
+    pub(crate) async fn persist_update(
+        &self,
+        id: &SessionId,
+        read: &HeadFields,
+        update: &SessionUpdate,
+        updated: &Session,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<bool> {
+        let mut fields: Vec<(&str, String)> = Vec::new();
+        if let Some(m) = &update.metadata {
+            fields.push(("metadata", json(m)?));
+        }
+        if let Some(s) = update.status {
+            fields.push(("status", s.as_str().to_owned()));
+        }
+        if update.expires_at.is_some() {
+            let at = updated.expires_at;
+            fields.push((
+                "expires_at",
+                at.map(|t| micros(t).to_string()).unwrap_or_default(),
+            ));
+            fields.push(("ttl_at", ttl_at(at)));
+        }
+        fields.push(("version", updated.version.to_string()));
+        fields.push(("updated_at", micros(updated.updated_at).to_string()));
+        let owner = self.stored_owner(read);
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.update, &keys);
+        call.begin(now, read.fingerprint())
+            .arg(id.as_str())
+            .owner(self.script_owner(&owner))
+            .fields(&fields);
+        match &update.state {
+            Some(state) => call.arg("1").kv(state)?,
+            None => call.arg("0").kv(&StateMap::new())?,
+        };
+        let expiry = expiry_index(updated.expires_at);
+        call.index(micros(updated.updated_at), expiry)
+            .touch(Touch::RefreshOrPersist);
+        if call.run::<i64>(&self.conn, "update").await? == MOVED {
+            return Ok(false);
+        }
+        self.follow_up(
+            id,
+            &owner,
+            &SharedDelta::default(),
+            micros(updated.updated_at),
+            expiry,
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Writes a whole session over what `read` found (nothing, or a session it replaces).
+    pub(crate) async fn persist_session(
+        &self,
+        read: &HeadFields,
+        w: WholeSession<'_>,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<bool> {
+        let s = w.session;
+        let id = s.id.as_str();
+        let old = read.exists().then(|| self.stored_owner(read));
+        let owner = self.keys.owner(&s.app, &s.user_id, s.key.as_deref());
+        let next_pos = u64::try_from(w.context.len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.create, &keys);
+        call.begin(now, read.fingerprint())
+            .arg(id)
+            .owner(old.as_ref().and_then(|o| self.script_owner(o)))
+            .owner(self.script_owner(&owner))
+            .fields(&session_fields(s, w.last_seq, next_pos)?)
+            .kv(&s.state)?;
+        if self.cluster {
+            call.kv(&StateMap::new())?.kv(&StateMap::new())?;
+        } else {
+            call.kv(&w.shared.user)?.kv(&w.shared.app)?;
+        }
+        call.kv(w.initial)?
+            .events(&w.events)
+            .context(false, &w.context)
+            .index(micros(s.updated_at), expiry_index(s.expires_at))
+            .touch(Touch::Refresh);
+        if call.run::<i64>(&self.conn, "create").await? == MOVED {
+            return Ok(false);
+        }
+        if self.cluster {
+            if let Some(old) = old.filter(|o| o.owner != owner.owner || o.key != owner.key) {
+                self.unindex(id, &old).await?;
+            }
+        }
+        self.follow_up(
+            id,
+            &owner,
+            w.shared,
+            micros(s.updated_at),
+            expiry_index(s.expires_at),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Deletes the session `read` found: 1, 0 when there is none, or [`MOVED`].
+    pub(crate) async fn persist_delete(
+        &self,
+        id: &SessionId,
+        read: &HeadFields,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<i64> {
+        let owner = self.stored_owner(read);
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.delete, &keys);
+        call.begin(now, read.fingerprint())
+            .arg(id.as_str())
+            .owner(self.script_owner(&owner));
+        let out = call.run::<i64>(&self.conn, "delete").await?;
+        if out == 1 && self.cluster {
+            self.unindex(id, &owner).await?;
+        }
+        Ok(out)
+    }
+
+    /// Cluster mode: what a standalone script does for the shared scopes
+    /// and the indexes, which live in other slots.
+    async fn follow_up(
+        &self,
+        id: &str,
+        owner: &OwnerKeys,
+        shared: &SharedDelta,
+        activity: i64,
+        expiry: ExpiryIndex,
+    ) -> session_core::Result<()> {
+        if !self.cluster {
+            return Ok(());
+        }
+        let mut c = self.conn.clone();
+        for (hash, map) in [
+            (&owner.user_state, &shared.user),
+            (&owner.app_state, &shared.app),
+        ] {
+            if map.is_empty() {
+                continue;
+            }
+            // One hash, one slot: one pipeline.
+            let mut pipe = redis::pipe();
+            for (k, v) in map {
+                if v.is_null() {
+                    pipe.cmd("HDEL").arg(hash).arg(k).ignore();
+                } else {
+                    pipe.cmd("HSET").arg(hash).arg(k).arg(json(v)?).ignore();
+                }
+            }
+            pipe.query_async::<()>(&mut c).await.map_err(map_err)?;
+        }
+        for index in owner.activity() {
+            redis::cmd("ZADD")
+                .arg(index)
+                .arg(-activity)
+                .arg(id)
+                .query_async::<()>(&mut c)
+                .await
+                .map_err(map_err)?;
+        }
+        let cmd = match expiry {
+            ExpiryIndex::Keep => return Ok(()),
+            ExpiryIndex::Set(at) => redis::cmd("ZADD")
+                .arg(&owner.expiry)
+                .arg(at)
+                .arg(id)
+                .clone(),
+            ExpiryIndex::Remove => redis::cmd("ZREM").arg(&owner.expiry).arg(id).clone(),
+        };
+        cmd.query_async::<()>(&mut c).await.map_err(map_err)
+    }
+
+    /// Cluster mode: removes a session from an owner's indexes.
+    async fn unindex(&self, id: &str, owner: &OwnerKeys) -> session_core::Result<()> {
+        let mut c = self.conn.clone();
+        for index in owner.activity().chain([owner.expiry.as_str()]) {
+            redis::cmd("ZREM")
+                .arg(index)
+                .arg(id)
+                .query_async::<()>(&mut c)
+                .await
+                .map_err(map_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// The records of stored events (an import): `bodies[i]` is event `i`'s JSON.
+pub(crate) fn stored_records<'a>(
+    events: &'a [SessionEvent],
+    bodies: &'a [String],
+) -> session_core::Result<Vec<EventRecord<'a>>> {
+    events
+        .iter()
+        .zip(bodies)
+        .map(|(e, body)| {
+            Ok(EventRecord {
+                seq: e.seq,
+                id: &e.id,
+                body,
+                invocation: e.invocation_id.as_deref(),
+                delta: session_delta(e)?,
+            })
+        })
+        .collect()
+}
