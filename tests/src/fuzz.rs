@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use session_core::{
     ErrorKind, EventView, ExportReader, ImportOutcome, InMemoryRepository, Message, NewSession,
-    SearchQuery, SessionError, SessionEvent, SessionRepository, SessionRepositoryExt,
+    SearchQuery, SessionError, SessionEvent, SessionId, SessionRepository, SessionRepositoryExt,
 };
 use session_fs::FsRepository;
 use session_sqlite::SqliteRepository;
@@ -147,6 +147,22 @@ pub fn fs_log(data: &[u8]) {
     runtime().block_on(fs_log_in(dir.path(), mode % 3, bytes));
 }
 
+/// The fixed session ids the targets use.
+fn sid(id: &str) -> SessionId {
+    match SessionId::new(id) {
+        Ok(id) => id,
+        Err(e) => panic!("session id {id:?}: {e}"),
+    }
+}
+
+/// A session of alice with a fixed id.
+fn new_session(id: &str) -> NewSession {
+    match NewSession::new("app", "alice", chrono::Utc::now()).and_then(|n| n.with_id(id)) {
+        Ok(n) => n,
+        Err(e) => panic!("new session {id:?}: {e}"),
+    }
+}
+
 async fn open_fs(root: &Path) -> Arc<dyn SessionRepository> {
     match FsRepository::builder(root).sync(false).open().await {
         Ok(r) => Arc::new(r),
@@ -156,16 +172,12 @@ async fn open_fs(root: &Path) -> Arc<dyn SessionRepository> {
 
 async fn fs_log_in(root: &Path, mode: u8, bytes: &[u8]) {
     let repo = open_fs(root).await;
-    let now = chrono::Utc::now();
-    if let Err(e) = repo
-        .create(NewSession::new("app", "alice", now).with_id("s"))
-        .await
-    {
+    if let Err(e) = repo.create(new_session("s")).await {
         panic!("create: {e}");
     }
     for text in ["first needle", "second"] {
         if let Err(e) = repo
-            .append("s", vec![SessionEvent::new(Message::user(text))])
+            .append(&sid("s"), vec![SessionEvent::new(Message::user(text))])
             .await
         {
             panic!("append: {e}");
@@ -190,15 +202,15 @@ async fn fs_log_in(root: &Path, mode: u8, bytes: &[u8]) {
     }
 
     for repo in [repo, open_fs(root).await] {
-        let archive = repo.all_events("s", EventView::Archive).await;
-        let _ = repo.all_events("s", EventView::Context).await;
-        let _ = repo.get("s").await;
+        let archive = repo.all_events(&sid("s"), EventView::Archive).await;
+        let _ = repo.all_events(&sid("s"), EventView::Context).await;
+        let _ = repo.get(&sid("s")).await;
         let _ = repo.search(&SearchQuery::in_session("s", "needle")).await;
         let _ = repo
             .search(&SearchQuery::for_user("app", "alice", "needle"))
             .await;
         let _ = repo.list(&session_core::SessionQuery::new()).await;
-        let _ = repo.export_session("s").await;
+        let _ = repo.export_session(&sid("s")).await;
         if mode == 0 {
             // A tail past the acknowledged bytes is invisible.
             let texts: Vec<String> = match archive {
@@ -213,14 +225,14 @@ async fn fs_log_in(root: &Path, mode: u8, bytes: &[u8]) {
     }
     let repo = open_fs(root).await;
     let appended = repo
-        .append("s", vec![SessionEvent::new(Message::user("after"))])
+        .append(&sid("s"), vec![SessionEvent::new(Message::user("after"))])
         .await;
     if mode == 0 {
         match appended {
             Ok(out) => assert_eq!(out.seqs, [3], "lands after the valid events"),
             Err(e) => panic!("append after a torn tail: {e}"),
         }
-        let texts: Vec<String> = match repo.all_events("s", EventView::Archive).await {
+        let texts: Vec<String> = match repo.all_events(&sid("s"), EventView::Archive).await {
             Ok(events) => events
                 .into_iter()
                 .map(|e| e.message.text().to_owned())
@@ -230,14 +242,14 @@ async fn fs_log_in(root: &Path, mode: u8, bytes: &[u8]) {
         assert_eq!(texts, ["first needle", "second", "after"]);
     }
     // Other sessions are never affected.
-    if let Err(e) = repo
-        .create(NewSession::new("app", "alice", now).with_id("other"))
-        .await
-    {
+    if let Err(e) = repo.create(new_session("other")).await {
         panic!("another session: {e}");
     }
     match repo
-        .append("other", vec![SessionEvent::new(Message::user("fine"))])
+        .append(
+            &sid("other"),
+            vec![SessionEvent::new(Message::user("fine"))],
+        )
         .await
     {
         Ok(out) => assert_eq!(out.seqs, [1]),

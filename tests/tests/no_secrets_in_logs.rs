@@ -95,7 +95,7 @@ async fn exercise(store: Arc<dyn SessionRepository>) {
     let tool = ConversationSearch::new(svc.clone());
     let ctx = ToolContext {
         owner: owner.clone(),
-        session_id: s.id.clone(),
+        session_id: s.id.to_string(),
     };
     tool.call(&ctx, &json!({"inner_thought": CANARY, "query": CANARY}))
         .await

@@ -35,8 +35,11 @@ async fn write_history(repo: &dyn SessionRepository, clock: &ManualClock) {
     let chat = repo
         .create(
             NewSession::new("support", "alice@example.com", clock_now(clock))
+                .unwrap()
                 .with_id(SESSIONS[0])
+                .unwrap()
                 .with_key("telegram:chat-42:agent-a")
+                .unwrap()
                 .with_expires_at(None)
                 .with_metadata(json!({"channel": "telegram"}).as_object().unwrap().clone())
                 .with_state(
@@ -104,7 +107,9 @@ async fn write_history(repo: &dyn SessionRepository, clock: &ManualClock) {
     let tools = repo
         .create(
             NewSession::new("coder", "bob", clock_now(clock))
+                .unwrap()
                 .with_id(SESSIONS[1])
+                .unwrap()
                 .with_expires_at(None),
         )
         .await
@@ -157,7 +162,7 @@ fn start_clock() -> Arc<ManualClock> {
 async fn export_all(repo: &dyn SessionRepository) -> String {
     let mut out = String::new();
     for id in SESSIONS {
-        let dump = repo.export_session(id).await.unwrap();
+        let dump = repo.export_session(&id.parse().unwrap()).await.unwrap();
         out.push_str(&serde_json::to_string(&dump).unwrap());
         out.push('\n');
     }
@@ -211,7 +216,10 @@ async fn reads_unchanged(repo: &dyn SessionRepository) {
         "recall still finds the archived turns"
     );
     let out = repo
-        .append_one(SESSIONS[1], SessionEvent::new(Message::user("and now?")))
+        .append_one(
+            &SESSIONS[1].parse().unwrap(),
+            SessionEvent::new(Message::user("and now?")),
+        )
         .await
         .unwrap();
     assert_eq!(out, 4, "the next seq follows the stored ones");

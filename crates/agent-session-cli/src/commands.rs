@@ -16,7 +16,7 @@ use agent_session::{
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl};
 use anyhow::{anyhow, bail, Result};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::output::{event_json, event_line};
 use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, ViewArg};
@@ -75,8 +75,8 @@ async fn everyday(
             meta,
         } => {
             let now = SystemClock.now();
-            let mut new =
-                NewSession::new(app, user, now)?.with_metadata(parse_pairs("--meta", &meta, false)?);
+            let mut new = NewSession::new(app, user, now)?
+                .with_metadata(parse_pairs("--meta", &meta, false)?);
             if let Some(id) = id {
                 new = new.with_id(id)?;
             }
@@ -225,7 +225,7 @@ async fn everyday(
             let tool = ConversationSearch::new(service).with_page_size(page_size.clamp(1, 1000));
             let ctx = ToolContext {
                 owner,
-                session_id: s.id,
+                session_id: s.id.to_string(),
             };
             writeln!(
                 out,

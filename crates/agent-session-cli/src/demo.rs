@@ -204,7 +204,7 @@ pub(crate) async fn run(url: &str, out: &mut dyn Write) -> Result<()> {
     let search = ConversationSearch::new(tools_service);
     let ctx_tool = ToolContext {
         owner: owner.clone(),
-        session_id: id.clone(),
+        session_id: id.to_string(),
     };
     let in_context = ctx
         .iter()

@@ -9,12 +9,11 @@ mod output;
 mod store;
 mod transfer;
 
-use std::fmt::Display;
 use std::io::{self, LineWriter, Write};
 use std::process::ExitCode;
 
-use clap::builder::RangedU64ValueParser;
 use agent_session::{AppName, InvocationId, Key, SessionId, UserId};
+use clap::builder::RangedU64ValueParser;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::output::{describe, report};

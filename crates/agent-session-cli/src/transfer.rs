@@ -11,8 +11,8 @@ use std::hash::{Hash, Hasher};
 use std::io::{BufReader, BufWriter, IsTerminal, Write};
 
 use agent_session::{
-    ErrorKind, ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionError, SessionQuery,
-    SessionId, SessionRepository,
+    ErrorKind, ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionError, SessionId,
+    SessionQuery, SessionRepository,
 };
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -48,7 +48,12 @@ async fn all_ids(repo: &dyn SessionRepository, app: Option<&str>) -> Result<Vec<
         ids.extend(p.items.into_iter().map(|s| s.id));
         // Sessions the store could not decode are tried too, so their
         // errors are reported and counted instead of silently missing.
-        ids.extend(p.unreadable);
+        // (An id that is not even valid cannot be addressed, so it is left out.)
+        ids.extend(
+            p.unreadable
+                .iter()
+                .filter_map(|id| SessionId::new(id.as_str()).ok()),
+        );
         if !p.has_more {
             return Ok(ids);
         }
@@ -65,7 +70,12 @@ fn per_session(e: &SessionError) -> bool {
 /// Reports one session's failure on stderr, above the progress bar.
 fn failure(bar: &ProgressBar, what: impl Display, e: SessionError) {
     let e = anyhow::Error::from(e);
-    bar.suspend(|| crate::output::report(format_args!("error: {what}: {}", crate::output::describe(&e))));
+    bar.suspend(|| {
+        crate::output::report(format_args!(
+            "error: {what}: {}",
+            crate::output::describe(&e)
+        ))
+    });
 }
 
 pub(crate) async fn export(

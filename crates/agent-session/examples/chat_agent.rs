@@ -111,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tools = [search.definition()];
     let ctx = ToolContext {
         owner: owner.clone(),
-        session_id: id.clone(),
+        session_id: id.to_string(),
     };
     let http = reqwest::Client::new();
 

@@ -210,9 +210,14 @@ mod tests {
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
         let a = open(&url).await.unwrap();
         assert_eq!(a.capabilities().backend, "sqlite");
-        a.create(NewSession::new("app", "u", chrono::Utc::now()).unwrap().with_id("s").unwrap())
-            .await
-            .unwrap();
+        a.create(
+            NewSession::new("app", "u", chrono::Utc::now())
+                .unwrap()
+                .with_id("s")
+                .unwrap(),
+        )
+        .await
+        .unwrap();
         drop(a);
         let b = open(&url).await.unwrap();
         assert_eq!(b.get(&"s".parse().unwrap()).await.unwrap().user_id, "u");
@@ -231,9 +236,17 @@ mod tests {
     async fn memory_scheme_opens_a_fresh_store() {
         let a = open("memory://").await.unwrap();
         let b = open("MEMORY://").await.unwrap();
-        a.create(NewSession::new("app", "u", chrono::Utc::now()).unwrap().with_id("s").unwrap())
-            .await
-            .unwrap();
-        assert!(b.get(&"s".parse().unwrap()).await.is_err(), "each open is its own store");
+        a.create(
+            NewSession::new("app", "u", chrono::Utc::now())
+                .unwrap()
+                .with_id("s")
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert!(
+            b.get(&"s".parse().unwrap()).await.is_err(),
+            "each open is its own store"
+        );
     }
 }
