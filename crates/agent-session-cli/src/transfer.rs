@@ -74,7 +74,7 @@ fn failure(bar: &ProgressBar, what: impl Display, e: SessionError) {
         crate::output::report(format_args!(
             "error: {what}: {}",
             crate::output::describe(&e)
-        ))
+        ));
     });
 }
 
