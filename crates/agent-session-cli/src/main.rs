@@ -281,7 +281,17 @@ fn main() -> ExitCode {
             "error: internal error ({info}); please report it"
         ));
     }));
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A value the identifier types refuse (`--id ../etc`): the one line
+        // that says why, like every other bad input, not a usage screen.
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let text = e.render().to_string();
+            report(text.lines().next().unwrap_or("error: invalid argument"));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
