@@ -54,6 +54,9 @@ pub enum SessionError {
         field: String,
         /// Why it was rejected.
         reason: String,
+        /// The parser's error, when a library refused the value.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The backend does not support this operation (see [`crate::Capabilities`]).
     #[error("{backend} backend does not support {operation}")]
@@ -160,6 +163,21 @@ impl SessionError {
         Self::InvalidInput {
             field: field.into(),
             reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// Bad input in `field` because of `reason`, as `source` (a parser's
+    /// error) found; the source's text stays in the cause chain, not in `reason`.
+    pub fn invalid_because(
+        field: impl Into<String>,
+        reason: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Self::InvalidInput {
+            field: field.into(),
+            reason: reason.into(),
+            source: Some(source.into()),
         }
     }
 

@@ -137,7 +137,11 @@ impl EsRepositoryBuilder {
     pub async fn connect(self) -> session_core::Result<EsRepository> {
         validate_prefix(&self.prefix)?;
         let url = elasticsearch::http::Url::parse(&self.url).map_err(|e| {
-            SessionError::invalid("elasticsearch url", format!("{}: {e}", self.url))
+            SessionError::invalid_because(
+                "elasticsearch url",
+                format!("{} is not usable", self.url),
+                e,
+            )
         })?;
         let mut builder = TransportBuilder::new(SingleNodeConnectionPool::new(url))
             .timeout(self.timeout)
@@ -169,8 +173,9 @@ fn parse_url(url: &str) -> session_core::Result<EsRepositoryBuilder> {
         .strip_prefix("es+")
         .or_else(|| url.strip_prefix("elasticsearch+"))
         .unwrap_or(url);
-    let parsed = elasticsearch::http::Url::parse(rest)
-        .map_err(|e| SessionError::invalid("elasticsearch url", format!("{url}: {e}")))?;
+    let parsed = elasticsearch::http::Url::parse(rest).map_err(|e| {
+        SessionError::invalid_because("elasticsearch url", format!("{url} is not a URL"), e)
+    })?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(SessionError::invalid(
             "elasticsearch url",
@@ -186,7 +191,11 @@ fn parse_url(url: &str) -> session_core::Result<EsRepositoryBuilder> {
     if !parsed.username().is_empty() {
         let decode = |s: &str| {
             percent_decode(s).map_err(|e| {
-                SessionError::invalid("elasticsearch url", format!("credentials: {e}"))
+                SessionError::invalid_because(
+                    "elasticsearch url",
+                    "the credentials are not usable",
+                    e,
+                )
             })
         };
         b = b.basic_auth(

@@ -101,7 +101,7 @@ impl PostgresRepositoryBuilder {
             // parser's words go into the reason (as for the URL below).
             for cert in CertificateDer::pem_slice_iter(pem) {
                 let cert = cert.map_err(|e| {
-                    SessionError::invalid("TLS root certificate", format!("not PEM: {e}"))
+                    SessionError::invalid_because("TLS root certificate", "not PEM", e)
                 })?;
                 roots.add(cert).map_err(|e| {
                     SessionError::invalid(
@@ -131,9 +131,8 @@ impl PostgresRepositoryBuilder {
                 "must be 1..=63 characters of [a-z0-9_], starting with a letter or `_`",
             ));
         }
-        let config = tokio_postgres::Config::from_str(&self.url).map_err(|e| {
-            SessionError::invalid("store URL", format!("not a PostgreSQL URL: {e}"))
-        })?;
+        let config = tokio_postgres::Config::from_str(&self.url)
+            .map_err(|e| SessionError::invalid_because("store URL", "not a PostgreSQL URL", e))?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -161,7 +160,7 @@ impl PostgresRepositoryBuilder {
     }
 }
 
-/// A [`SessionRepository`] on PostgreSQL.
+/// A [`SessionRepository`](session_core::SessionRepository) on PostgreSQL.
 ///
 /// Every write is one transaction that locks the session row
 /// (`SELECT … FOR UPDATE`) and checks the version it read when it bumps

@@ -180,7 +180,7 @@ impl SqliteRepositoryBuilder {
     }
 }
 
-/// A [`SessionRepository`] in one SQLite file (or in memory).
+/// A [`SessionRepository`](session_core::SessionRepository) in one SQLite file (or in memory).
 ///
 /// WAL journal; one writer connection whose transactions all start with
 /// `BEGIN IMMEDIATE`; read-only connections so reads never wait behind the
