@@ -48,6 +48,7 @@
 
 mod memory;
 mod openai;
+mod plan;
 mod policy;
 mod recall;
 mod strategy;

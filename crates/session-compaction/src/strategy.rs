@@ -1,10 +1,10 @@
 //! What compaction works on and produces, the triggers that start it, and
 //! the strategies that decide what stays in the context.
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
-use session_core::{Role, Session, SessionEvent};
+use session_core::{Session, SessionEvent};
+
+use crate::plan::{tokens, Plan};
 
 use crate::CompactionError;
 
@@ -176,88 +176,14 @@ pub trait CompactionStrategy: Send + Sync + std::fmt::Debug {
     ) -> Result<CompactionResult, CompactionError>;
 }
 
-/// The context cut into what strategies may move: existing synthetic
-/// events (opaque, always kept, placed first) and the real events grouped
-/// into whole turns.
-#[derive(Debug)]
-pub(crate) struct Plan {
-    pub(crate) synthetic: Vec<SessionEvent>,
-    pub(crate) turns: Vec<Vec<SessionEvent>>,
-    /// The first turn that must stay because it (or a later one) holds a
-    /// tool call whose result has not arrived.
-    pub(crate) pinned_from: usize,
-}
-
-impl Plan {
-    pub(crate) fn new(events: &[SessionEvent]) -> Self {
-        let synthetic: Vec<SessionEvent> = events
-            .iter()
-            .filter(|e| e.is_synthetic())
-            .cloned()
-            .collect();
-        let real: Vec<SessionEvent> = events
-            .iter()
-            .filter(|e| !e.is_synthetic())
-            .cloned()
-            .collect();
-        let turns: Vec<Vec<SessionEvent>> = session_core::split_turns(&real)
-            .into_iter()
-            .map(<[SessionEvent]>::to_vec)
-            .collect();
-        let answered: HashSet<&str> = real
-            .iter()
-            .filter_map(|e| match &e.message {
-                session_core::Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        let pinned_from = turns
-            .iter()
-            .position(|turn| {
-                turn.iter().any(|e| {
-                    e.role() == Role::Assistant
-                        && e.message
-                            .tool_calls()
-                            .iter()
-                            .any(|c| !answered.contains(c.id.as_str()))
-                })
-            })
-            .unwrap_or(turns.len());
-        Self {
-            synthetic,
-            turns,
-            pinned_from,
-        }
-    }
-
-    /// The latest turn index strategies may cut at: never past a pending
-    /// tool call, and always keeping the last turn.
-    pub(crate) fn max_cut(&self) -> usize {
-        self.pinned_from.min(self.turns.len().saturating_sub(1))
-    }
-
-    /// Keeps `synthetic` first, then the turns from `cut` on; the rest leaves.
-    pub(crate) fn cut(
-        &self,
-        cut: usize,
-        synthetic: Vec<SessionEvent>,
-    ) -> (Vec<SessionEvent>, Vec<SessionEvent>) {
-        let cut = cut.min(self.max_cut());
-        let mut context = synthetic;
-        context.extend(self.turns[cut..].iter().flatten().cloned());
-        let archived = self.turns[..cut].iter().flatten().cloned().collect();
-        (context, archived)
-    }
-}
-
-fn tokens(events: &[SessionEvent]) -> u64 {
-    events.iter().map(|e| u64::from(e.token_estimate)).sum()
-}
-
-/// Keeps the most recent whole turns holding at most `max_events` real events.
+/// Keeps the most recent whole turns holding at most `max_events` real
+/// events (pinned system messages and synthetic summaries not counted).
+/// When the newest turn alone holds more, it is cut inside at step
+/// boundaries: its user message and newest steps stay, a tool call never
+/// leaves without its result.
 #[derive(Debug, Clone, Copy)]
 pub struct SlidingWindow {
-    /// The most real (non-synthetic) events to keep.
+    /// The most real (non-synthetic, non-pinned) events to keep.
     pub max_events: usize,
 }
 
@@ -272,7 +198,7 @@ impl CompactionStrategy for SlidingWindow {
         request: &CompactionRequest,
     ) -> Result<CompactionResult, CompactionError> {
         let plan = Plan::new(&request.events);
-        let mut kept = 0;
+        let mut kept = plan.preamble.len();
         let mut cut = plan.turns.len();
         for (i, turn) in plan.turns.iter().enumerate().rev() {
             if kept + turn.len() > self.max_events {
@@ -281,12 +207,23 @@ impl CompactionStrategy for SlidingWindow {
             kept += turn.len();
             cut = i;
         }
-        let (context, archived) = plan.cut(cut, plan.synthetic.clone());
-        Ok(CompactionResult::build(request, context, archived, None))
+        let fixed = plan.pinned.len() + plan.synthetic.len();
+        let c = if cut == plan.turns.len() && plan.can_cut_last_turn() {
+            plan.cut_inside_last_turn(&plan.synthetic, |ctx| {
+                ctx.len().saturating_sub(fixed) <= self.max_events
+            })
+        } else {
+            plan.cut(cut, plan.synthetic.clone())
+        };
+        Ok(CompactionResult::build(
+            request, c.context, c.archived, None,
+        ))
     }
 }
 
-/// Keeps the most recent `max_turns` turns.
+/// Keeps the most recent `max_turns` turns; does nothing while the context
+/// holds no more turns than that (the preamble and pinned system messages
+/// are not turns).
 #[derive(Debug, Clone, Copy)]
 pub struct TurnWindow {
     /// The most turns to keep (at least one is always kept).
@@ -304,14 +241,28 @@ impl CompactionStrategy for TurnWindow {
         request: &CompactionRequest,
     ) -> Result<CompactionResult, CompactionError> {
         let plan = Plan::new(&request.events);
+        if plan.turns.len() <= self.max_turns.max(1) {
+            return Ok(CompactionResult::build(
+                request,
+                request.events.clone(),
+                Vec::new(),
+                None,
+            ));
+        }
         let cut = plan.turns.len().saturating_sub(self.max_turns.max(1));
-        let (context, archived) = plan.cut(cut, plan.synthetic.clone());
-        Ok(CompactionResult::build(request, context, archived, None))
+        let c = plan.cut(cut, plan.synthetic.clone());
+        Ok(CompactionResult::build(
+            request, c.context, c.archived, None,
+        ))
     }
 }
 
 /// Keeps the most recent whole turns that fit `max_tokens` together with the
-/// synthetic events; the latest turn is kept even when it alone is larger.
+/// pinned system messages (charged once, as fixed overhead), the synthetic
+/// summaries and the preamble. When the newest turn alone is over budget,
+/// it is cut inside at step boundaries (its user message and newest steps
+/// stay; the preamble goes only if it must); the result is within budget
+/// whenever the user message and the newest step fit at all.
 #[derive(Debug, Clone, Copy)]
 pub struct TokenBudget {
     /// The token budget of the compacted context.
@@ -329,7 +280,7 @@ impl CompactionStrategy for TokenBudget {
         request: &CompactionRequest,
     ) -> Result<CompactionResult, CompactionError> {
         let plan = Plan::new(&request.events);
-        let mut used = tokens(&plan.synthetic);
+        let mut used = plan.overhead() + tokens(&plan.synthetic) + tokens(&plan.preamble);
         let mut cut = plan.turns.len();
         for (i, turn) in plan.turns.iter().enumerate().rev() {
             let t = tokens(turn);
@@ -339,7 +290,13 @@ impl CompactionStrategy for TokenBudget {
             used += t;
             cut = i;
         }
-        let (context, archived) = plan.cut(cut, plan.synthetic.clone());
-        Ok(CompactionResult::build(request, context, archived, None))
+        let c = if cut == plan.turns.len() && plan.can_cut_last_turn() {
+            plan.cut_inside_last_turn(&plan.synthetic, |ctx| tokens(ctx) <= self.max_tokens)
+        } else {
+            plan.cut(cut, plan.synthetic.clone())
+        };
+        Ok(CompactionResult::build(
+            request, c.context, c.archived, None,
+        ))
     }
 }

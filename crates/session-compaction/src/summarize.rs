@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use session_core::{CompactionSource, Message, Role, SessionEvent};
 
-use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy, Plan};
+use crate::plan::Plan;
+use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
 use crate::CompactionError;
 
 /// The placeholder a user prompt template is rendered with.
@@ -171,21 +172,20 @@ async fn summarize_into_turn(
     let now = session_core::Clock::now(&session_core::SystemClock);
     let [prompt, answer] = SessionEvent::summary_turn(summary.clone(), source.clone(), now);
     // The new summary replaces this source's earlier ones; other synthetic events stay.
-    let mut context = vec![prompt, answer];
+    let mut synthetic = vec![prompt, answer];
     let mut archived = Vec::new();
     for e in &plan.synthetic {
         if e.compaction_source.as_ref() == Some(source) {
             archived.push(e.clone());
         } else {
-            context.push(e.clone());
+            synthetic.push(e.clone());
         }
     }
-    let (kept, left) = plan.cut(cut, Vec::new());
-    context.extend(kept);
-    archived.extend(left);
+    let c = plan.cut(cut, synthetic);
+    archived.extend(c.archived);
     Ok(CompactionResult::build(
         request,
-        context,
+        c.context,
         archived,
         Some(summary),
     ))

@@ -77,7 +77,9 @@ pub trait SessionService: Send + Sync {
         session: &mut Session,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome>;
-    /// The context as model messages, in context order.
+    /// The context as model messages: the pinned system messages first (the
+    /// latest stored system message of each branch; older ones are
+    /// superseded and left out), then the rest in context order.
     async fn messages(&self, owner: &Owner, id: &str) -> Result<Vec<Message>>;
     /// Events through a filter.
     async fn events(
@@ -377,7 +379,7 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
     async fn messages(&self, owner: &Owner, id: &str) -> Result<Vec<Message>> {
         let s = self.owned(owner, id).await?;
         let events = self.repo.all_events(&s.id, EventView::Context).await?;
-        Ok(events.into_iter().map(|e| e.message).collect())
+        Ok(pinned_first(events))
     }
 
     #[tracing::instrument(skip_all, fields(op = "events", app = %owner.app, session_id = %id))]
@@ -463,5 +465,52 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
     #[tracing::instrument(skip_all, fields(op = "purge_expired"))]
     async fn purge_expired(&self) -> Result<u64> {
         self.repo.purge_expired(self.clock.now()).await
+    }
+}
+
+/// The context's messages with the pinned system messages first: the latest
+/// stored (non-synthetic) system message of each branch, in context order;
+/// older system messages of a branch are superseded and left out.
+fn pinned_first(events: Vec<SessionEvent>) -> Vec<Message> {
+    use std::collections::HashMap;
+    let is_system = |e: &SessionEvent| !e.is_synthetic() && e.role() == crate::Role::System;
+    let mut latest: HashMap<Option<&str>, usize> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if is_system(e) {
+            latest.insert(e.branch.as_deref(), i);
+        }
+    }
+    let pinned: std::collections::HashSet<usize> = latest.into_values().collect();
+    let (mut first, mut rest) = (Vec::new(), Vec::new());
+    for (i, e) in events.into_iter().enumerate() {
+        if pinned.contains(&i) {
+            first.push(e.message);
+        } else if !is_system(&e) {
+            rest.push(e.message);
+        }
+    }
+    first.extend(rest);
+    first
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_system_message_of_each_branch_comes_first() {
+        let e = |m: Message| SessionEvent::new(m);
+        let mut sub = e(Message::system("sub rules"));
+        sub.branch = Some("orch.sub".to_owned());
+        let got = pinned_first(vec![
+            e(Message::system("old rules")),
+            e(Message::user("hi")),
+            sub,
+            e(Message::system("new rules")),
+            e(Message::assistant("hello")),
+        ]);
+        let texts: Vec<&str> = got.iter().map(Message::text).collect();
+        assert_eq!(texts, ["sub rules", "new rules", "hi", "hello"]);
     }
 }

@@ -1,0 +1,244 @@
+//! The context cut into what strategies may move.
+//!
+//! - **Pinned**: the latest stored system message of each branch. Never
+//!   archived by a strategy, never sent to a summarizer, charged once as
+//!   fixed overhead, placed first. Older system messages of the same branch
+//!   are superseded and leave the context at the next compaction.
+//! - **Synthetic**: existing summary turns, opaque, kept and placed after the pinned ones.
+//! - **Preamble**: real events before the first user message (a boot note,
+//!   sub-agent work); kept unless the budget cannot be met otherwise.
+//! - **Turns**: whole turns, oldest first. The newest turn can be cut inside
+//!   at step boundaries (see [`steps`]), never separating a tool call from its result.
+
+use std::collections::{HashMap, HashSet};
+
+use session_core::{Message, Role, SessionEvent};
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) pinned: Vec<SessionEvent>,
+    pub(crate) superseded: Vec<SessionEvent>,
+    pub(crate) synthetic: Vec<SessionEvent>,
+    pub(crate) preamble: Vec<SessionEvent>,
+    pub(crate) turns: Vec<Vec<SessionEvent>>,
+    /// The first turn that must stay because it (or a later one) holds a
+    /// tool call whose result has not arrived.
+    pub(crate) pinned_from: usize,
+}
+
+/// What a cut keeps and what leaves the context.
+#[derive(Debug, Default)]
+pub(crate) struct Cut {
+    pub(crate) context: Vec<SessionEvent>,
+    pub(crate) archived: Vec<SessionEvent>,
+}
+
+pub(crate) fn tokens<'a>(events: impl IntoIterator<Item = &'a SessionEvent>) -> u64 {
+    events
+        .into_iter()
+        .map(|e| u64::from(e.token_estimate))
+        .sum()
+}
+
+fn is_stored_system(e: &SessionEvent) -> bool {
+    !e.is_synthetic() && e.role() == Role::System
+}
+
+/// The ids of the tool calls in `events` that have a result in `events`.
+pub(crate) fn answered(events: &[SessionEvent]) -> HashSet<&str> {
+    events
+        .iter()
+        .filter_map(|e| match &e.message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Plan {
+    pub(crate) fn new(events: &[SessionEvent]) -> Self {
+        // The latest system message per branch is pinned; older ones are superseded.
+        let mut latest: HashMap<Option<&str>, usize> = HashMap::new();
+        for (i, e) in events.iter().enumerate() {
+            if is_stored_system(e) {
+                latest.insert(e.branch.as_deref(), i);
+            }
+        }
+        let (mut pinned, mut superseded, mut synthetic, mut real) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, e) in events.iter().enumerate() {
+            if is_stored_system(e) {
+                if latest.get(&e.branch.as_deref()) == Some(&i) {
+                    pinned.push(e.clone());
+                } else {
+                    superseded.push(e.clone());
+                }
+            } else if e.is_synthetic() {
+                synthetic.push(e.clone());
+            } else {
+                real.push(e.clone());
+            }
+        }
+        let mut turns: Vec<Vec<SessionEvent>> = session_core::split_turns(&real)
+            .into_iter()
+            .map(<[SessionEvent]>::to_vec)
+            .collect();
+        let preamble = match turns.first() {
+            Some(first) if !first.first().is_some_and(SessionEvent::starts_turn) => turns.remove(0),
+            _ => Vec::new(),
+        };
+        let done = answered(&real);
+        let pending = |e: &SessionEvent| {
+            e.role() == Role::Assistant
+                && e.message
+                    .tool_calls()
+                    .iter()
+                    .any(|c| !done.contains(c.id.as_str()))
+        };
+        let pinned_from = turns
+            .iter()
+            .position(|turn| turn.iter().any(pending))
+            .unwrap_or(turns.len());
+        Self {
+            pinned,
+            superseded,
+            synthetic,
+            preamble,
+            turns,
+            pinned_from,
+        }
+    }
+
+    /// The latest turn index strategies may cut at: never past a pending
+    /// tool call, and always keeping the last turn.
+    pub(crate) fn max_cut(&self) -> usize {
+        self.pinned_from.min(self.turns.len().saturating_sub(1))
+    }
+
+    /// The tokens every context this plan makes carries: the pinned messages.
+    pub(crate) fn overhead(&self) -> u64 {
+        tokens(&self.pinned)
+    }
+
+    /// Keeps the pinned messages, then `synthetic`, the preamble and the
+    /// turns from `cut` on; superseded system messages and earlier turns leave.
+    pub(crate) fn cut(&self, cut: usize, synthetic: Vec<SessionEvent>) -> Cut {
+        self.cut_with(cut, synthetic, true)
+    }
+
+    /// [`Plan::cut`], keeping the preamble or not.
+    pub(crate) fn cut_with(
+        &self,
+        cut: usize,
+        synthetic: Vec<SessionEvent>,
+        keep_preamble: bool,
+    ) -> Cut {
+        let cut = cut.min(self.max_cut());
+        let mut context = self.pinned.clone();
+        context.extend(synthetic);
+        let mut archived = self.superseded.clone();
+        if keep_preamble {
+            context.extend(self.preamble.iter().cloned());
+        } else {
+            archived.extend(self.preamble.iter().cloned());
+        }
+        context.extend(self.turns[cut..].iter().flatten().cloned());
+        archived.extend(self.turns[..cut].iter().flatten().cloned());
+        Cut { context, archived }
+    }
+
+    /// Whether cutting inside the newest turn is possible: every earlier
+    /// turn can go, and the newest turn has steps to drop.
+    pub(crate) fn can_cut_last_turn(&self) -> bool {
+        let last = self.turns.len().saturating_sub(1);
+        self.max_cut() == last && self.turns.last().is_some_and(|t| steps(t).len() > 1)
+    }
+
+    /// The pinned messages, `synthetic` and (if `keep_preamble`) the preamble.
+    fn head(&self, synthetic: &[SessionEvent], keep_preamble: bool) -> Vec<SessionEvent> {
+        let mut head = self.pinned.clone();
+        head.extend(synthetic.iter().cloned());
+        if keep_preamble {
+            head.extend(self.preamble.iter().cloned());
+        }
+        head
+    }
+
+    /// Cuts everything before the newest turn, then keeps that turn's user
+    /// message and its newest steps while `fits(kept context)` holds (the
+    /// last step always stays): the cut for an overflow inside one turn.
+    /// The preamble goes only when the turn's first and last steps do not
+    /// fit with it.
+    pub(crate) fn cut_inside_last_turn(
+        &self,
+        synthetic: &[SessionEvent],
+        fits: impl Fn(&[SessionEvent]) -> bool,
+    ) -> Cut {
+        let last = self.turns.len().saturating_sub(1);
+        let whole = self.cut_with(last, synthetic.to_vec(), true);
+        if fits(&whole.context) || !self.can_cut_last_turn() {
+            return whole;
+        }
+        let all = steps(&self.turns[last]);
+        let (first, newest) = (&all[0], &all[all.len() - 1]);
+        let minimal = |keep_preamble: bool| {
+            let mut c = self.head(synthetic, keep_preamble);
+            c.extend(first.iter().chain(newest).cloned());
+            c
+        };
+        let keep_preamble = self.preamble.is_empty() || fits(&minimal(true));
+        let mut context = self.head(synthetic, keep_preamble);
+        context.extend(first.iter().cloned());
+        let mut kept_from = all.len() - 1;
+        while kept_from > 1 {
+            let mut probe = context.clone();
+            probe.extend(all[kept_from - 1..].iter().flatten().cloned());
+            if !fits(&probe) {
+                break;
+            }
+            kept_from -= 1;
+        }
+        context.extend(all[kept_from..].iter().flatten().cloned());
+        let mut archived = self.superseded.clone();
+        if !keep_preamble {
+            archived.extend(self.preamble.iter().cloned());
+        }
+        archived.extend(self.turns[..last].iter().flatten().cloned());
+        archived.extend(all[1..kept_from].iter().flatten().cloned());
+        Cut { context, archived }
+    }
+}
+
+/// A turn cut at step boundaries: `[0]` is the user message (with anything
+/// before the first assistant message), then one step per assistant message
+/// with the tool results and other events that follow it. A result whose
+/// call sits in an earlier step joins that step and everything between, so
+/// a call and its result are never in different steps.
+pub(crate) fn steps(turn: &[SessionEvent]) -> Vec<Vec<SessionEvent>> {
+    let mut out: Vec<Vec<SessionEvent>> = vec![Vec::new()];
+    let mut call_step: HashMap<&str, usize> = HashMap::new();
+    for e in turn {
+        if e.role() == Role::Assistant && !out[0].is_empty() {
+            out.push(Vec::new());
+        }
+        if let Message::Tool { tool_call_id, .. } = &e.message {
+            let here = out.len() - 1;
+            if let Some(&from) = call_step.get(tool_call_id.as_str()) {
+                if from > 0 && from < here {
+                    let merged: Vec<SessionEvent> = out.drain(from..).flatten().collect();
+                    out.push(merged);
+                    for step in call_step.values_mut() {
+                        *step = (*step).min(from);
+                    }
+                }
+            }
+        }
+        let here = out.len() - 1;
+        for c in e.message.tool_calls() {
+            call_step.insert(c.id.as_str(), here);
+        }
+        out[here].push(e.clone());
+    }
+    out
+}

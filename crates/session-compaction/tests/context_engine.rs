@@ -1,0 +1,223 @@
+//! The context engine in the cases real agents hit: one long tool loop
+//! inside a single turn, pinned system messages, a preamble before the
+//! first user message.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+use session_compaction::{
+    CompactionRequest, CompactionStrategy, SlidingWindow, TokenBudget, TurnWindow,
+};
+use session_core::{Message, NewSession, Role, Session, SessionEvent, ToolCall};
+
+fn session() -> Session {
+    NewSession::new("app", "u", chrono::Utc::now())
+        .unwrap()
+        .to_session(chrono::Utc::now())
+}
+
+fn event(message: Message, tokens: u32) -> SessionEvent {
+    SessionEvent::builder(message)
+        .token_estimate(tokens)
+        .build()
+        .unwrap()
+}
+
+/// One user message and `steps` tool steps (a call and its result), each step `tokens` heavy.
+fn long_turn(steps: usize, tokens: u32) -> Vec<SessionEvent> {
+    let mut events = vec![event(Message::user("fix the build"), 5)];
+    for i in 0..steps {
+        let id = format!("call_{i}");
+        events.push(event(
+            Message::assistant_tool_calls(
+                "",
+                vec![ToolCall::new(
+                    &id,
+                    "read_file",
+                    &serde_json::json!({"n": i}),
+                )],
+            ),
+            tokens / 2,
+        ));
+        events.push(event(
+            Message::tool_result(&id, "read_file", "x".repeat(400)),
+            tokens / 2,
+        ));
+    }
+    events
+}
+
+/// Every tool call in `context` has its result there, and every result its call.
+fn pairs_hold(context: &[SessionEvent]) -> bool {
+    let calls: HashSet<&str> = context
+        .iter()
+        .flat_map(|e| e.message.tool_calls().iter().map(|c| c.id.as_str()))
+        .collect();
+    let results: HashSet<&str> = context
+        .iter()
+        .filter_map(|e| match &e.message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    calls == results
+}
+
+fn tokens(events: &[SessionEvent]) -> u64 {
+    events.iter().map(|e| u64::from(e.token_estimate)).sum()
+}
+
+async fn run(
+    strategy: &dyn CompactionStrategy,
+    events: Vec<SessionEvent>,
+) -> (Vec<SessionEvent>, Vec<SessionEvent>) {
+    let out = strategy
+        .compact(&CompactionRequest::new(session(), events))
+        .await
+        .unwrap();
+    (out.context, out.archived)
+}
+
+#[tokio::test]
+async fn a_long_turn_is_cut_inside_at_step_boundaries_within_the_token_budget() {
+    let events = long_turn(20, 40);
+    assert!(tokens(&events) > 100);
+    let (context, archived) = run(&TokenBudget { max_tokens: 100 }, events.clone()).await;
+    assert!(
+        tokens(&context) <= 100,
+        "within budget: {}",
+        tokens(&context)
+    );
+    assert_eq!(
+        context[0].message.text(),
+        "fix the build",
+        "the turn's user message stays"
+    );
+    assert!(pairs_hold(&context), "no call without its result");
+    assert_eq!(
+        context.last().unwrap().id,
+        events.last().unwrap().id,
+        "the newest step stays"
+    );
+    assert_eq!(
+        context.len() + archived.len(),
+        events.len(),
+        "nothing is lost: the rest is archived"
+    );
+}
+
+#[tokio::test]
+async fn a_long_turn_is_cut_inside_by_event_count() {
+    let events = long_turn(20, 40);
+    let (context, _) = run(&SlidingWindow { max_events: 4 }, events).await;
+    assert!(context.len() <= 4, "{} events", context.len());
+    assert_eq!(context[0].role(), Role::User);
+    assert!(pairs_hold(&context));
+}
+
+#[tokio::test]
+async fn a_pending_call_keeps_its_step() {
+    let mut events = long_turn(6, 40);
+    events.push(event(
+        Message::assistant_tool_calls(
+            "",
+            vec![ToolCall::new("open", "run_tests", &serde_json::json!({}))],
+        ),
+        20,
+    ));
+    let (context, _) = run(&TokenBudget { max_tokens: 60 }, events).await;
+    assert!(context
+        .iter()
+        .any(|e| e.message.tool_calls().iter().any(|c| c.id == "open")));
+    assert_eq!(context[0].role(), Role::User);
+}
+
+#[tokio::test]
+async fn the_latest_system_message_is_pinned_first_and_never_archived() {
+    let mut events = vec![event(Message::system("You are terse."), 10)];
+    for t in 0..5 {
+        events.push(event(Message::user(format!("q{t}")), 10));
+        events.push(event(Message::assistant(format!("a{t}")), 10));
+    }
+    events.push(event(Message::system("You are a pirate now."), 10));
+    events.push(event(Message::user("ahoy?"), 10));
+    let (context, archived) = run(&TokenBudget { max_tokens: 40 }, events).await;
+    assert_eq!(
+        context[0].message.text(),
+        "You are a pirate now.",
+        "pinned first"
+    );
+    assert_eq!(
+        context.iter().filter(|e| e.role() == Role::System).count(),
+        1,
+        "the newest system message supersedes the older one"
+    );
+    assert!(archived
+        .iter()
+        .any(|e| e.message.text() == "You are terse."));
+    assert!(tokens(&context) <= 40);
+    assert_eq!(context.last().unwrap().message.text(), "ahoy?");
+}
+
+#[tokio::test]
+async fn turn_window_within_its_limit_leaves_the_preamble_alone() {
+    let events = vec![
+        event(Message::assistant("boot: tools loaded"), 5),
+        event(Message::user("q1"), 5),
+        event(Message::assistant("a1"), 5),
+        event(Message::user("q2"), 5),
+        event(Message::assistant("a2"), 5),
+    ];
+    let out = TurnWindow { max_turns: 2 }
+        .compact(&CompactionRequest::new(session(), events.clone()))
+        .await
+        .unwrap();
+    assert!(out.is_noop(), "two turns fit: nothing to compact");
+    assert_eq!(out.context, events);
+    let (context, archived) = run(&TurnWindow { max_turns: 1 }, events).await;
+    assert_eq!(
+        context[0].message.text(),
+        "boot: tools loaded",
+        "the preamble stays"
+    );
+    assert_eq!(archived.len(), 2, "only the first turn leaves");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// For random histories ending in a long turn, the token budget keeps
+    /// the turn's user message, never separates a call from its result, and
+    /// is met whenever the user message and the newest step fit at all.
+    #[test]
+    fn long_turns_compact_within_budget(
+        earlier in 0usize..4,
+        steps in 1usize..25,
+        step_tokens in 2u32..80,
+        budget in 10u64..400,
+        with_system in any::<bool>(),
+    ) {
+        let mut events = Vec::new();
+        if with_system {
+            events.push(event(Message::system("rules"), 7));
+        }
+        for t in 0..earlier {
+            events.push(event(Message::user(format!("old {t}")), 5));
+            events.push(event(Message::assistant("ok"), 5));
+        }
+        let turn = long_turn(steps, step_tokens);
+        let user_id = turn[0].id.clone();
+        let newest = tokens(&turn[turn.len() - 2..]);
+        events.extend(turn);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let (context, archived) = rt.block_on(run(&TokenBudget { max_tokens: budget }, events.clone()));
+        prop_assert!(pairs_hold(&context));
+        prop_assert!(context.iter().any(|e| e.id == user_id), "the turn's user message stays");
+        prop_assert_eq!(context.len() + archived.len(), events.len());
+        let floor = 5 + newest + if with_system { 7 } else { 0 };
+        if floor <= budget {
+            prop_assert!(tokens(&context) <= budget, "{} > {budget}", tokens(&context));
+        }
+    }
+}
