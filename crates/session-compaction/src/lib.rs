@@ -46,6 +46,7 @@
 //! # }).unwrap();
 //! ```
 
+mod clearing;
 mod memory;
 mod openai;
 mod plan;
@@ -55,6 +56,7 @@ mod strategy;
 mod summarize;
 mod tokens;
 
+pub use clearing::{ToolResultClearing, CLEARED_SEQ};
 pub use memory::{
     facts_block, remove_unpaired_tool_calls, SessionMemory, SummaryInjection, TOOL_ERROR_KEY,
 };

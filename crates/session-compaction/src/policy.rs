@@ -164,8 +164,9 @@ impl CompactionPolicy {
             hook.before_compaction(&request.session, &result.archived)
                 .await;
         }
+        let context = mark_replacements(&request.events, &result);
         let replaced = repository
-            .replace_context(&request.session.id, result.context.clone(), read_version)
+            .replace_context(&request.session.id, context, read_version)
             .await?;
         if replaced {
             tracing::info!(
@@ -209,4 +210,23 @@ impl AppendHook for CompactionPolicy {
             tracing::warn!(%session_id, error = %session_core::ErrorReport(&e), "compaction failed; the context is unchanged");
         }
     }
+}
+
+/// The new context with every event the compaction added (a summary turn,
+/// a placeholder) marked with the seqs of the events that left with it
+/// ([`session_core::REPLACES_KEY`]), so a rewind that removes it can bring
+/// them back.
+fn mark_replacements(before: &[SessionEvent], result: &CompactionResult) -> Vec<SessionEvent> {
+    let known: std::collections::HashSet<&str> = before.iter().map(|e| e.id.as_str()).collect();
+    let replaced: Vec<u64> = result.archived.iter().map(|e| e.seq).collect();
+    let mut context = result.context.clone();
+    for e in &mut context {
+        if !known.contains(e.id.as_str()) {
+            e.metadata.insert(
+                session_core::REPLACES_KEY.to_owned(),
+                serde_json::json!(replaced),
+            );
+        }
+    }
+    context
 }

@@ -221,3 +221,112 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn older_tool_results_become_placeholders_and_the_archive_keeps_them() {
+    let mut events = long_turn(5, 40);
+    for (seq, e) in (1u64..).zip(events.iter_mut()) {
+        e.seq = seq;
+        if e.role() == Role::Tool {
+            e.token_estimate = 100; // 400 characters of file content
+        }
+    }
+    let strategy = session_compaction::ToolResultClearing {
+        keep_last: 2,
+        min_clear: 1,
+        exclude_tools: Vec::new(),
+    };
+    let (context, archived) = run(&strategy, events.clone()).await;
+    assert_eq!(
+        context.len(),
+        events.len(),
+        "placeholders keep every position"
+    );
+    assert_eq!(archived.len(), 3, "three of five results leave the context");
+    assert!(pairs_hold(&context), "each call keeps an answer");
+    let placeholders: Vec<&SessionEvent> = context
+        .iter()
+        .filter(|e| e.metadata.contains_key(session_compaction::CLEARED_SEQ))
+        .collect();
+    assert_eq!(placeholders.len(), 3);
+    assert!(placeholders[0].message.text().contains("read_file"));
+    assert!(placeholders[0].message.text().contains("call_0"));
+    assert!(
+        placeholders[0].message.text().contains("seq 3"),
+        "{}",
+        placeholders[0].message.text()
+    );
+    assert!(tokens(&context) < tokens(&events));
+    // Too few to clear, or an excluded tool: nothing changes.
+    let lazy = session_compaction::ToolResultClearing {
+        keep_last: 2,
+        min_clear: 4,
+        exclude_tools: Vec::new(),
+    };
+    let (_, archived) = run(&lazy, events.clone()).await;
+    assert!(
+        archived.is_empty(),
+        "fewer than min_clear: the prompt prefix stays stable"
+    );
+    let excluded = session_compaction::ToolResultClearing {
+        keep_last: 1,
+        min_clear: 1,
+        exclude_tools: vec!["read_file".to_owned()],
+    };
+    let (_, archived) = run(&excluded, events).await;
+    assert!(archived.is_empty());
+}
+
+/// Three invocations, a summary that replaces the first two, then a rewind
+/// to before the third: the context is the first two turns again, not empty.
+#[tokio::test]
+async fn rewind_after_compaction_brings_back_what_the_summary_replaced() {
+    use session_compaction::{
+        CompactionPolicy, ExtractiveSummarizer, RecursiveSummarization, Trigger,
+    };
+    use session_core::{
+        CreateSessionRequest, DefaultSessionService, InMemoryRepository, Owner, SessionService,
+    };
+    use std::sync::Arc;
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo.clone());
+    let owner = Owner::user("alice");
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 1..=3 {
+        let events = vec![
+            SessionEvent::builder(Message::user(format!("question {i}")))
+                .invocation_id(format!("i{i}"))
+                .build()
+                .unwrap(),
+            SessionEvent::builder(Message::assistant(format!("answer {i}")))
+                .invocation_id(format!("i{i}"))
+                .build()
+                .unwrap(),
+        ];
+        svc.append_events(&owner, &s.id, events).await.unwrap();
+    }
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(1),
+        Arc::new(RecursiveSummarization::new(
+            1,
+            Arc::new(ExtractiveSummarizer::new()),
+        )),
+    );
+    let outcome = policy.compact_now(repo.as_ref(), &s.id).await.unwrap();
+    assert!(matches!(
+        outcome,
+        session_compaction::CompactionOutcome::Compacted(_)
+    ));
+    svc.rewind(&owner, &s.id, "i3").await.unwrap();
+    let texts: Vec<String> = svc
+        .messages(&owner, &s.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.text().to_owned())
+        .collect();
+    assert_eq!(texts, ["question 1", "answer 1", "question 2", "answer 2"]);
+}

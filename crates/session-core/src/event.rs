@@ -14,6 +14,12 @@ use crate::state::StateMap;
 use crate::tokens::{HeuristicEstimator, TokenEstimator};
 use crate::validate::{validate_branch, validate_id};
 
+/// The metadata key compaction writes on each event it adds to a context:
+/// the seqs of the events that left the context with it. A rewind that
+/// removes such an event brings those events back (see
+/// [`crate::SessionService::rewind`]).
+pub const REPLACES_KEY: &str = "replaces";
+
 /// The prompt that opens a synthetic summary turn.
 pub const SUMMARY_PROMPT: &str = "Summarize the conversation we had so far.";
 

@@ -21,7 +21,8 @@ mod validate;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
-    split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, SUMMARY_PROMPT,
+    split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, REPLACES_KEY,
+    SUMMARY_PROMPT,
 };
 pub use export::{ExportReader, ExportWriter, EXPORT_FORMAT, EXPORT_VERSION};
 pub use filter::{

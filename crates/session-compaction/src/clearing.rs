@@ -1,0 +1,112 @@
+//! Tool-result clearing: compaction inside a turn without a summarizer.
+
+use async_trait::async_trait;
+use serde_json::json;
+use session_core::{Message, SessionEvent};
+
+use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
+use crate::CompactionError;
+
+/// The metadata key a placeholder carries: the seq of the result it stands for.
+pub const CLEARED_SEQ: &str = "cleared_seq";
+
+/// Replaces older tool results in the context with a short placeholder
+/// naming the tool, the call id and the seq to recall the original by
+/// (`conversation_search`, or the archive view); the archive keeps every
+/// original. The newest `keep_last` results stay verbatim, results of the
+/// tools in `exclude_tools` are never cleared, and nothing happens unless
+/// at least `min_clear` results would be cleared, so the prompt prefix does
+/// not change on every call. The placeholder keeps the result's position
+/// and `tool_call_id`, so every call still has its answer.
+#[derive(Debug, Clone)]
+pub struct ToolResultClearing {
+    /// Tool results kept verbatim, newest first (at least one).
+    pub keep_last: usize,
+    /// Clear only when at least this many results would be cleared (at least one).
+    pub min_clear: usize,
+    /// Tools whose results are never cleared.
+    pub exclude_tools: Vec<String>,
+}
+
+impl Default for ToolResultClearing {
+    fn default() -> Self {
+        Self {
+            keep_last: 3,
+            min_clear: 1,
+            exclude_tools: Vec::new(),
+        }
+    }
+}
+
+/// The placeholder that stands for `result` (seq `seq`) in the context.
+fn placeholder(result: &SessionEvent, call_id: &str, name: Option<&str>) -> SessionEvent {
+    let tool = name.unwrap_or("a tool");
+    let mut e = SessionEvent::new(Message::Tool {
+        tool_call_id: call_id.to_owned(),
+        name: name.map(str::to_owned),
+        content: format!(
+            "[result of {tool} (call {call_id}) cleared from the context; it is kept as seq {} and conversation_search finds it]",
+            result.seq
+        )
+        .into(),
+    });
+    e.timestamp = result.timestamp;
+    e.branch.clone_from(&result.branch);
+    e.invocation_id.clone_from(&result.invocation_id);
+    e.author.clone_from(&result.author);
+    e.metadata.insert(CLEARED_SEQ.to_owned(), json!(result.seq));
+    e
+}
+
+#[async_trait]
+impl CompactionStrategy for ToolResultClearing {
+    fn name(&self) -> &'static str {
+        "tool-result-clearing"
+    }
+
+    async fn compact(
+        &self,
+        request: &CompactionRequest,
+    ) -> Result<CompactionResult, CompactionError> {
+        let clearable: Vec<usize> = request
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| match &e.message {
+                Message::Tool { name, .. } => {
+                    !e.metadata.contains_key(CLEARED_SEQ)
+                        && !name
+                            .as_deref()
+                            .is_some_and(|n| self.exclude_tools.iter().any(|x| x == n))
+                }
+                _ => false,
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let clear = clearable.len().saturating_sub(self.keep_last.max(1));
+        if clear == 0 || clear < self.min_clear.max(1) {
+            return Ok(CompactionResult::build(
+                request,
+                request.events.clone(),
+                Vec::new(),
+                None,
+            ));
+        }
+        let cleared: std::collections::HashSet<usize> =
+            clearable[..clear].iter().copied().collect();
+        let mut context = Vec::with_capacity(request.events.len());
+        let mut archived = Vec::with_capacity(clear);
+        for (i, e) in request.events.iter().enumerate() {
+            match &e.message {
+                Message::Tool {
+                    tool_call_id, name, ..
+                } if cleared.contains(&i) => {
+                    context.push(placeholder(e, tool_call_id, name.as_deref()));
+                    archived.push(e.clone());
+                }
+                _ => context.push(e.clone()),
+            }
+        }
+        Ok(CompactionResult::build(request, context, archived, None))
+    }
+}
