@@ -260,6 +260,12 @@ async fn everyday(
                     keep.unwrap_or(2),
                     Arc::new(ExtractiveSummarizer::new()),
                 )),
+                StrategyArg::ToolResultClearing => {
+                    Arc::new(agent_session::compaction::ToolResultClearing {
+                        keep_last: keep.unwrap_or(3),
+                        ..Default::default()
+                    })
+                }
             };
             let policy = CompactionPolicy::new(Trigger::TurnCount(0), strategy);
             match policy.compact_now(&**repo, &session).await? {
@@ -298,7 +304,7 @@ async fn everyday(
             session,
             before_invocation,
         } => {
-            let rewound = repo.rewind(&session, &before_invocation).await?;
+            let rewound = repo.rewind_restoring(&session, &before_invocation).await?;
             if json {
                 writeln!(
                     out,

@@ -143,7 +143,7 @@ pub(crate) enum Command {
         /// token-budget: tokens to keep.
         #[arg(long)]
         max_tokens: Option<u64>,
-        /// summarize: turns kept verbatim.
+        /// summarize: turns kept verbatim; tool-result-clearing: tool results kept verbatim (default 3).
         #[arg(long)]
         keep: Option<usize>,
     },
@@ -232,6 +232,7 @@ pub(crate) enum StrategyArg {
     TurnWindow,
     TokenBudget,
     Summarize,
+    ToolResultClearing,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

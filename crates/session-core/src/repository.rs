@@ -1,5 +1,6 @@
 //! The storage SPI every backend implements.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -410,6 +411,64 @@ pub trait SessionRepositoryExt: SessionRepository {
                 return Ok(out);
             }
             page += 1;
+        }
+    }
+
+    /// Rewinds to before `invocation` and leaves the context as it was when
+    /// that invocation started: when the rewind removed events a compaction
+    /// had put in the context (a summary turn, a tool-result placeholder:
+    /// events carrying [`crate::REPLACES_KEY`]), the events they replaced
+    /// that the rewind kept come back, in seq order after the remaining
+    /// summaries. The restore is a compare-and-swap on the version the
+    /// rewind left: a writer that moved the session on in between wins and
+    /// the context stays as the rewind left it. This is what
+    /// [`crate::SessionService::rewind`] and the CLI's `rewind` run.
+    async fn rewind_restoring(
+        &self,
+        id: &SessionId,
+        invocation: &InvocationId,
+    ) -> Result<RewindOutcome> {
+        let before = self.all_events(id, EventView::Context).await?;
+        let out = self.rewind(id, invocation).await?;
+        let after = self.all_events(id, EventView::Context).await?;
+        let still: HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
+        let wanted: std::collections::BTreeSet<u64> = before
+            .iter()
+            .filter(|e| !still.contains(e.id.as_str()))
+            .filter_map(|e| e.metadata.get(crate::event::REPLACES_KEY))
+            .filter_map(serde_json::Value::as_array)
+            .flatten()
+            .filter_map(serde_json::Value::as_u64)
+            .collect();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let in_context: HashSet<u64> = after.iter().map(|e| e.seq).collect();
+        let restored: Vec<SessionEvent> = self
+            .all_events(id, EventView::Archive)
+            .await?
+            .into_iter()
+            .filter(|e| wanted.contains(&e.seq) && !in_context.contains(&e.seq))
+            .collect();
+        if restored.is_empty() {
+            return Ok(out);
+        }
+        let (mut context, mut rest): (Vec<SessionEvent>, Vec<SessionEvent>) =
+            after.into_iter().partition(SessionEvent::is_synthetic);
+        let (old_summaries, restored): (Vec<SessionEvent>, Vec<SessionEvent>) =
+            restored.into_iter().partition(SessionEvent::is_synthetic);
+        context.extend(old_summaries);
+        rest.extend(restored);
+        rest.sort_by_key(|e| e.seq);
+        context.extend(rest);
+        if self.replace_context(id, context, out.version).await? {
+            Ok(RewindOutcome {
+                version: out.version.saturating_add(1),
+                removed: out.removed,
+            })
+        } else {
+            tracing::info!(session_id = %id, "the session moved on during a rewind; replaced events not restored");
+            Ok(out)
         }
     }
 

@@ -210,53 +210,6 @@ impl<R: SessionRepository> DefaultSessionService<R> {
         Ok(out)
     }
 
-    /// After a rewind: when it removed events a compaction had put in the
-    /// context (a summary, a placeholder), the events they replaced that
-    /// the rewind kept come back, so the context is as it was when the
-    /// rewound invocation started. A writer that moved the session on in
-    /// between wins (the compare-and-swap fails and nothing changes).
-    async fn restore_replaced(
-        &self,
-        id: &SessionId,
-        before: &[SessionEvent],
-        version: u64,
-    ) -> Result<()> {
-        let after = self.repo.all_events(id, EventView::Context).await?;
-        let still: std::collections::HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
-        let wanted: std::collections::BTreeSet<u64> = before
-            .iter()
-            .filter(|e| !still.contains(e.id.as_str()))
-            .filter_map(|e| e.metadata.get(crate::event::REPLACES_KEY))
-            .filter_map(serde_json::Value::as_array)
-            .flatten()
-            .filter_map(serde_json::Value::as_u64)
-            .collect();
-        if wanted.is_empty() {
-            return Ok(());
-        }
-        let in_context: std::collections::HashSet<u64> = after.iter().map(|e| e.seq).collect();
-        let archive = self.repo.all_events(id, EventView::Archive).await?;
-        let restored: Vec<SessionEvent> = archive
-            .into_iter()
-            .filter(|e| wanted.contains(&e.seq) && !in_context.contains(&e.seq))
-            .collect();
-        if restored.is_empty() {
-            return Ok(());
-        }
-        let (mut context, mut rest): (Vec<SessionEvent>, Vec<SessionEvent>) =
-            after.into_iter().partition(SessionEvent::is_synthetic);
-        let (old_summaries, restored): (Vec<SessionEvent>, Vec<SessionEvent>) =
-            restored.into_iter().partition(SessionEvent::is_synthetic);
-        context.extend(old_summaries);
-        rest.extend(restored);
-        rest.sort_by_key(|e| e.seq);
-        context.extend(rest);
-        if !self.repo.replace_context(id, context, version).await? {
-            tracing::info!(session_id = %id, "the session moved on during a rewind; replaced events not restored");
-        }
-        Ok(())
-    }
-
     async fn create_session(&self, request: CreateSessionRequest) -> Result<Session> {
         let now = self.clock.now();
         let mut new = NewSession::new(request.app, request.user_id, now)?
@@ -473,12 +426,9 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
     #[tracing::instrument(skip_all, fields(op = "rewind", app = %owner.app, session_id = %id))]
     async fn rewind(&self, owner: &Owner, id: &str, before_invocation_id: &str) -> Result<Session> {
         let s = self.owned(owner, id).await?;
-        let before = self.repo.all_events(&s.id, EventView::Context).await?;
-        let out = self
-            .repo
-            .rewind(&s.id, &InvocationId::new(before_invocation_id)?)
+        self.repo
+            .rewind_restoring(&s.id, &InvocationId::new(before_invocation_id)?)
             .await?;
-        self.restore_replaced(&s.id, &before, out.version).await?;
         let s = self.repo.get(&s.id).await?;
         self.merged(s).await
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 use session_core::{
     Clock as _, CompactionSource, CreateSessionRequest, ErrorKind, Message, SessionEvent,
-    SessionRepository, SessionService,
+    SessionRepository, SessionRepositoryExt, SessionService,
 };
 
 use super::{kind, numbered, owner};
@@ -191,4 +191,52 @@ pub async fn rewind_unknown_invocation_is_not_found(fx: Fixture) {
         ErrorKind::NotFound
     );
     assert_eq!(fx.repo.get(&s.id).await.unwrap(), before);
+}
+
+/// A rewind after a compaction leaves the context as it was when the
+/// rewound invocation started: the summary written after it goes, and the
+/// turns it replaced (marked with `REPLACES_KEY`, as compaction writes it)
+/// come back in seq order; the archive loses only what the rewind removes.
+pub async fn rewind_after_compaction_restores_the_replaced_turns(fx: Fixture) {
+    let s = fx.session("alice").await;
+    for i in 1..=3 {
+        let events = ["question", "answer"]
+            .into_iter()
+            .map(|what| {
+                let m = if what == "question" {
+                    Message::user(format!("{what} {i}"))
+                } else {
+                    Message::assistant(format!("{what} {i}"))
+                };
+                SessionEvent::builder(m)
+                    .invocation_id(format!("i{i}"))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        fx.append(&s.id, events).await;
+    }
+    let ctx = fx.context(&s.id).await;
+    let replaced: Vec<u64> = ctx[..4].iter().map(|e| e.seq).collect();
+    let mut summary = SessionEvent::summary_turn(
+        "The user asked two questions.",
+        CompactionSource::RecursiveSummarization,
+        fx.clock.now(),
+    )
+    .to_vec();
+    for e in &mut summary {
+        e.metadata
+            .insert(session_core::REPLACES_KEY.to_owned(), json!(replaced));
+    }
+    summary.extend(ctx[4..].iter().cloned());
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx.repo.replace_context(&s.id, summary, v).await.unwrap());
+    let out = fx.repo.rewind_restoring(&s.id, &iid("i3")).await.unwrap();
+    assert_eq!(out.removed, 4, "turn 3 and the summary written after it");
+    assert_eq!(
+        texts(&fx.context(&s.id).await),
+        ["question 1", "answer 1", "question 2", "answer 2"]
+    );
+    assert_eq!(fx.archive(&s.id).await.len(), 4);
+    assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), out.version);
 }

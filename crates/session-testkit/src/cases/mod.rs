@@ -28,6 +28,7 @@ pub use capabilities::{ranked_search_puts_the_best_match_first, requires};
 pub use context::{
     concurrent_replace_exactly_one_wins, replace_context_keeps_the_archive,
     replace_context_with_current_version, replace_context_with_stale_version_changes_nothing,
+    rewind_after_compaction_restores_the_replaced_turns,
     rewind_removes_invocation_and_later_events, rewind_unknown_invocation_is_not_found,
 };
 pub use events::{
