@@ -25,6 +25,8 @@ pub(crate) struct Plan {
     /// The first turn that must stay because it (or a later one) holds a
     /// tool call whose result has not arrived.
     pub(crate) pinned_from: usize,
+    /// Tool calls whose result has not arrived.
+    pending: HashSet<String>,
 }
 
 /// What a cut keeps and what leaves the context.
@@ -89,16 +91,22 @@ impl Plan {
             _ => Vec::new(),
         };
         let done = answered(&real);
-        let pending = |e: &SessionEvent| {
-            e.role() == Role::Assistant
-                && e.message
-                    .tool_calls()
-                    .iter()
-                    .any(|c| !done.contains(c.id.as_str()))
+        let pending: HashSet<String> = real
+            .iter()
+            .filter(|e| e.role() == Role::Assistant)
+            .flat_map(|e| e.message.tool_calls())
+            .filter(|c| !done.contains(c.id.as_str()))
+            .map(|c| c.id.clone())
+            .collect();
+        let waits = |e: &SessionEvent| {
+            e.message
+                .tool_calls()
+                .iter()
+                .any(|c| pending.contains(&c.id))
         };
         let pinned_from = turns
             .iter()
-            .position(|turn| turn.iter().any(pending))
+            .position(|turn| turn.iter().any(waits))
             .unwrap_or(turns.len());
         Self {
             pinned,
@@ -107,6 +115,7 @@ impl Plan {
             preamble,
             turns,
             pinned_from,
+            pending,
         }
     }
 
@@ -181,16 +190,18 @@ impl Plan {
             return whole;
         }
         let all = steps(&self.turns[last]);
-        let (first, newest) = (&all[0], &all[all.len() - 1]);
+        let must_keep = (all.len() - 1).min(self.first_waiting(&all)).max(1);
+        let first = &all[0];
         let minimal = |keep_preamble: bool| {
             let mut c = self.head(synthetic, keep_preamble);
-            c.extend(first.iter().chain(newest).cloned());
+            c.extend(first.iter().cloned());
+            c.extend(all[must_keep..].iter().flatten().cloned());
             c
         };
         let keep_preamble = self.preamble.is_empty() || fits(&minimal(true));
         let mut context = self.head(synthetic, keep_preamble);
         context.extend(first.iter().cloned());
-        let mut kept_from = all.len() - 1;
+        let mut kept_from = (all.len() - 1).min(self.first_waiting(&all)).max(1);
         while kept_from > 1 {
             let mut probe = context.clone();
             probe.extend(all[kept_from - 1..].iter().flatten().cloned());
@@ -206,6 +217,67 @@ impl Plan {
         }
         archived.extend(self.turns[..last].iter().flatten().cloned());
         archived.extend(all[1..kept_from].iter().flatten().cloned());
+        Cut { context, archived }
+    }
+}
+
+impl Plan {
+    /// The first of `steps` that holds a tool call still waiting for its
+    /// result (it and every later step must stay); `steps.len()` if none.
+    fn first_waiting(&self, steps: &[Vec<SessionEvent>]) -> usize {
+        steps
+            .iter()
+            .position(|step| {
+                step.iter().any(|e| {
+                    e.message
+                        .tool_calls()
+                        .iter()
+                        .any(|c| self.pending.contains(&c.id))
+                })
+            })
+            .unwrap_or(steps.len())
+    }
+
+    /// The newest turn's steps that a summary would replace: every step
+    /// between its user message and its newest `keep_steps` steps (none
+    /// when there is nothing between).
+    pub(crate) fn middle_steps(&self, keep_steps: usize) -> Vec<SessionEvent> {
+        let Some(turn) = self.turns.last() else {
+            return Vec::new();
+        };
+        let all = steps(turn);
+        let end = all
+            .len()
+            .saturating_sub(keep_steps.max(1))
+            .min(self.first_waiting(&all))
+            .max(1);
+        all[1..end].iter().flatten().cloned().collect()
+    }
+
+    /// Keeps the pinned messages, `synthetic`, the preamble, and of the
+    /// newest turn its user message and newest `keep_steps` steps; every
+    /// earlier turn and the steps between leave.
+    pub(crate) fn cut_last_turn_steps(
+        &self,
+        synthetic: Vec<SessionEvent>,
+        keep_steps: usize,
+    ) -> Cut {
+        let last = self.turns.len().saturating_sub(1);
+        let Some(turn) = self.turns.last() else {
+            return self.cut(0, synthetic);
+        };
+        let all = steps(turn);
+        let end = all
+            .len()
+            .saturating_sub(keep_steps.max(1))
+            .min(self.first_waiting(&all))
+            .max(1);
+        let mut context = self.head(&synthetic, true);
+        context.extend(all[0].iter().cloned());
+        context.extend(all[end..].iter().flatten().cloned());
+        let mut archived = self.superseded.clone();
+        archived.extend(self.turns[..last].iter().flatten().cloned());
+        archived.extend(all[1..end].iter().flatten().cloned());
         Cut { context, archived }
     }
 }

@@ -138,7 +138,13 @@ async fn summarize_into_turn(
         .len()
         .saturating_sub(keep_recent)
         .min(plan.max_cut());
-    if cut == 0 {
+    // `keep_recent == 0` on a context whose newest turn is a long tool loop:
+    // summarize the steps inside that turn, keeping its user message and newest step.
+    let inside = keep_recent == 0
+        && plan.can_cut_last_turn()
+        && cut + 1 == plan.turns.len()
+        && !plan.middle_steps(1).is_empty();
+    if cut == 0 && !inside {
         return Ok(CompactionResult::build(
             request,
             request.events.clone(),
@@ -147,14 +153,19 @@ async fn summarize_into_turn(
         ));
     }
     let previous = previous_summary(&request.events, source);
-    let leaving: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();
+    let mut leaving: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();
+    if inside {
+        leaving.extend(plan.middle_steps(1));
+    }
     let mut shown = leaving.clone();
-    shown.extend(
-        plan.turns[cut..(cut + overlap).min(plan.turns.len())]
-            .iter()
-            .flatten()
-            .cloned(),
-    );
+    if !inside {
+        shown.extend(
+            plan.turns[cut..(cut + overlap).min(plan.turns.len())]
+                .iter()
+                .flatten()
+                .cloned(),
+        );
+    }
     let summary_request = SummaryRequest {
         system_prompt: &prompts.system,
         user_prompt: prompts.render(previous, &shown),
@@ -181,7 +192,11 @@ async fn summarize_into_turn(
             synthetic.push(e.clone());
         }
     }
-    let c = plan.cut(cut, synthetic);
+    let c = if inside {
+        plan.cut_last_turn_steps(synthetic, 1)
+    } else {
+        plan.cut(cut, synthetic)
+    };
     archived.extend(c.archived);
     Ok(CompactionResult::build(
         request,

@@ -330,3 +330,36 @@ async fn rewind_after_compaction_brings_back_what_the_summary_replaced() {
         .collect();
     assert_eq!(texts, ["question 1", "answer 1", "question 2", "answer 2"]);
 }
+
+#[tokio::test]
+async fn summarizing_with_nothing_kept_summarizes_inside_a_long_turn() {
+    use std::sync::Arc;
+    let events = long_turn(10, 40);
+    let strategy = session_compaction::RecursiveSummarization::new(
+        0,
+        Arc::new(session_compaction::ExtractiveSummarizer::new()),
+    );
+    let out = strategy
+        .compact(&CompactionRequest::new(session(), events.clone()))
+        .await
+        .unwrap();
+    assert!(out.summary.is_some(), "the steps are summarized");
+    let real: Vec<&SessionEvent> = out.context.iter().filter(|e| !e.is_synthetic()).collect();
+    assert_eq!(
+        real[0].message.text(),
+        "fix the build",
+        "the user message stays"
+    );
+    assert_eq!(
+        real.last().unwrap().id,
+        events.last().unwrap().id,
+        "the newest step stays"
+    );
+    assert_eq!(
+        real.len(),
+        3,
+        "user message, the newest call and its result"
+    );
+    assert!(pairs_hold(&out.context));
+    assert_eq!(out.archived.len(), events.len() - 3);
+}
