@@ -47,6 +47,7 @@
 //! ```
 
 mod clearing;
+mod compact_tool;
 mod memory;
 mod openai;
 mod plan;
@@ -57,6 +58,7 @@ mod summarize;
 mod tokens;
 
 pub use clearing::{ToolResultClearing, CLEARED_SEQ};
+pub use compact_tool::CompactContext;
 pub use memory::{
     facts_block, remove_unpaired_tool_calls, SessionMemory, SummaryInjection, TOOL_ERROR_KEY,
 };
@@ -64,8 +66,8 @@ pub use openai::OpenAiSummarizer;
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy};
 pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
 pub use strategy::{
-    CompactionMetrics, CompactionRequest, CompactionResult, CompactionStrategy, SlidingWindow,
-    TokenBudget, Trigger, TurnWindow,
+    CompactionMetrics, CompactionNotice, CompactionRequest, CompactionResult, CompactionStrategy,
+    SlidingWindow, TokenBudget, Trigger, TurnWindow, NOTICE_KEY,
 };
 pub use summarize::{
     default_summary_schema, merge_structured, validate_against_schema, ExtractiveSummarizer,

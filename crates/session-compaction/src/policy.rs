@@ -9,7 +9,9 @@ use session_core::{
     SessionRepository, SessionRepositoryExt,
 };
 
-use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy, Trigger};
+use crate::strategy::{
+    CompactionNotice, CompactionRequest, CompactionResult, CompactionStrategy, Trigger, NOTICE_KEY,
+};
 use crate::CompactionError;
 
 /// The pre-compaction flush: sees the events about to leave the context
@@ -93,6 +95,11 @@ impl CompactionPolicy {
         &self.trigger
     }
 
+    /// The strategy's name.
+    pub fn strategy_name(&self) -> &'static str {
+        self.strategy.name()
+    }
+
     /// Compacts if the trigger fires.
     pub async fn maybe_compact(
         &self,
@@ -156,10 +163,21 @@ impl CompactionPolicy {
         if check_trigger && !self.trigger.fires_for(&request) {
             return Ok(CompactionOutcome::NotNeeded);
         }
-        let result = self.strategy.compact(&request).await?;
+        let mut result = self.strategy.compact(&request).await?;
         if result.is_noop() {
             return Ok(CompactionOutcome::NotNeeded);
         }
+        result.notice = Some(CompactionNotice {
+            strategy: self.strategy.name().to_owned(),
+            trigger: if check_trigger {
+                format!("{:?}", self.trigger)
+            } else {
+                "requested".to_owned()
+            },
+            events_archived: result.metrics.archived,
+            tokens_before: result.metrics.tokens_before,
+            tokens_after: result.metrics.tokens_after,
+        });
         if let Some(hook) = &self.before {
             hook.before_compaction(&request.session, &result.archived)
                 .await;
@@ -219,6 +237,10 @@ impl AppendHook for CompactionPolicy {
 fn mark_replacements(before: &[SessionEvent], result: &CompactionResult) -> Vec<SessionEvent> {
     let known: std::collections::HashSet<&str> = before.iter().map(|e| e.id.as_str()).collect();
     let replaced: Vec<u64> = result.archived.iter().map(|e| e.seq).collect();
+    let notice = result
+        .notice
+        .as_ref()
+        .and_then(|n| serde_json::to_value(n).ok());
     let mut context = result.context.clone();
     for e in &mut context {
         if !known.contains(e.id.as_str()) {
@@ -226,6 +248,9 @@ fn mark_replacements(before: &[SessionEvent], result: &CompactionResult) -> Vec<
                 session_core::REPLACES_KEY.to_owned(),
                 serde_json::json!(replaced),
             );
+            if let Some(n) = &notice {
+                e.metadata.insert(NOTICE_KEY.to_owned(), n.clone());
+            }
         }
     }
     context

@@ -63,7 +63,30 @@ pub struct CompactionResult {
     pub summary: Option<String>,
     /// Sizes before and after.
     pub metrics: CompactionMetrics,
+    /// What the compaction did, as recorded on the session: set by
+    /// [`crate::CompactionPolicy`] when it replaces the context.
+    pub notice: Option<CompactionNotice>,
 }
+
+/// What one compaction did: the policy returns it in the outcome and
+/// records it (metadata key [`NOTICE_KEY`]) on every event the compaction
+/// added to the context (a summary turn, a placeholder).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CompactionNotice {
+    /// The strategy's name (`token-budget`, `summarize`, ...).
+    pub strategy: String,
+    /// Why it ran: the trigger that fired, or `requested` for a compaction run on demand.
+    pub trigger: String,
+    /// Events that left the context (they stay in the archive).
+    pub events_archived: usize,
+    /// Context tokens before.
+    pub tokens_before: u64,
+    /// Context tokens after.
+    pub tokens_after: u64,
+}
+
+/// The metadata key of a [`CompactionNotice`] on the events a compaction added.
+pub const NOTICE_KEY: &str = "compaction";
 
 impl CompactionResult {
     /// Whether the strategy changed nothing.
@@ -91,6 +114,7 @@ impl CompactionResult {
             archived,
             summary,
             metrics,
+            notice: None,
         }
     }
 }

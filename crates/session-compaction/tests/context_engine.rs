@@ -363,3 +363,73 @@ async fn summarizing_with_nothing_kept_summarizes_inside_a_long_turn() {
     assert!(pairs_hold(&out.context));
     assert_eq!(out.archived.len(), events.len() - 3);
 }
+
+/// An agent compacts its own context with the `compact_context` tool; the
+/// summary it leaves says what the compaction did, and another owner cannot
+/// compact the session.
+#[tokio::test]
+async fn the_compact_context_tool_compacts_the_callers_session_and_records_a_notice() {
+    use session_compaction::{
+        CompactContext, CompactionPolicy, ExtractiveSummarizer, RecursiveSummarization,
+        ToolContext, Trigger, NOTICE_KEY,
+    };
+    use session_core::{
+        CreateSessionRequest, DefaultSessionService, ErrorKind, EventView, InMemoryRepository,
+        Owner, SessionRepositoryExt, SessionService,
+    };
+    use std::sync::Arc;
+    let repo = InMemoryRepository::new().shared();
+    let svc: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
+    let owner = Owner::user("alice");
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 0..4 {
+        svc.append_message(&owner, &s.id, Message::user(format!("question {i}")))
+            .await
+            .unwrap();
+        svc.append_message(&owner, &s.id, Message::assistant(format!("answer {i}")))
+            .await
+            .unwrap();
+    }
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(100),
+        Arc::new(RecursiveSummarization::new(
+            1,
+            Arc::new(ExtractiveSummarizer::new()),
+        )),
+    );
+    let tool = CompactContext::new(svc.clone(), repo.clone(), policy);
+    assert_eq!(tool.definition()["function"]["name"], "compact_context");
+    let ctx = ToolContext {
+        owner: owner.clone(),
+        session_id: s.id.to_string(),
+    };
+    let answer: serde_json::Value = serde_json::from_str(
+        &tool
+            .call(&ctx, &serde_json::json!({"inner_thought": "done"}))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(answer["compacted"], true, "{answer}");
+    assert_eq!(answer["strategy"], "recursive-summarization");
+    assert_eq!(answer["events_before"], 8);
+    let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    let notice = &context[0].metadata[NOTICE_KEY];
+    assert_eq!(notice["strategy"], "recursive-summarization");
+    assert_eq!(notice["trigger"], "requested");
+    assert_eq!(notice["events_archived"], 6);
+    let stranger = ToolContext {
+        owner: Owner::user("mallory"),
+        session_id: s.id.to_string(),
+    };
+    let err = tool
+        .call(&stranger, &serde_json::json!({}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, session_compaction::CompactionError::Session(e) if e.kind() == ErrorKind::NotFound)
+    );
+}
