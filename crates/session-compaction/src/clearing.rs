@@ -38,6 +38,37 @@ impl Default for ToolResultClearing {
     }
 }
 
+impl ToolResultClearing {
+    /// Keeps the newest `keep_last` results (at least 1), clearing as soon as one can go.
+    pub fn new(keep_last: usize) -> Result<Self, CompactionError> {
+        if keep_last == 0 {
+            return Err(CompactionError::invalid("keep last", "must be at least 1"));
+        }
+        Ok(Self {
+            keep_last,
+            ..Self::default()
+        })
+    }
+
+    /// Clears only when at least `n` results would go (at least 1).
+    pub fn with_min_clear(mut self, n: usize) -> Result<Self, CompactionError> {
+        if n == 0 {
+            return Err(CompactionError::invalid("min clear", "must be at least 1"));
+        }
+        self.min_clear = n;
+        Ok(self)
+    }
+
+    /// Never clears results of these tools.
+    pub fn with_excluded_tools(
+        mut self,
+        tools: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.exclude_tools = tools.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
 /// The placeholder that stands for `result` (seq `seq`) in the context.
 fn placeholder(result: &SessionEvent, call_id: &str, name: Option<&str>) -> SessionEvent {
     let tool = name.unwrap_or("a tool");

@@ -79,6 +79,12 @@ pub use tokens::{BpeEstimator, CalibratedEstimator};
 use session_core::SessionError;
 
 impl CompactionError {
+    /// A configuration the strategy or trigger cannot run with: an
+    /// `InvalidInput` [`SessionError`] naming the field.
+    pub fn invalid(field: &str, reason: impl Into<String>) -> Self {
+        Self::Session(SessionError::invalid(field, reason))
+    }
+
     /// A summarizer failure described by `what`, without a source.
     pub fn summarizer(what: impl Into<String>) -> Self {
         Self::Summarizer {

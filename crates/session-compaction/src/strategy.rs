@@ -142,7 +142,60 @@ pub enum Trigger {
     All(Vec<Trigger>),
 }
 
+fn at_least_one<T: PartialOrd + From<u8>>(field: &str, n: T) -> Result<T, CompactionError> {
+    if n < T::from(1) {
+        return Err(CompactionError::invalid(field, "must be at least 1"));
+    }
+    Ok(n)
+}
+
 impl Trigger {
+    /// Fires at `n` turns (at least 1).
+    pub fn turn_count(n: usize) -> Result<Self, CompactionError> {
+        Ok(Self::TurnCount(at_least_one("turn count", n)?))
+    }
+
+    /// Fires at `n` context tokens (at least 1).
+    pub fn token_count(n: u64) -> Result<Self, CompactionError> {
+        Ok(Self::TokenCount(at_least_one("token count", n)?))
+    }
+
+    /// Fires at `n` context events (at least 1).
+    pub fn event_count(n: usize) -> Result<Self, CompactionError> {
+        Ok(Self::EventCount(at_least_one("event count", n)?))
+    }
+
+    /// Fires at `fraction` (in `(0, 1]`) of a `max_tokens` window (at least 1).
+    pub fn fraction_of(max_tokens: u64, fraction: f64) -> Result<Self, CompactionError> {
+        at_least_one("max tokens", max_tokens)?;
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(CompactionError::invalid(
+                "fraction",
+                format!("{fraction} is not in (0, 1]"),
+            ));
+        }
+        Ok(Self::ContextFraction {
+            max_tokens,
+            fraction,
+        })
+    }
+
+    /// Fires when any of `triggers` fires (at least one).
+    pub fn any(triggers: Vec<Trigger>) -> Result<Self, CompactionError> {
+        if triggers.is_empty() {
+            return Err(CompactionError::invalid("triggers", "give at least one"));
+        }
+        Ok(Self::Any(triggers))
+    }
+
+    /// Fires when all of `triggers` fire (at least one).
+    pub fn all(triggers: Vec<Trigger>) -> Result<Self, CompactionError> {
+        if triggers.is_empty() {
+            return Err(CompactionError::invalid("triggers", "give at least one"));
+        }
+        Ok(Self::All(triggers))
+    }
+
     /// `ContextFraction` at the default 70 %.
     pub fn context_fraction(max_tokens: u64) -> Self {
         Self::ContextFraction {
@@ -211,6 +264,22 @@ pub struct SlidingWindow {
     pub max_events: usize,
 }
 
+impl SlidingWindow {
+    /// Keeps at most `max_events` real events (at least 1).
+    pub fn new(max_events: usize) -> Result<Self, CompactionError> {
+        Ok(Self {
+            max_events: at_least_one("max events", max_events)?,
+        })
+    }
+}
+
+impl Default for SlidingWindow {
+    /// 100 events.
+    fn default() -> Self {
+        Self { max_events: 100 }
+    }
+}
+
 #[async_trait]
 impl CompactionStrategy for SlidingWindow {
     fn name(&self) -> &'static str {
@@ -254,6 +323,22 @@ pub struct TurnWindow {
     pub max_turns: usize,
 }
 
+impl TurnWindow {
+    /// Keeps the latest `max_turns` turns (at least 1).
+    pub fn new(max_turns: usize) -> Result<Self, CompactionError> {
+        Ok(Self {
+            max_turns: at_least_one("max turns", max_turns)?,
+        })
+    }
+}
+
+impl Default for TurnWindow {
+    /// 10 turns.
+    fn default() -> Self {
+        Self { max_turns: 10 }
+    }
+}
+
 #[async_trait]
 impl CompactionStrategy for TurnWindow {
     fn name(&self) -> &'static str {
@@ -293,6 +378,22 @@ pub struct TokenBudget {
     pub max_tokens: u64,
 }
 
+impl TokenBudget {
+    /// Keeps the context within `max_tokens` (at least 1).
+    pub fn new(max_tokens: u64) -> Result<Self, CompactionError> {
+        Ok(Self {
+            max_tokens: at_least_one("max tokens", max_tokens)?,
+        })
+    }
+}
+
+impl Default for TokenBudget {
+    /// 8,000 tokens.
+    fn default() -> Self {
+        Self { max_tokens: 8_000 }
+    }
+}
+
 #[async_trait]
 impl CompactionStrategy for TokenBudget {
     fn name(&self) -> &'static str {
@@ -304,6 +405,16 @@ impl CompactionStrategy for TokenBudget {
         request: &CompactionRequest,
     ) -> Result<CompactionResult, CompactionError> {
         let plan = Plan::new(&request.events);
+        if plan.overhead() > self.max_tokens {
+            return Err(CompactionError::invalid(
+                "max tokens",
+                format!(
+                    "a budget of {} tokens is below the {} tokens of the pinned system messages",
+                    self.max_tokens,
+                    plan.overhead()
+                ),
+            ));
+        }
         let mut used = plan.overhead() + tokens(&plan.synthetic) + tokens(&plan.preamble);
         let mut cut = plan.turns.len();
         for (i, turn) in plan.turns.iter().enumerate().rev() {

@@ -238,6 +238,21 @@ impl RecursiveSummarization {
         self
     }
 
+    /// [`Self::with_overlap`], refusing an overlap at or above `keep_recent`
+    /// (the summarizer would be shown every kept turn again).
+    pub fn try_with_overlap(self, overlap: usize) -> Result<Self, CompactionError> {
+        if overlap > 0 && overlap >= self.keep_recent {
+            return Err(CompactionError::invalid(
+                "overlap",
+                format!(
+                    "an overlap of {overlap} is not below keep_recent ({})",
+                    self.keep_recent
+                ),
+            ));
+        }
+        Ok(self.with_overlap(overlap))
+    }
+
     /// Uses custom prompts.
     pub fn with_prompts(mut self, prompts: SummaryPrompts) -> Self {
         self.prompts = prompts;

@@ -433,3 +433,77 @@ async fn the_compact_context_tool_compacts_the_callers_session_and_records_a_not
         matches!(err, session_compaction::CompactionError::Session(e) if e.kind() == ErrorKind::NotFound)
     );
 }
+
+#[tokio::test]
+async fn constructors_refuse_settings_that_cannot_work() {
+    use session_compaction::{ToolResultClearing, Trigger};
+    use session_core::ErrorKind;
+    let kind = |e: session_compaction::CompactionError| match e {
+        session_compaction::CompactionError::Session(e) => e.kind(),
+        other => panic!("{other}"),
+    };
+    assert_eq!(
+        kind(SlidingWindow::new(0).unwrap_err()),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kind(TurnWindow::new(0).unwrap_err()),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kind(TokenBudget::new(0).unwrap_err()),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kind(ToolResultClearing::new(0).unwrap_err()),
+        ErrorKind::InvalidInput
+    );
+    assert!(ToolResultClearing::new(2)
+        .unwrap()
+        .with_min_clear(0)
+        .is_err());
+    assert!(Trigger::token_count(0).is_err());
+    assert!(Trigger::turn_count(0).is_err());
+    assert!(Trigger::event_count(0).is_err());
+    assert!(Trigger::fraction_of(1000, 0.0).is_err());
+    assert!(Trigger::fraction_of(1000, 1.5).is_err());
+    assert!(Trigger::fraction_of(0, 0.5).is_err());
+    assert!(Trigger::any(vec![]).is_err() && Trigger::all(vec![]).is_err());
+    let summarizer = std::sync::Arc::new(session_compaction::ExtractiveSummarizer::new());
+    let s = session_compaction::RecursiveSummarization::new(2, summarizer);
+    assert!(
+        s.clone().try_with_overlap(2).is_err(),
+        "overlap at keep_recent"
+    );
+    assert!(s.try_with_overlap(1).is_ok());
+    // A budget below the pinned system messages cannot be met by any cut.
+    let events = vec![
+        event(Message::system("long rules"), 50),
+        event(Message::user("hi"), 5),
+    ];
+    let err = TokenBudget::new(40)
+        .unwrap()
+        .compact(&CompactionRequest::new(session(), events))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(err), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn composite_triggers_combine_their_parts() {
+    use session_compaction::Trigger;
+    let any = Trigger::any(vec![
+        Trigger::turn_count(3).unwrap(),
+        Trigger::token_count(100).unwrap(),
+    ])
+    .unwrap();
+    assert!(any.fires(10, 1, 3) && any.fires(100, 1, 1) && !any.fires(99, 1, 2));
+    let all = Trigger::all(vec![
+        Trigger::turn_count(3).unwrap(),
+        Trigger::event_count(5).unwrap(),
+    ])
+    .unwrap();
+    assert!(all.fires(0, 5, 3) && !all.fires(0, 4, 3) && !all.fires(0, 5, 2));
+    let fraction = Trigger::fraction_of(1000, 0.7).unwrap();
+    assert!(fraction.fires(700, 0, 0) && !fraction.fires(699, 0, 0));
+}
