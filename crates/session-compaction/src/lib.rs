@@ -46,6 +46,7 @@
 //! # }).unwrap();
 //! ```
 
+mod branch;
 mod clearing;
 mod compact_tool;
 mod memory;
@@ -57,6 +58,7 @@ mod strategy;
 mod summarize;
 mod tokens;
 
+pub use branch::BranchSummary;
 pub use clearing::{ToolResultClearing, CLEARED_SEQ};
 pub use compact_tool::CompactContext;
 pub use memory::{

@@ -507,3 +507,92 @@ fn composite_triggers_combine_their_parts() {
     let fraction = Trigger::fraction_of(1000, 0.7).unwrap();
     assert!(fraction.fires(700, 0, 0) && !fraction.fires(699, 0, 0));
 }
+
+/// A sub-agent's work is summarized on its branch, where it was; the root
+/// and the sibling branch are untouched, and the sibling cannot see it.
+#[tokio::test]
+async fn branch_summary_compacts_one_sub_agent_only() {
+    let on = |branch: &str, m: Message| {
+        let mut e = SessionEvent::new(m);
+        e.branch = Some(branch.to_owned());
+        e
+    };
+    let mut events = vec![
+        SessionEvent::new(Message::user("research flights and write the email")),
+        SessionEvent::new(Message::assistant("delegating")),
+    ];
+    for i in 0..3 {
+        let id = format!("r{i}");
+        events.push(on(
+            "orch.researcher",
+            Message::assistant_tool_calls(
+                "",
+                vec![ToolCall::new(&id, "search", &serde_json::json!({"i": i}))],
+            ),
+        ));
+        events.push(on(
+            "orch.researcher",
+            Message::tool_result(
+                &id,
+                "search",
+                format!("flight LH{i}00 costs {}0 EUR", i + 3),
+            ),
+        ));
+    }
+    events.push(on("orch.writer", Message::assistant("Dear team, ...")));
+    events.push(on(
+        "orch.researcher",
+        Message::assistant("cheapest is LH000"),
+    ));
+    events.push(SessionEvent::new(Message::assistant("done")));
+    let strategy = session_compaction::BranchSummary::new(
+        "orch.researcher",
+        1,
+        std::sync::Arc::new(session_compaction::ExtractiveSummarizer::new()),
+    )
+    .unwrap();
+    let out = strategy
+        .compact(&CompactionRequest::new(session(), events.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.archived.len(),
+        6,
+        "the researcher's calls and results leave"
+    );
+    assert!(out
+        .archived
+        .iter()
+        .all(|e| e.branch.as_deref() == Some("orch.researcher")));
+    let untouched: Vec<&str> = events
+        .iter()
+        .filter(|e| e.branch.as_deref() != Some("orch.researcher"))
+        .map(|e| e.id.as_str())
+        .collect();
+    let kept: Vec<&str> = out
+        .context
+        .iter()
+        .filter(|e| e.branch.as_deref() != Some("orch.researcher"))
+        .map(|e| e.id.as_str())
+        .collect();
+    assert_eq!(kept, untouched, "root and sibling events stay, in order");
+    let summary_at = out
+        .context
+        .iter()
+        .position(SessionEvent::is_synthetic)
+        .unwrap();
+    assert_eq!(
+        summary_at, 2,
+        "the summary sits where the branch's work began"
+    );
+    let summary = &out.context[summary_at + 1];
+    assert!(summary.visible_to("orch.researcher") && summary.visible_to("orch.researcher.sub"));
+    assert!(!summary.visible_to("orch.writer"), "siblings do not see it");
+    assert!(pairs_hold(&out.context));
+    assert!(session_compaction::BranchSummary::new(
+        "bad..branch",
+        1,
+        std::sync::Arc::new(session_compaction::ExtractiveSummarizer::new())
+    )
+    .is_err());
+}
