@@ -1,0 +1,225 @@
+//! The three context-engine probes, scripted through the command line on
+//! SQLite as a user would run them: a long tool loop compacted within
+//! budget, a rewind after compaction, a pinned system prompt.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn cli(url: &str) -> Command {
+    let mut c = Command::cargo_bin("agent-session").unwrap();
+    c.arg("--store").arg(url).env_remove("AGENT_SESSION_STORE");
+    c
+}
+
+fn run(url: &str, args: &[&str]) -> String {
+    let o = cli(url)
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(o).unwrap().trim().to_owned()
+}
+
+fn context(url: &str, id: &str) -> Vec<Value> {
+    run(url, &["--json", "show", id])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn store() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("s.db").display());
+    (dir, url)
+}
+
+#[test]
+fn probe_one_long_turn_compacts_within_budget() {
+    let (_dir, url) = store();
+    run(&url, &["create", "--user", "ada", "--id", "long"]);
+    run(
+        &url,
+        &[
+            "append",
+            "long",
+            "--role",
+            "user",
+            "--text",
+            "fix the build",
+        ],
+    );
+    let step = "lorem ipsum dolor sit amet ".repeat(12);
+    for i in 1..=20 {
+        run(
+            &url,
+            &[
+                "append",
+                "long",
+                "--role",
+                "assistant",
+                "--text",
+                &format!("step {i}: {step}"),
+            ],
+        );
+    }
+    let out = run(
+        &url,
+        &[
+            "--json",
+            "compact",
+            "long",
+            "--strategy",
+            "token-budget",
+            "--max-tokens",
+            "100",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["compacted"], true, "{out}");
+    assert!(v["tokens_after"].as_u64().unwrap() <= 100, "{out}");
+    let ctx = context(&url, "long");
+    assert_eq!(ctx[0]["text"], "fix the build");
+    assert!(ctx.last().unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("step 20:"));
+    for (strategy, flag, value) in [
+        ("sliding-window", "--max-events", "4"),
+        ("summarize", "--keep", "0"),
+    ] {
+        let (_d, url) = store();
+        run(&url, &["create", "--user", "ada", "--id", "l"]);
+        run(
+            &url,
+            &["append", "l", "--role", "user", "--text", "fix the build"],
+        );
+        for i in 1..=20 {
+            run(
+                &url,
+                &[
+                    "append",
+                    "l",
+                    "--role",
+                    "assistant",
+                    "--text",
+                    &format!("step {i}: {step}"),
+                ],
+            );
+        }
+        let out = run(
+            &url,
+            &[
+                "--json",
+                "compact",
+                "l",
+                "--strategy",
+                strategy,
+                flag,
+                value,
+            ],
+        );
+        assert!(out.contains("\"compacted\":true"), "{strategy}: {out}");
+    }
+}
+
+#[test]
+fn probe_two_rewind_after_compaction_keeps_the_earlier_turns() {
+    let (_dir, url) = store();
+    run(&url, &["create", "--user", "ada", "--id", "rw"]);
+    for i in 1..=3 {
+        let inv = format!("i{i}");
+        run(
+            &url,
+            &[
+                "append",
+                "rw",
+                "--role",
+                "user",
+                "--text",
+                &format!("question {i}"),
+                "--invocation",
+                &inv,
+            ],
+        );
+        run(
+            &url,
+            &[
+                "append",
+                "rw",
+                "--role",
+                "assistant",
+                "--text",
+                &format!("answer {i}"),
+                "--invocation",
+                &inv,
+            ],
+        );
+    }
+    run(
+        &url,
+        &["compact", "rw", "--strategy", "summarize", "--keep", "1"],
+    );
+    run(&url, &["rewind", "rw", "--before-invocation", "i3"]);
+    let texts: Vec<String> = context(&url, "rw")
+        .iter()
+        .map(|e| e["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, ["question 1", "answer 1", "question 2", "answer 2"]);
+}
+
+#[test]
+fn probe_three_the_system_prompt_stays_first_and_is_never_archived() {
+    let (_dir, url) = store();
+    run(&url, &["create", "--user", "ada", "--id", "sys"]);
+    run(
+        &url,
+        &[
+            "append",
+            "sys",
+            "--role",
+            "system",
+            "--text",
+            "You are a careful agent.",
+        ],
+    );
+    for i in 1..=4 {
+        run(
+            &url,
+            &[
+                "append",
+                "sys",
+                "--role",
+                "user",
+                "--text",
+                &format!("question {i}"),
+            ],
+        );
+        run(
+            &url,
+            &[
+                "append",
+                "sys",
+                "--role",
+                "assistant",
+                "--text",
+                &format!("answer {i}"),
+            ],
+        );
+    }
+    for (strategy, flag, value) in [
+        ("turn-window", "--max-turns", "1"),
+        ("token-budget", "--max-tokens", "20"),
+        ("summarize", "--keep", "1"),
+    ] {
+        run(
+            &url,
+            &["compact", "sys", "--strategy", strategy, flag, value],
+        );
+        let ctx = context(&url, "sys");
+        assert_eq!(ctx[0]["role"], "system", "{strategy}");
+        assert_eq!(ctx[0]["text"], "You are a careful agent.", "{strategy}");
+    }
+}
