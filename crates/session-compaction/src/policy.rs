@@ -78,6 +78,23 @@ impl CompactionPolicy {
         }
     }
 
+    /// ADK's events compaction: every `interval` new invocations, the older
+    /// ones are summarized with `summarizer` and the newest `overlap` stay
+    /// verbatim (one invocation per turn, as agent frameworks run them).
+    pub fn every_invocations(
+        interval: usize,
+        overlap: usize,
+        summarizer: Arc<dyn crate::Summarizer>,
+    ) -> Result<Self, CompactionError> {
+        if interval == 0 {
+            return Err(CompactionError::invalid("interval", "must be at least 1"));
+        }
+        Ok(Self::new(
+            Trigger::InvocationCount(interval.saturating_add(overlap)),
+            Arc::new(crate::RecursiveSummarization::new(overlap, summarizer)),
+        ))
+    }
+
     /// Runs the pre-compaction flush before every compaction.
     pub fn with_before_compaction(mut self, hook: Arc<dyn BeforeCompaction>) -> Self {
         self.before = Some(hook);

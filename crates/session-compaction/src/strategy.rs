@@ -136,6 +136,11 @@ pub enum Trigger {
     },
     /// When the context holds at least this many events (compacting every n events).
     EventCount(usize),
+    /// When the context's real events span at least this many distinct
+    /// invocations (agent runs). With a strategy that keeps `k` invocations,
+    /// this compacts every `n − k` new invocations: ADK's events compaction
+    /// (see [`crate::CompactionPolicy::every_invocations`]).
+    InvocationCount(usize),
     /// When any of these fires.
     Any(Vec<Trigger>),
     /// When all of these fire.
@@ -207,7 +212,7 @@ impl Trigger {
     /// Whether deciding needs the context's event or turn counts (not only the session's token total).
     pub fn needs_events(&self) -> bool {
         match self {
-            Self::TurnCount(_) | Self::EventCount(_) => true,
+            Self::TurnCount(_) | Self::EventCount(_) | Self::InvocationCount(_) => true,
             Self::TokenCount(_) | Self::ContextFraction { .. } => false,
             Self::Any(ts) | Self::All(ts) => ts.iter().any(Trigger::needs_events),
         }
@@ -229,6 +234,8 @@ impl Trigger {
                 used >= limit
             }
             Self::EventCount(n) => events >= *n,
+            // Needs the events themselves: see `fires_for`.
+            Self::InvocationCount(_) => false,
             Self::Any(ts) => ts.iter().any(|t| t.fires(tokens, events, turns)),
             Self::All(ts) => !ts.is_empty() && ts.iter().all(|t| t.fires(tokens, events, turns)),
         }
@@ -236,7 +243,20 @@ impl Trigger {
 
     /// Whether the trigger fires for a request.
     pub fn fires_for(&self, request: &CompactionRequest) -> bool {
-        self.fires(request.token_count, request.event_count, request.turn_count)
+        match self {
+            Self::InvocationCount(n) => {
+                let spanned: std::collections::HashSet<&str> = request
+                    .events
+                    .iter()
+                    .filter(|e| !e.is_synthetic())
+                    .filter_map(|e| e.invocation_id.as_deref())
+                    .collect();
+                spanned.len() >= *n
+            }
+            Self::Any(ts) => ts.iter().any(|t| t.fires_for(request)),
+            Self::All(ts) => !ts.is_empty() && ts.iter().all(|t| t.fires_for(request)),
+            other => other.fires(request.token_count, request.event_count, request.turn_count),
+        }
     }
 }
 

@@ -596,3 +596,57 @@ async fn branch_summary_compacts_one_sub_agent_only() {
     )
     .is_err());
 }
+
+/// ADK's events compaction: every 3 new invocations the older ones are
+/// summarized and the newest stays verbatim.
+#[tokio::test]
+async fn every_n_invocations_compacts_on_schedule() {
+    use session_compaction::{CompactionPolicy, ExtractiveSummarizer};
+    use session_core::{
+        CreateSessionRequest, DefaultSessionService, EventView, InMemoryRepository, Owner,
+        SessionRepositoryExt, SessionService,
+    };
+    use std::sync::Arc;
+    let repo = InMemoryRepository::new().shared();
+    let policy =
+        CompactionPolicy::every_invocations(3, 1, Arc::new(ExtractiveSummarizer::new())).unwrap();
+    assert!(
+        CompactionPolicy::every_invocations(0, 1, Arc::new(ExtractiveSummarizer::new())).is_err()
+    );
+    let svc = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
+    let owner = Owner::user("alice");
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    let mut compacted_at = Vec::new();
+    let mut last_summary: Vec<String> = Vec::new();
+    for i in 1..=7 {
+        let events = vec![
+            SessionEvent::builder(Message::user(format!("question {i}")))
+                .invocation_id(format!("i{i}"))
+                .build()
+                .unwrap(),
+            SessionEvent::builder(Message::assistant(format!("answer {i}")))
+                .invocation_id(format!("i{i}"))
+                .build()
+                .unwrap(),
+        ];
+        svc.append_events(&owner, &s.id, events).await.unwrap();
+        let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
+        let summary: Vec<String> = context
+            .iter()
+            .filter(|e| e.is_synthetic())
+            .map(|e| e.id.clone())
+            .collect();
+        if summary != last_summary {
+            compacted_at.push(i);
+            last_summary = summary;
+        }
+    }
+    assert_eq!(
+        compacted_at,
+        [4, 7],
+        "compacted after invocations 4 and 7: every 3 new ones"
+    );
+}
