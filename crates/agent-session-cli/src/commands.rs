@@ -10,9 +10,9 @@ use agent_session::compaction::{
     TurnWindow,
 };
 use agent_session::{
-    Clock, DefaultSessionService, EventFilter, EventView, Message, NewSession, Owner, SessionEvent,
-    SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate,
-    SystemClock,
+    Clock, DefaultSessionService, EventFilter, EventView, Message, NewSession, Owner, RewindTo,
+    SessionEvent, SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus,
+    SessionUpdate, SystemClock,
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl};
 use anyhow::{anyhow, bail, Result};
@@ -303,8 +303,14 @@ async fn everyday(
         Command::Rewind {
             session,
             before_invocation,
+            seq,
         } => {
-            let rewound = repo.rewind_restoring(&session, &before_invocation).await?;
+            let to = match (before_invocation, seq) {
+                (Some(invocation), _) => RewindTo::Invocation(invocation),
+                (None, Some(seq)) => RewindTo::Seq(seq),
+                (None, None) => bail!("give --before-invocation or --seq"),
+            };
+            let rewound = repo.rewind_restoring(&session, &to).await?;
             if json {
                 writeln!(
                     out,

@@ -147,13 +147,18 @@ pub(crate) enum Command {
         #[arg(long)]
         keep: Option<usize>,
     },
-    /// Removes the events of an invocation and everything after it.
+    /// Removes the events of an invocation (or from a seq) and everything
+    /// after it; what a compaction replaced since then comes back.
+    #[command(group(clap::ArgGroup::new("to").required(true).args(["before_invocation", "seq"])))]
     Rewind {
         /// The session id.
         session: SessionId,
         /// The invocation to rewind to (removed with everything after it).
         #[arg(long)]
-        before_invocation: InvocationId,
+        before_invocation: Option<InvocationId>,
+        /// The seq to rewind to (removed with everything after it).
+        #[arg(long)]
+        seq: Option<u64>,
     },
     /// Archives a session (still readable and searchable).
     End {

@@ -10,6 +10,7 @@ pub mod layer;
 mod memory;
 mod message;
 pub mod plan;
+pub use plan::RewindTo;
 mod repository;
 mod service;
 mod session;

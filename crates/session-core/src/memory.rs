@@ -14,10 +14,10 @@ use crate::filter::{
     contains_folded, fold_case, EventFilter, EventView, Page, SearchHit, SearchQuery, SearchScope,
     SessionQuery,
 };
-use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::ids::{AppName, SessionId, UserId};
 use crate::plan::{
     self, plan_update, readable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
-    NewEvent, RewindPlan, StateChanges, Stored,
+    NewEvent, RewindPlan, RewindTo, StateChanges, Stored,
 };
 use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
@@ -344,16 +344,17 @@ impl SessionRepository for InMemoryRepository {
         Ok(true)
     }
 
-    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
         let now = self.now();
         let mut inner = self.inner.write();
         let r = writable(&mut inner.sessions, id, now)?;
-        let first = r
-            .archive
-            .values()
-            .find(|e| e.invocation_id.as_deref() == Some(before.as_str()))
-            .map(|e| e.seq);
-        let plan = RewindPlan::new(&r.head(), before, first)?;
+        let first = to.invocation().and_then(|inv| {
+            r.archive
+                .values()
+                .find(|e| e.invocation_id.as_deref() == Some(inv.as_str()))
+                .map(|e| e.seq)
+        });
+        let plan = RewindPlan::new(&r.head(), to, first)?;
         let removed = r.archive.split_off(&plan.from_seq);
         r.ids.retain(|_, seq| *seq < plan.from_seq);
         r.context.retain(|seq| *seq < plan.from_seq);

@@ -315,6 +315,25 @@ impl ContextPlan {
     }
 }
 
+/// Where a rewind goes back to: everything from that point on leaves the archive and the context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RewindTo {
+    /// Before the first archived event of this invocation.
+    Invocation(InvocationId),
+    /// Before the event with this seq (it goes too).
+    Seq(u64),
+}
+
+impl RewindTo {
+    /// The invocation, when rewinding to one.
+    pub fn invocation(&self) -> Option<&InvocationId> {
+        match self {
+            Self::Invocation(i) => Some(i),
+            Self::Seq(_) => None,
+        }
+    }
+}
+
 /// What a rewind removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RewindPlan {
@@ -325,14 +344,25 @@ pub struct RewindPlan {
 }
 
 impl RewindPlan {
-    /// Plans a rewind to before `invocation`, whose first archived seq the
-    /// store found (`None`: the invocation is not in the archive, `NotFound`).
-    pub fn new(head: &Head, invocation: &InvocationId, first_seq: Option<u64>) -> Result<Self> {
-        let Some(from_seq) = first_seq else {
-            return Err(SessionError::NotFound {
-                what: "invocation",
-                id: invocation.to_string(),
-            });
+    /// Plans a rewind to before `to`. For an invocation, `first_seq` is its
+    /// first archived seq as the store found it (`None`: not in the archive,
+    /// `NotFound`); for a seq, the store passes `None` and the seq must be
+    /// one the session has assigned (`1..=last_seq`, else `NotFound`).
+    pub fn new(head: &Head, to: &RewindTo, first_seq: Option<u64>) -> Result<Self> {
+        let from_seq = match to {
+            RewindTo::Invocation(invocation) => {
+                first_seq.ok_or_else(|| SessionError::NotFound {
+                    what: "invocation",
+                    id: invocation.to_string(),
+                })?
+            }
+            RewindTo::Seq(seq) if (1..=head.last_seq).contains(seq) => *seq,
+            RewindTo::Seq(seq) => {
+                return Err(SessionError::NotFound {
+                    what: "seq",
+                    id: seq.to_string(),
+                })
+            }
         };
         Ok(Self {
             from_seq,
@@ -546,7 +576,7 @@ mod tests {
 
     #[test]
     fn rewind_update_create_and_import_decide_their_errors() {
-        let inv = InvocationId::new("i1").unwrap();
+        let inv = RewindTo::Invocation(InvocationId::new("i1").unwrap());
         assert_eq!(
             RewindPlan::new(&head(5, 3), &inv, None).unwrap_err().kind(),
             ErrorKind::NotFound
@@ -555,6 +585,12 @@ mod tests {
             RewindPlan::new(&head(5, 3), &inv, Some(2)).unwrap().version,
             4
         );
+        let to_seq = RewindPlan::new(&head(5, 3), &RewindTo::Seq(5), None).unwrap();
+        assert_eq!(to_seq.from_seq, 5);
+        for bad in [0, 6] {
+            let err = RewindPlan::new(&head(5, 3), &RewindTo::Seq(bad), None).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::NotFound);
+        }
         let update = SessionUpdate::new().expect_version(2);
         assert_eq!(
             plan_update(&head(5, 3), &update).unwrap_err().kind(),

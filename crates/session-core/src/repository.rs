@@ -13,6 +13,7 @@ use crate::session::{NewSession, Session, SessionUpdate};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::plan::RewindTo;
 use crate::state::StateMap;
 use crate::state::{take_temp, SharedState};
 use crate::validate::{Limits, MAX_SEQ, MAX_VERSION};
@@ -244,8 +245,9 @@ impl Capabilities {
 /// an append would) and the version bumps. Nothing ever leaves the archive
 /// except through delete, rewind and purge.
 ///
-/// **Rewind.** `rewind(id, invocation)` finds the first archived event of
-/// that invocation (`NotFound` if none) and removes it and every later
+/// **Rewind.** `rewind_to(id, to)` finds the first archived event of
+/// an invocation (`NotFound` if none), or takes a seq the session assigned
+/// (`NotFound` outside `1..=last_seq`), and removes it and every later
 /// event from the archive and the context; the session-scope state becomes
 /// the session's initial state with the remaining events' deltas replayed.
 ///
@@ -314,12 +316,19 @@ pub trait SessionRepository: Send + Sync {
         expected_version: u64,
     ) -> Result<bool>;
 
-    /// Removes the events at and after an invocation and replays state.
+    /// Removes the events from `to` on (an invocation's first event, or a
+    /// seq) from the archive and the context, and replays state.
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome>;
+
+    /// [`Self::rewind_to`] the first archived event of an invocation.
     async fn rewind(
         &self,
         id: &SessionId,
         before_invocation_id: &InvocationId,
-    ) -> Result<RewindOutcome>;
+    ) -> Result<RewindOutcome> {
+        self.rewind_to(id, &RewindTo::Invocation(before_invocation_id.clone()))
+            .await
+    }
 
     /// Literal (or ranked) keyword search over archives.
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>>;
@@ -414,8 +423,8 @@ pub trait SessionRepositoryExt: SessionRepository {
         }
     }
 
-    /// Rewinds to before `invocation` and leaves the context as it was when
-    /// that invocation started: when the rewind removed events a compaction
+    /// Rewinds to before `to` and leaves the context as it was at that
+    /// point: when the rewind removed events a compaction
     /// had put in the context (a summary turn, a tool-result placeholder:
     /// events carrying [`crate::REPLACES_KEY`]), the events they replaced
     /// that the rewind kept come back, in seq order after the remaining
@@ -423,13 +432,9 @@ pub trait SessionRepositoryExt: SessionRepository {
     /// rewind left: a writer that moved the session on in between wins and
     /// the context stays as the rewind left it. This is what
     /// [`crate::SessionService::rewind`] and the CLI's `rewind` run.
-    async fn rewind_restoring(
-        &self,
-        id: &SessionId,
-        invocation: &InvocationId,
-    ) -> Result<RewindOutcome> {
+    async fn rewind_restoring(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
         let before = self.all_events(id, EventView::Context).await?;
-        let out = self.rewind(id, invocation).await?;
+        let out = self.rewind_to(id, to).await?;
         let after = self.all_events(id, EventView::Context).await?;
         let still: HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
         let wanted: std::collections::BTreeSet<u64> = before
@@ -525,8 +530,8 @@ macro_rules! forward_repository {
             ) -> Result<bool> {
                 (**self).replace_context(id, events, expected_version).await
             }
-            async fn rewind(&self, id: &SessionId, before_invocation_id: &InvocationId) -> Result<RewindOutcome> {
-                (**self).rewind(id, before_invocation_id).await
+            async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
+                (**self).rewind_to(id, to).await
             }
             async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
                 (**self).search(query).await

@@ -8,8 +8,8 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, InvocationId,
-    Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, SearchScope,
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
+    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode, SearchQuery, SearchScope,
     Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
     SharedState, UserId,
 };
@@ -188,10 +188,10 @@ impl SessionRepository for EsRepository {
         }
     }
 
-    async fn rewind(
+    async fn rewind_to(
         &self,
         id: &SessionId,
-        before_invocation_id: &InvocationId,
+        to: &RewindTo,
     ) -> session_core::Result<RewindOutcome> {
         let memo = self.lock(id).await;
         let mut attempt = 0;
@@ -199,11 +199,12 @@ impl SessionRepository for EsRepository {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
             let all = self.all_events(&cur.head).await?;
-            let first = all
-                .iter()
-                .find(|e| e.invocation_id.as_deref() == Some(before_invocation_id.as_str()))
-                .map(|e| e.seq);
-            let plan = RewindPlan::new(&cur.head.plan(), before_invocation_id, first)?;
+            let first = to.invocation().and_then(|invocation| {
+                all.iter()
+                    .find(|e| e.invocation_id.as_deref() == Some(invocation.as_str()))
+                    .map(|e| e.seq)
+            });
+            let plan = RewindPlan::new(&cur.head.plan(), to, first)?;
             let kept: Vec<&SessionEvent> = all.iter().filter(|e| e.seq < plan.from_seq).collect();
             let removed = all.len() - kept.len();
             let mut head = cur.head.clone();

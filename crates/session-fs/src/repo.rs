@@ -13,9 +13,9 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome, InvocationId,
-    NewSession, Page, RewindOutcome, SearchHit, SearchQuery, Session, SessionDump, SessionEvent,
-    SessionId, SessionQuery, SessionRepository, SessionUpdate, SharedDelta, SharedState, UserId,
+    AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome, NewSession, Page,
+    RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump, SessionEvent, SessionId,
+    SessionQuery, SessionRepository, SessionUpdate, SharedDelta, SharedState, UserId,
 };
 
 use crate::error::io_err;
@@ -211,14 +211,16 @@ impl Inner {
         Ok(true)
     }
 
-    fn rewind(&self, id: &SessionId, invocation: &InvocationId) -> Result<RewindOutcome> {
+    fn rewind(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
         let (dir, mut file, _lock) = self.writable(id)?;
         let archive = log::archive(&dir, &file)?;
-        let first = archive
-            .iter()
-            .find(|e| e.invocation_id.as_deref() == Some(invocation.as_str()))
-            .map(|e| e.seq);
-        let plan = RewindPlan::new(&file.head(), invocation, first)?;
+        let first = to.invocation().and_then(|invocation| {
+            archive
+                .iter()
+                .find(|e| e.invocation_id.as_deref() == Some(invocation.as_str()))
+                .map(|e| e.seq)
+        });
+        let plan = RewindPlan::new(&file.head(), to, first)?;
         let (mut kept, removed): (Vec<SessionEvent>, Vec<SessionEvent>) =
             archive.into_iter().partition(|e| e.seq < plan.from_seq);
         for e in &mut kept {
@@ -490,9 +492,9 @@ impl SessionRepository for FsRepository {
             .await
     }
 
-    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
-        let (id, before) = (id.clone(), before.clone());
-        self.blocking(move |i| i.rewind(&id, &before)).await
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
+        let (id, to) = (id.clone(), to.clone());
+        self.blocking(move |i| i.rewind(&id, &to)).await
     }
 
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {

@@ -13,8 +13,8 @@ use session_core::plan::{
     Stored,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, InvocationId,
-    Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery, Session, SessionDump,
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
+    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
     SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
     SharedState, UserId,
 };
@@ -216,12 +216,15 @@ async fn rewind(
     tx: &Transaction<'_>,
     t: &Tables,
     id: &SessionId,
-    invocation: &InvocationId,
+    to: &RewindTo,
     now: DateTime<Utc>,
 ) -> R<RewindOutcome> {
     let locked = sessions::lock(tx, t, id, now).await?;
-    let first = events::first_seq_of(tx, t, id, invocation).await?;
-    let plan = RewindPlan::new(&locked.head, invocation, first)?;
+    let first = match to.invocation() {
+        Some(invocation) => events::first_seq_of(tx, t, id, invocation).await?,
+        None => None,
+    };
+    let plan = RewindPlan::new(&locked.head, to, first)?;
     let removed = events::remove_from(tx, t, id, plan.from_seq).await?;
     let initial = sessions::initial_state(tx, t, id).await?;
     let deltas = events::deltas(tx, t, id).await?;
@@ -379,19 +382,13 @@ impl SessionRepository for PostgresRepository {
         ))
     }
 
-    async fn rewind(
+    async fn rewind_to(
         &self,
         id: &SessionId,
-        before_invocation_id: &InvocationId,
+        to: &RewindTo,
     ) -> session_core::Result<RewindOutcome> {
         let t = &self.tables;
-        write_tx!(self, |tx, now| rewind(
-            &tx,
-            t,
-            id,
-            before_invocation_id,
-            now
-        ))
+        write_tx!(self, |tx, now| rewind(&tx, t, id, to, now))
     }
 
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {

@@ -18,7 +18,7 @@ use session_core::plan::{
 };
 use session_core::{
     prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, EventFilter, EventView,
-    ImportOutcome, InvocationId, Limits, NewSession, Page, RewindOutcome, SearchHit, SearchQuery,
+    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
     Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
     SharedDelta, SharedState, StateMap, SyntheticFilter, UserId, MAX_SEQ, MAX_VERSION,
 };
@@ -279,18 +279,20 @@ impl SessionRepository for RedisRepository {
         Err(too_contended(id, ATTEMPTS))
     }
 
-    async fn rewind(
+    async fn rewind_to(
         &self,
         id: &SessionId,
-        before_invocation_id: &InvocationId,
+        to: &RewindTo,
     ) -> session_core::Result<RewindOutcome> {
+        // A rewind to a seq looks up no invocation (the empty field is never set).
+        let invocation = to.invocation().map_or("", |i| i.as_str());
         let _turn = self.gates.enter(id).await;
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let read = self.read_for_rewind(id, before_invocation_id).await?;
+            let read = self.read_for_rewind(id, invocation).await?;
             let fields = writable(read.fields, id, now)?;
-            let plan = RewindPlan::new(&fields.head(id)?, before_invocation_id, read.first_seq)?;
+            let plan = RewindPlan::new(&fields.head(id)?, to, read.first_seq)?;
             let mut kept: Vec<(u64, StateMap)> = Vec::new();
             for (seq, delta) in read.deltas {
                 if seq < plan.from_seq {

@@ -8,8 +8,8 @@ use session_core::plan::{
     StateChanges,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, InvocationId,
-    Limits, NewSession, Page, RewindOutcome, SearchHit, SearchMode, SearchQuery, Session,
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
+    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode, SearchQuery, Session,
     SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
     SharedState, UserId,
 };
@@ -183,17 +183,16 @@ impl SessionRepository for SqliteRepository {
         .await
     }
 
-    async fn rewind(
-        &self,
-        id: &SessionId,
-        before_invocation_id: &InvocationId,
-    ) -> Result<RewindOutcome> {
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
         let id = id.clone();
-        let invocation = before_invocation_id.clone();
+        let to = to.clone();
         self.write(move |tx, now, _| {
             let h = sessions::head(tx, &id, now)?;
-            let first = events::first_of_invocation(tx, &id, &invocation)?;
-            let plan = RewindPlan::new(&h.head, &invocation, first)?;
+            let first = match to.invocation() {
+                Some(invocation) => events::first_of_invocation(tx, &id, invocation)?,
+                None => None,
+            };
+            let plan = RewindPlan::new(&h.head, &to, first)?;
             let removed = events::remove_from(tx, &id, plan.from_seq)?;
             let initial = sessions::initial_state(tx, &id)?;
             let deltas = events::state_deltas(tx, &id)?;

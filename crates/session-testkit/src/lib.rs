@@ -264,6 +264,7 @@ macro_rules! __with_cases {
             rewind_removes_invocation_and_later_events,
             rewind_unknown_invocation_is_not_found,
             rewind_after_compaction_restores_the_replaced_turns,
+            rewind_to_a_seq_removes_it_and_later_events,
             isolation_matrix_every_service_call,
             import_refuses_counters_past_the_maximum,
             counters_at_the_maximum_refuse_writes_and_keep_data,

@@ -10,15 +10,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use session_core::plan::{
     plan_update, readable, writable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head,
-    ImportPlan, NewEvent, RewindPlan, Stored,
+    ImportPlan, NewEvent, RewindPlan, RewindTo, Stored,
 };
 use session_core::state::apply_delta;
 use session_core::{
     contains_folded, fold_case, AppName, AppendOutcome, Capabilities, EventFilter, EventView,
-    ImportOutcome, InvocationId, Limits, NewSession, Page, Result, RewindOutcome, SearchHit,
-    SearchQuery, SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId,
-    SessionQuery, SessionRepository, SessionUpdate, SharedClock, SharedDelta, SharedState,
-    StateMap, UserId,
+    ImportOutcome, Limits, NewSession, Page, Result, RewindOutcome, SearchHit, SearchQuery,
+    SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery,
+    SessionRepository, SessionUpdate, SharedClock, SharedDelta, SharedState, StateMap, UserId,
 };
 
 /// One session as the engine keeps it.
@@ -276,16 +275,17 @@ impl SessionRepository for TinyStore {
         Ok(true)
     }
 
-    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
         let now = self.clock.now();
         let mut t = self.lock()?;
         let row = writable(found(t.sessions.get_mut(id.as_str())), id, now)?;
-        let first = row
-            .archive
-            .values()
-            .find(|e| e.invocation_id.as_deref() == Some(before.as_str()))
-            .map(|e| e.seq);
-        let plan = RewindPlan::new(&row.head(), before, first)?;
+        let first = to.invocation().and_then(|invocation| {
+            let mut archive = row.archive.values();
+            archive
+                .find(|e| e.invocation_id.as_deref() == Some(invocation.as_str()))
+                .map(|e| e.seq)
+        });
+        let plan = RewindPlan::new(&row.head(), to, first)?;
         let removed = row.archive.split_off(&plan.from_seq).len();
         row.ids.retain(|_, seq| *seq < plan.from_seq);
         row.context.retain(|seq| *seq < plan.from_seq);

@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, Page, SearchHit, SearchQuery, SessionQuery};
-use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::ids::{AppName, SessionId, UserId};
+use crate::plan::RewindTo;
 use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
@@ -155,8 +156,8 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .replace_context(id, events, expected_version)
             .await
     }
-    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
-        self.inner.rewind(id, before).await
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
+        self.inner.rewind_to(id, to).await
     }
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
         (|| self.inner.search(query))
@@ -259,8 +260,8 @@ mod tests {
             self.fail()?;
             self.inner.replace_context(id, e, v).await
         }
-        async fn rewind(&self, id: &SessionId, i: &InvocationId) -> Result<RewindOutcome> {
-            self.inner.rewind(id, i).await
+        async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
+            self.inner.rewind_to(id, to).await
         }
         async fn search(&self, q: &SearchQuery) -> Result<Page<SearchHit>> {
             self.inner.search(q).await

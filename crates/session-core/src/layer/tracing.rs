@@ -10,7 +10,8 @@ use tracing::Instrument;
 use crate::error::Result;
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, Page, SearchHit, SearchQuery, SessionQuery};
-use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::ids::{AppName, SessionId, UserId};
+use crate::plan::RewindTo;
 use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
@@ -169,12 +170,12 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         )
         .await
     }
-    async fn rewind(&self, id: &SessionId, before: &InvocationId) -> Result<RewindOutcome> {
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
         traced(
             self.capabilities().backend,
             "rewind",
             Some(id),
-            self.inner.rewind(id, before),
+            self.inner.rewind_to(id, to),
         )
         .await
     }

@@ -14,6 +14,7 @@ use crate::filter::{
 };
 use crate::ids::{InvocationId, SessionId};
 use crate::message::Message;
+use crate::plan::RewindTo;
 use crate::repository::{AppendOutcome, SessionRepository, SessionRepositoryExt};
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::StateMap;
@@ -427,7 +428,10 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
     async fn rewind(&self, owner: &Owner, id: &str, before_invocation_id: &str) -> Result<Session> {
         let s = self.owned(owner, id).await?;
         self.repo
-            .rewind_restoring(&s.id, &InvocationId::new(before_invocation_id)?)
+            .rewind_restoring(
+                &s.id,
+                &RewindTo::Invocation(InvocationId::new(before_invocation_id)?),
+            )
             .await?;
         let s = self.repo.get(&s.id).await?;
         self.merged(s).await

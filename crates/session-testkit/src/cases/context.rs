@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use session_core::{
-    Clock as _, CompactionSource, CreateSessionRequest, ErrorKind, Message, SessionEvent,
+    Clock as _, CompactionSource, CreateSessionRequest, ErrorKind, Message, RewindTo, SessionEvent,
     SessionRepository, SessionRepositoryExt, SessionService,
 };
 
@@ -231,7 +231,11 @@ pub async fn rewind_after_compaction_restores_the_replaced_turns(fx: Fixture) {
     summary.extend(ctx[4..].iter().cloned());
     let v = fx.repo.event_version(&s.id).await.unwrap();
     assert!(fx.repo.replace_context(&s.id, summary, v).await.unwrap());
-    let out = fx.repo.rewind_restoring(&s.id, &iid("i3")).await.unwrap();
+    let out = fx
+        .repo
+        .rewind_restoring(&s.id, &RewindTo::Invocation(iid("i3")))
+        .await
+        .unwrap();
     assert_eq!(out.removed, 4, "turn 3 and the summary written after it");
     assert_eq!(
         texts(&fx.context(&s.id).await),
@@ -239,4 +243,39 @@ pub async fn rewind_after_compaction_restores_the_replaced_turns(fx: Fixture) {
     );
     assert_eq!(fx.archive(&s.id).await.len(), 4);
     assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), out.version);
+}
+
+/// A rewind to a seq removes that event and every later one, replays the
+/// state, and refuses a seq the session never assigned.
+pub async fn rewind_to_a_seq_removes_it_and_later_events(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let events = (1..=5)
+        .map(|i| {
+            SessionEvent::builder(Message::user(format!("m{i}")))
+                .state("step", i)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    fx.append(&s.id, events).await;
+    let out = fx.repo.rewind_to(&s.id, &RewindTo::Seq(4)).await.unwrap();
+    assert_eq!(out.removed, 2);
+    assert_eq!(texts(&fx.archive(&s.id).await), ["m1", "m2", "m3"]);
+    assert_eq!(texts(&fx.context(&s.id).await), ["m1", "m2", "m3"]);
+    let got = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(
+        got.state.get("step"),
+        Some(&json!(3)),
+        "state replayed to seq 3"
+    );
+    assert_eq!(got.version, out.version);
+    for bad in [0, 6] {
+        assert_eq!(
+            kind(fx.repo.rewind_to(&s.id, &RewindTo::Seq(bad)).await),
+            ErrorKind::NotFound,
+            "seq {bad}"
+        );
+    }
+    let next = fx.append(&s.id, vec![user("m6")]).await;
+    assert_eq!(next.seqs, vec![6], "seqs are never reused after a rewind");
 }

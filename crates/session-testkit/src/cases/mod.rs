@@ -29,7 +29,8 @@ pub use context::{
     concurrent_replace_exactly_one_wins, replace_context_keeps_the_archive,
     replace_context_with_current_version, replace_context_with_stale_version_changes_nothing,
     rewind_after_compaction_restores_the_replaced_turns,
-    rewind_removes_invocation_and_later_events, rewind_unknown_invocation_is_not_found,
+    rewind_removes_invocation_and_later_events, rewind_to_a_seq_removes_it_and_later_events,
+    rewind_unknown_invocation_is_not_found,
 };
 pub use events::{
     events_branch_visibility, events_context_and_archive_views, events_filter_before_paging,
