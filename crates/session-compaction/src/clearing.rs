@@ -26,6 +26,8 @@ pub struct ToolResultClearing {
     pub min_clear: usize,
     /// Tools whose results are never cleared.
     pub exclude_tools: Vec<String>,
+    /// Estimates a placeholder's tokens (default: the character heuristic).
+    pub estimator: std::sync::Arc<dyn session_core::TokenEstimator>,
 }
 
 impl Default for ToolResultClearing {
@@ -34,6 +36,7 @@ impl Default for ToolResultClearing {
             keep_last: 3,
             min_clear: 1,
             exclude_tools: Vec::new(),
+            estimator: std::sync::Arc::new(session_core::HeuristicEstimator),
         }
     }
 }
@@ -59,6 +62,15 @@ impl ToolResultClearing {
         Ok(self)
     }
 
+    /// Estimates placeholders' tokens with `estimator` (e.g. a BPE counter).
+    pub fn with_estimator(
+        mut self,
+        estimator: std::sync::Arc<dyn session_core::TokenEstimator>,
+    ) -> Self {
+        self.estimator = estimator;
+        self
+    }
+
     /// Never clears results of these tools.
     pub fn with_excluded_tools(
         mut self,
@@ -70,7 +82,12 @@ impl ToolResultClearing {
 }
 
 /// The placeholder that stands for `result` (seq `seq`) in the context.
-fn placeholder(result: &SessionEvent, call_id: &str, name: Option<&str>) -> SessionEvent {
+fn placeholder(
+    result: &SessionEvent,
+    call_id: &str,
+    name: Option<&str>,
+    estimator: &dyn session_core::TokenEstimator,
+) -> SessionEvent {
     let tool = name.unwrap_or("a tool");
     let mut e = SessionEvent::new(Message::Tool {
         tool_call_id: call_id.to_owned(),
@@ -86,6 +103,7 @@ fn placeholder(result: &SessionEvent, call_id: &str, name: Option<&str>) -> Sess
     e.invocation_id.clone_from(&result.invocation_id);
     e.author.clone_from(&result.author);
     e.metadata.insert(CLEARED_SEQ.to_owned(), json!(result.seq));
+    e.token_estimate = estimator.estimate_message(&e.message);
     e
 }
 
@@ -132,7 +150,12 @@ impl CompactionStrategy for ToolResultClearing {
                 Message::Tool {
                     tool_call_id, name, ..
                 } if cleared.contains(&i) => {
-                    context.push(placeholder(e, tool_call_id, name.as_deref()));
+                    context.push(placeholder(
+                        e,
+                        tool_call_id,
+                        name.as_deref(),
+                        self.estimator.as_ref(),
+                    ));
                     archived.push(e.clone());
                 }
                 _ => context.push(e.clone()),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
-use session_core::{CompactionSource, Message, Role, SessionEvent};
+use session_core::{CompactionSource, Message, Role, SessionEvent, TokenEstimator};
 
 use crate::plan::Plan;
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
@@ -115,6 +115,7 @@ struct SummaryJob<'a> {
     summarizer: &'a dyn Summarizer,
     prompts: &'a SummaryPrompts,
     schema: Option<&'a Value>,
+    estimator: &'a dyn TokenEstimator,
 }
 
 /// Summarizes the turns leaving the context into one synthetic summary turn.
@@ -130,6 +131,7 @@ async fn summarize_into_turn(
         summarizer,
         prompts,
         schema,
+        estimator,
     } = job;
     let source = &source;
     let plan = Plan::new(&request.events);
@@ -181,7 +183,10 @@ async fn summarize_into_turn(
     }
     let summary = finish(previous, raw)?;
     let now = session_core::Clock::now(&session_core::SystemClock);
-    let [prompt, answer] = SessionEvent::summary_turn(summary.clone(), source.clone(), now);
+    let [mut prompt, mut answer] = SessionEvent::summary_turn(summary.clone(), source.clone(), now);
+    for e in [&mut prompt, &mut answer] {
+        e.token_estimate = estimator.estimate_message(&e.message);
+    }
     // The new summary replaces this source's earlier ones; other synthetic events stay.
     let mut synthetic = vec![prompt, answer];
     let mut archived = Vec::new();
@@ -219,12 +224,21 @@ pub struct RecursiveSummarization {
     pub summarizer: Arc<dyn Summarizer>,
     /// The prompts.
     pub prompts: SummaryPrompts,
+    /// Estimates the summary turn's tokens (default: the character heuristic).
+    pub estimator: Arc<dyn TokenEstimator>,
 }
 
 impl RecursiveSummarization {
+    /// Estimates the summary turn's tokens with `estimator` (e.g. a BPE counter).
+    pub fn with_estimator(mut self, estimator: Arc<dyn TokenEstimator>) -> Self {
+        self.estimator = estimator;
+        self
+    }
+
     /// Keeps `keep_recent` turns and summarizes the rest with `summarizer`.
     pub fn new(keep_recent: usize, summarizer: Arc<dyn Summarizer>) -> Self {
         Self {
+            estimator: Arc::new(session_core::HeuristicEstimator),
             keep_recent,
             overlap: 0,
             summarizer,
@@ -277,6 +291,7 @@ impl CompactionStrategy for RecursiveSummarization {
             summarizer: self.summarizer.as_ref(),
             prompts: &self.prompts,
             schema: None,
+            estimator: self.estimator.as_ref(),
         };
         summarize_into_turn(request, job, |_, raw| Ok(raw.trim().to_owned())).await
     }
@@ -422,12 +437,21 @@ pub struct StructuredSummary {
     pub prompts: SummaryPrompts,
     /// The schema the summary must follow.
     pub schema: Value,
+    /// Estimates the summary turn's tokens (default: the character heuristic).
+    pub estimator: Arc<dyn TokenEstimator>,
 }
 
 impl StructuredSummary {
+    /// Estimates the summary turn's tokens with `estimator` (e.g. a BPE counter).
+    pub fn with_estimator(mut self, estimator: Arc<dyn TokenEstimator>) -> Self {
+        self.estimator = estimator;
+        self
+    }
+
     /// The default schema and prompts, keeping `keep_recent` turns.
     pub fn new(keep_recent: usize, summarizer: Arc<dyn Summarizer>) -> Self {
         Self {
+            estimator: Arc::new(session_core::HeuristicEstimator),
             keep_recent,
             overlap: 0,
             summarizer,
@@ -473,6 +497,7 @@ impl CompactionStrategy for StructuredSummary {
             summarizer: self.summarizer.as_ref(),
             prompts: &self.prompts,
             schema: Some(schema),
+            estimator: self.estimator.as_ref(),
         };
         summarize_into_turn(request, job, |previous, raw| {
             let new: Value =

@@ -231,11 +231,7 @@ async fn older_tool_results_become_placeholders_and_the_archive_keeps_them() {
             e.token_estimate = 100; // 400 characters of file content
         }
     }
-    let strategy = session_compaction::ToolResultClearing {
-        keep_last: 2,
-        min_clear: 1,
-        exclude_tools: Vec::new(),
-    };
+    let strategy = session_compaction::ToolResultClearing::new(2).unwrap();
     let (context, archived) = run(&strategy, events.clone()).await;
     assert_eq!(
         context.len(),
@@ -258,21 +254,18 @@ async fn older_tool_results_become_placeholders_and_the_archive_keeps_them() {
     );
     assert!(tokens(&context) < tokens(&events));
     // Too few to clear, or an excluded tool: nothing changes.
-    let lazy = session_compaction::ToolResultClearing {
-        keep_last: 2,
-        min_clear: 4,
-        exclude_tools: Vec::new(),
-    };
+    let lazy = session_compaction::ToolResultClearing::new(2)
+        .unwrap()
+        .with_min_clear(4)
+        .unwrap();
     let (_, archived) = run(&lazy, events.clone()).await;
     assert!(
         archived.is_empty(),
         "fewer than min_clear: the prompt prefix stays stable"
     );
-    let excluded = session_compaction::ToolResultClearing {
-        keep_last: 1,
-        min_clear: 1,
-        exclude_tools: vec!["read_file".to_owned()],
-    };
+    let excluded = session_compaction::ToolResultClearing::new(1)
+        .unwrap()
+        .with_excluded_tools(["read_file"]);
     let (_, archived) = run(&excluded, events).await;
     assert!(archived.is_empty());
 }
