@@ -3,7 +3,9 @@
 //! first user message.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashSet;
+mod support;
+
+use support::pairs_hold;
 
 use proptest::prelude::*;
 use session_compaction::{
@@ -46,22 +48,6 @@ fn long_turn(steps: usize, tokens: u32) -> Vec<SessionEvent> {
         ));
     }
     events
-}
-
-/// Every tool call in `context` has its result there, and every result its call.
-fn pairs_hold(context: &[SessionEvent]) -> bool {
-    let calls: HashSet<&str> = context
-        .iter()
-        .flat_map(|e| e.message.tool_calls().iter().map(|c| c.id.as_str()))
-        .collect();
-    let results: HashSet<&str> = context
-        .iter()
-        .filter_map(|e| match &e.message {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    calls == results
 }
 
 fn tokens(events: &[SessionEvent]) -> u64 {

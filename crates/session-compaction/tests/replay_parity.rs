@@ -5,7 +5,10 @@
 //! keeps its result.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashSet;
+mod support;
+
+use support::pairs_hold;
+
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -63,21 +66,6 @@ fn facts(turns: usize) -> Vec<String> {
             ]
         })
         .collect()
-}
-
-fn pairs_hold(context: &[SessionEvent]) -> bool {
-    let calls: HashSet<&str> = context
-        .iter()
-        .flat_map(|e| e.message.tool_calls().iter().map(|c| c.id.as_str()))
-        .collect();
-    let results: HashSet<&str> = context
-        .iter()
-        .filter_map(|e| match &e.message {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    calls == results
 }
 
 async fn reachable(repo: &dyn SessionRepository, id: &SessionId, fact: &str) -> bool {
