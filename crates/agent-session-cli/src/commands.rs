@@ -289,15 +289,16 @@ async fn everyday(
                 CompactionOutcome::LostRace { .. } => bail!(
                     "another writer changed the session meanwhile; nothing changed, try again"
                 ),
-                _ => writeln!(
+                CompactionOutcome::NotNeeded { reason } => writeln!(
                     out,
                     "{}",
                     if json {
-                        json!({"compacted": false}).to_string()
+                        json!({"compacted": false, "reason": reason}).to_string()
                     } else {
-                        "nothing to compact".to_owned()
+                        format!("nothing to compact: {reason}")
                     }
                 )?,
+                _ => writeln!(out, "nothing to compact")?,
             }
         }
         Command::Rewind {

@@ -265,7 +265,9 @@ pub(crate) async fn run(url: &str, out: &mut dyn Write) -> Result<()> {
         state(&next.session.state, "user:name")
     )?;
 
-    if let CompactionOutcome::NotNeeded = compaction.compact_now(&*repo, &next.session.id).await? {
+    if let CompactionOutcome::NotNeeded { .. } =
+        compaction.compact_now(&*repo, &next.session.id).await?
+    {
         writeln!(out, "\n(the new session is empty: nothing to compact)")?;
     }
     writeln!(

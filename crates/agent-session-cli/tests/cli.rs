@@ -189,7 +189,7 @@ fn compact_rewind_end_delete_and_stats() {
             "--max-events",
             "100"
         ])),
-        "nothing to compact"
+        "nothing to compact: 2 events fit the window of 100"
     );
     cli(&s)
         .args(["compact", "s1", "--strategy", "token-budget"])

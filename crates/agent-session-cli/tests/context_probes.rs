@@ -223,3 +223,62 @@ fn probe_three_the_system_prompt_stays_first_and_is_never_archived() {
         assert_eq!(ctx[0]["text"], "You are a careful agent.", "{strategy}");
     }
 }
+
+#[test]
+fn nothing_to_compact_says_why() {
+    let (_dir, url) = store();
+    run(&url, &["create", "--user", "ada", "--id", "s"]);
+    for i in 1..=2 {
+        run(
+            &url,
+            &["append", "s", "--role", "user", "--text", &format!("q{i}")],
+        );
+        run(
+            &url,
+            &[
+                "append",
+                "s",
+                "--role",
+                "assistant",
+                "--text",
+                &format!("a{i}"),
+            ],
+        );
+    }
+    let out = run(
+        &url,
+        &[
+            "compact",
+            "s",
+            "--strategy",
+            "turn-window",
+            "--max-turns",
+            "5",
+        ],
+    );
+    assert_eq!(
+        out,
+        "nothing to compact: the context holds 2 turns, within the limit of 5"
+    );
+    let out = run(
+        &url,
+        &[
+            "--json",
+            "compact",
+            "s",
+            "--strategy",
+            "token-budget",
+            "--max-tokens",
+            "5000",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["compacted"], false);
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("fit the budget of 5000"),
+        "{out}"
+    );
+}

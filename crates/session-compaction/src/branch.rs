@@ -93,12 +93,14 @@ impl CompactionStrategy for BranchSummary {
             end -= 1;
         }
         if end == 0 {
-            return Ok(CompactionResult::build(
-                request,
-                request.events.clone(),
-                Vec::new(),
-                None,
-            ));
+            let (found, keep) = (mine.len(), self.keep_last);
+            let branch = &self.branch;
+            return Ok(
+                CompactionResult::build(request, request.events.clone(), Vec::new(), None)
+                    .explained(|| {
+                        format!("branch {branch} has {found} events and {keep} stay verbatim")
+                    }),
+            );
         }
         let leaving: HashSet<usize> = mine[..end].iter().copied().collect();
         let replaced: Vec<SessionEvent> = mine[..end]

@@ -134,12 +134,19 @@ impl CompactionStrategy for ToolResultClearing {
             .collect();
         let clear = clearable.len().saturating_sub(self.keep_last.max(1));
         if clear == 0 || clear < self.min_clear.max(1) {
-            return Ok(CompactionResult::build(
-                request,
-                request.events.clone(),
-                Vec::new(),
-                None,
-            ));
+            let (found, keep, min) = (
+                clearable.len(),
+                self.keep_last.max(1),
+                self.min_clear.max(1),
+            );
+            return Ok(
+                CompactionResult::build(request, request.events.clone(), Vec::new(), None)
+                    .explained(|| {
+                        format!(
+                            "{found} tool results can be cleared, {keep} stay verbatim, and clearing starts at {min}"
+                        )
+                    }),
+            );
         }
         let cleared: std::collections::HashSet<usize> =
             clearable[..clear].iter().copied().collect();

@@ -98,7 +98,9 @@ impl CompactContext {
                 "compacted": false,
                 "reason": "the conversation changed meanwhile; try again",
             }),
-            _ => json!({"compacted": false, "reason": "nothing to compact"}),
+            CompactionOutcome::NotNeeded { reason } => {
+                json!({"compacted": false, "reason": reason})
+            }
         };
         Ok(answer.to_string())
     }

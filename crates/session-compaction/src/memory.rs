@@ -254,7 +254,7 @@ impl SessionMemory {
                 // The owner check already passed in `prepare`.
                 let id = SessionId::new(session_id)?;
                 let outcome = policy.compact_now(repo.as_ref(), &id).await?;
-                if matches!(outcome, CompactionOutcome::NotNeeded) {
+                if matches!(outcome, CompactionOutcome::NotNeeded { .. }) {
                     return Ok(Err(e));
                 }
                 let messages = self.prepare(owner, session_id, system_prompt).await?;

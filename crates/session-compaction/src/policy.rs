@@ -27,7 +27,11 @@ pub trait BeforeCompaction: Send + Sync {
 #[non_exhaustive]
 pub enum CompactionOutcome {
     /// The trigger did not fire, or the strategy had nothing to remove.
-    NotNeeded,
+    NotNeeded {
+        /// Why, in a sentence a user can act on ("the context holds 3
+        /// turns, within the limit of 10", "below the trigger ...").
+        reason: String,
+    },
     /// The context was replaced.
     Compacted(CompactionResult),
     /// Someone wrote between reading and replacing: nothing changed (no
@@ -125,7 +129,12 @@ impl CompactionPolicy {
     ) -> Result<CompactionOutcome, CompactionError> {
         let session = repository.get(session_id).await?;
         if !self.trigger.needs_events() && !self.trigger.fires(session.context_tokens, 0, 0) {
-            return Ok(CompactionOutcome::NotNeeded);
+            return Ok(CompactionOutcome::NotNeeded {
+                reason: format!(
+                    "below the trigger ({:?}) at {} context tokens",
+                    self.trigger, session.context_tokens
+                ),
+            });
         }
         self.run(repository, session, true).await
     }
@@ -178,11 +187,22 @@ impl CompactionPolicy {
             .await?;
         let request = CompactionRequest::new(session, context);
         if check_trigger && !self.trigger.fires_for(&request) {
-            return Ok(CompactionOutcome::NotNeeded);
+            return Ok(CompactionOutcome::NotNeeded {
+                reason: format!(
+                    "below the trigger ({:?}): {} tokens, {} events, {} turns",
+                    self.trigger, request.token_count, request.event_count, request.turn_count
+                ),
+            });
         }
         let mut result = self.strategy.compact(&request).await?;
         if result.is_noop() {
-            return Ok(CompactionOutcome::NotNeeded);
+            let reason = result.unchanged_because.take().unwrap_or_else(|| {
+                format!(
+                    "the {} strategy found nothing to remove",
+                    self.strategy.name()
+                )
+            });
+            return Ok(CompactionOutcome::NotNeeded { reason });
         }
         result.notice = Some(CompactionNotice {
             strategy: self.strategy.name().to_owned(),

@@ -66,6 +66,8 @@ pub struct CompactionResult {
     /// What the compaction did, as recorded on the session: set by
     /// [`crate::CompactionPolicy`] when it replaces the context.
     pub notice: Option<CompactionNotice>,
+    /// When the strategy changed nothing: why.
+    pub unchanged_because: Option<String>,
 }
 
 /// What one compaction did: the policy returns it in the outcome and
@@ -115,7 +117,16 @@ impl CompactionResult {
             summary,
             metrics,
             notice: None,
+            unchanged_because: None,
         }
+    }
+
+    /// Records why nothing changed, when nothing did.
+    pub(crate) fn explained(mut self, why: impl FnOnce() -> String) -> Self {
+        if self.is_noop() {
+            self.unchanged_because = Some(why());
+        }
+        self
     }
 }
 
@@ -328,10 +339,32 @@ impl CompactionStrategy for SlidingWindow {
         } else {
             plan.cut(cut, plan.synthetic.clone())
         };
-        Ok(CompactionResult::build(
-            request, c.context, c.archived, None,
-        ))
+        Ok(
+            CompactionResult::build(request, c.context, c.archived, None).explained(|| {
+                why_kept(
+                    &plan,
+                    &format!("{kept} events fit the window of {}", self.max_events),
+                )
+            }),
+        )
     }
+}
+
+/// Why a window strategy kept everything: the newest turn cannot be cut
+/// further, a pending tool call holds the rest, or it all fits.
+fn why_kept(plan: &Plan, fits: &str) -> String {
+    if plan.turns.is_empty() {
+        return "the context holds no turn to cut (only pinned, summary or preamble events)"
+            .to_owned();
+    }
+    if plan.max_cut() < plan.turns.len().saturating_sub(1) {
+        return "a tool call still waiting for its result keeps its turn and every later one"
+            .to_owned();
+    }
+    if plan.turns.len() == 1 && !plan.can_cut_last_turn() {
+        return "the context is one turn with a single step, which is never cut".to_owned();
+    }
+    fits.to_owned()
 }
 
 /// Keeps the most recent `max_turns` turns; does nothing while the context
@@ -371,12 +404,16 @@ impl CompactionStrategy for TurnWindow {
     ) -> Result<CompactionResult, CompactionError> {
         let plan = Plan::new(&request.events);
         if plan.turns.len() <= self.max_turns.max(1) {
-            return Ok(CompactionResult::build(
-                request,
-                request.events.clone(),
-                Vec::new(),
-                None,
-            ));
+            let turns = plan.turns.len();
+            return Ok(
+                CompactionResult::build(request, request.events.clone(), Vec::new(), None)
+                    .explained(|| {
+                        format!(
+                            "the context holds {turns} turns, within the limit of {}",
+                            self.max_turns
+                        )
+                    }),
+            );
         }
         let cut = plan.turns.len().saturating_sub(self.max_turns.max(1));
         let c = plan.cut(cut, plan.synthetic.clone());
@@ -450,8 +487,17 @@ impl CompactionStrategy for TokenBudget {
         } else {
             plan.cut(cut, plan.synthetic.clone())
         };
-        Ok(CompactionResult::build(
-            request, c.context, c.archived, None,
-        ))
+        let total = request.token_count;
+        Ok(
+            CompactionResult::build(request, c.context, c.archived, None).explained(|| {
+                why_kept(
+                    &plan,
+                    &format!(
+                        "the context's {total} tokens fit the budget of {}",
+                        self.max_tokens
+                    ),
+                )
+            }),
+        )
     }
 }

@@ -147,12 +147,20 @@ async fn summarize_into_turn(
         && cut + 1 == plan.turns.len()
         && !plan.middle_steps(1).is_empty();
     if cut == 0 && !inside {
-        return Ok(CompactionResult::build(
-            request,
-            request.events.clone(),
-            Vec::new(),
-            None,
-        ));
+        let turns = plan.turns.len();
+        return Ok(
+            CompactionResult::build(request, request.events.clone(), Vec::new(), None).explained(
+                || {
+                    if turns > keep_recent {
+                        "a tool call still waiting for its result keeps the older turns".to_owned()
+                    } else {
+                        format!(
+                            "nothing is older than the {keep_recent} turns kept verbatim ({turns} in the context)"
+                        )
+                    }
+                },
+            ),
+        );
     }
     let previous = previous_summary(&request.events, source);
     let mut leaving: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();

@@ -629,3 +629,73 @@ async fn every_n_invocations_compacts_on_schedule() {
         "compacted after invocations 4 and 7: every 3 new ones"
     );
 }
+
+/// When nothing is compacted, the outcome says why.
+#[tokio::test]
+async fn a_compaction_that_removes_nothing_says_why() {
+    use session_compaction::{CompactionOutcome, CompactionPolicy, Trigger};
+    use session_core::{
+        CreateSessionRequest, DefaultSessionService, InMemoryRepository, Owner, SessionService,
+    };
+    use std::sync::Arc;
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo.clone());
+    let owner = Owner::user("alice");
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 0..2 {
+        svc.append_message(&owner, &s.id, Message::user(format!("q{i}")))
+            .await
+            .unwrap();
+        svc.append_message(&owner, &s.id, Message::assistant(format!("a{i}")))
+            .await
+            .unwrap();
+    }
+    let reason = |o: CompactionOutcome| match o {
+        CompactionOutcome::NotNeeded { reason } => reason,
+        other => panic!("{other:?}"),
+    };
+    let cases: Vec<(Trigger, Arc<dyn CompactionStrategy>, &str)> = vec![
+        (
+            Trigger::TurnCount(1),
+            Arc::new(TurnWindow::new(5).unwrap()),
+            "2 turns, within the limit of 5",
+        ),
+        (
+            Trigger::TurnCount(1),
+            Arc::new(TokenBudget::new(10_000).unwrap()),
+            "fit the budget of 10000",
+        ),
+        (
+            Trigger::TurnCount(1),
+            Arc::new(SlidingWindow::new(50).unwrap()),
+            "fit the window of 50",
+        ),
+        (
+            Trigger::TurnCount(1),
+            Arc::new(session_compaction::RecursiveSummarization::new(
+                2,
+                Arc::new(session_compaction::ExtractiveSummarizer::new()),
+            )),
+            "nothing is older than the 2 turns kept verbatim",
+        ),
+        (
+            Trigger::TurnCount(1),
+            Arc::new(session_compaction::ToolResultClearing::new(3).unwrap()),
+            "0 tool results can be cleared",
+        ),
+    ];
+    for (trigger, strategy, want) in cases {
+        let policy = CompactionPolicy::new(trigger, strategy);
+        let got = reason(policy.compact_now(repo.as_ref(), &s.id).await.unwrap());
+        assert!(got.contains(want), "{got:?} should say {want:?}");
+    }
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(10),
+        Arc::new(TurnWindow::new(1).unwrap()),
+    );
+    let got = reason(policy.maybe_compact(repo.as_ref(), &s.id).await.unwrap());
+    assert!(got.starts_with("below the trigger"), "{got}");
+}
