@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use agent_session::compaction::{
     CompactionOutcome, CompactionPolicy, CompactionStrategy, ConversationSearch,
-    ExtractiveSummarizer, RecursiveSummarization, SlidingWindow, TokenBudget, ToolContext, Trigger,
-    TurnWindow,
+    ExtractiveSummarizer, OpenAiSummarizer, RecursiveSummarization, SlidingWindow, Summarizer,
+    TokenBudget, ToolContext, Trigger, TurnWindow,
 };
 use agent_session::{
     Clock, DefaultSessionService, EventFilter, EventView, Message, NewSession, Owner, RewindTo,
@@ -19,7 +19,7 @@ use anyhow::{anyhow, bail, Result};
 use serde_json::json;
 
 use crate::output::{event_json, event_line};
-use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, ViewArg};
+use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, SummarizerArg, ViewArg};
 
 /// Runs one command, writing what it prints to `out`.
 pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
@@ -241,7 +241,28 @@ async fn everyday(
             max_turns,
             max_tokens,
             keep,
+            summarizer,
+            model,
+            base_url,
         } => {
+            let summarizer: Arc<dyn Summarizer> = match summarizer {
+                SummarizerArg::Extractive => Arc::new(ExtractiveSummarizer::new()),
+                SummarizerArg::Openai => {
+                    let model =
+                        model.ok_or_else(|| anyhow!("--summarizer openai needs --model"))?;
+                    let url = base_url
+                        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+                        .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
+                    let mut s = OpenAiSummarizer::new(url, model);
+                    if let Some(key) = std::env::var("OPENAI_API_KEY")
+                        .ok()
+                        .filter(|k| !k.is_empty())
+                    {
+                        s = s.with_api_key(key);
+                    }
+                    Arc::new(s)
+                }
+            };
             let need = |v: Option<usize>, flag: &str| {
                 v.ok_or_else(|| anyhow!("this strategy needs {flag}"))
             };
@@ -256,10 +277,9 @@ async fn everyday(
                     max_tokens: max_tokens
                         .ok_or_else(|| anyhow!("this strategy needs --max-tokens"))?,
                 }),
-                StrategyArg::Summarize => Arc::new(RecursiveSummarization::new(
-                    keep.unwrap_or(2),
-                    Arc::new(ExtractiveSummarizer::new()),
-                )),
+                StrategyArg::Summarize => {
+                    Arc::new(RecursiveSummarization::new(keep.unwrap_or(2), summarizer))
+                }
                 StrategyArg::ToolResultClearing => {
                     Arc::new(agent_session::compaction::ToolResultClearing {
                         keep_last: keep.unwrap_or(3),

@@ -146,6 +146,16 @@ pub(crate) enum Command {
         /// summarize: turns kept verbatim; tool-result-clearing: tool results kept verbatim (default 3).
         #[arg(long)]
         keep: Option<usize>,
+        /// summarize: who writes the summary (default: the offline extractive summarizer).
+        #[arg(long, value_enum, default_value_t = SummarizerArg::Extractive)]
+        summarizer: SummarizerArg,
+        /// --summarizer openai: the model.
+        #[arg(long, required_if_eq("summarizer", "openai"))]
+        model: Option<String>,
+        /// --summarizer openai: any OpenAI-compatible endpoint (default
+        /// OPENAI_BASE_URL, else https://api.openai.com/v1); the key comes from OPENAI_API_KEY.
+        #[arg(long)]
+        base_url: Option<String>,
     },
     /// Removes the events of an invocation (or from a seq) and everything
     /// after it; what a compaction replaced since then comes back.
@@ -238,6 +248,14 @@ pub(crate) enum StrategyArg {
     TokenBudget,
     Summarize,
     ToolResultClearing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SummarizerArg {
+    /// Offline and deterministic: the salient sentences of each turn.
+    Extractive,
+    /// An OpenAI-compatible `/chat/completions` endpoint.
+    Openai,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

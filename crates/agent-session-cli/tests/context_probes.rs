@@ -282,3 +282,110 @@ fn nothing_to_compact_says_why() {
         "{out}"
     );
 }
+
+/// `--summarizer openai` writes the summary with any OpenAI-compatible
+/// endpoint; an empty answer leaves the context exactly as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn summarize_with_an_openai_compatible_endpoint() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let good = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "choices": [{"message": {"role": "assistant", "content": "The user asked three questions about lockers."}}]
+        })))
+        .mount(&good)
+        .await;
+    let empty = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "choices": [{"message": {"role": "assistant", "content": "  "}}]
+        })))
+        .mount(&empty)
+        .await;
+    let (_dir, url) = store();
+    run(&url, &["create", "--user", "ada", "--id", "s"]);
+    for i in 1..=3 {
+        run(
+            &url,
+            &[
+                "append",
+                "s",
+                "--role",
+                "user",
+                "--text",
+                &format!("question {i}"),
+            ],
+        );
+        run(
+            &url,
+            &[
+                "append",
+                "s",
+                "--role",
+                "assistant",
+                "--text",
+                &format!("answer {i}"),
+            ],
+        );
+    }
+    let before = context(&url, "s");
+    let failed = cli(&url)
+        .args([
+            "compact",
+            "s",
+            "--strategy",
+            "summarize",
+            "--keep",
+            "1",
+            "--summarizer",
+            "openai",
+            "--model",
+            "m",
+        ])
+        .args(["--base-url", &format!("{}/v1", empty.uri())])
+        .env_remove("OPENAI_API_KEY")
+        .assert()
+        .failure();
+    let err = String::from_utf8(failed.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("empty summary"), "{err}");
+    assert_eq!(context(&url, "s"), before, "the context is unchanged");
+    let out = cli(&url)
+        .args([
+            "--json",
+            "compact",
+            "s",
+            "--strategy",
+            "summarize",
+            "--keep",
+            "1",
+            "--summarizer",
+            "openai",
+            "--model",
+            "m",
+        ])
+        .args(["--base-url", &format!("{}/v1", good.uri())])
+        .env_remove("OPENAI_API_KEY")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_str(String::from_utf8(out).unwrap().trim()).unwrap();
+    assert_eq!(
+        v["summary"],
+        "The user asked three questions about lockers."
+    );
+    cli(&url)
+        .args([
+            "compact",
+            "s",
+            "--strategy",
+            "summarize",
+            "--summarizer",
+            "openai",
+        ])
+        .assert()
+        .failure();
+}
