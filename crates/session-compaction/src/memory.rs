@@ -57,6 +57,9 @@ pub struct SessionMemory {
     injection: SummaryInjection,
     drop_stored_system_prompts: bool,
     drop_failed_tool_calls: bool,
+    initial_summarization: bool,
+    /// Sessions whose history was already checked before their first model call.
+    checked: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for SessionMemory {
@@ -81,7 +84,44 @@ impl SessionMemory {
             injection: SummaryInjection::Facts,
             drop_stored_system_prompts: true,
             drop_failed_tool_calls: false,
+            initial_summarization: false,
+            checked: Arc::default(),
         }
+    }
+
+    /// Initial summarization (Sentinel's `preSummarization`): before the
+    /// first model call of a session in this memory, a history that was
+    /// imported or resumed larger than the policy's trigger is compacted
+    /// once, so the first call already fits. Needs [`Self::with_compaction`].
+    pub fn with_initial_summarization(mut self) -> Self {
+        self.initial_summarization = true;
+        self
+    }
+
+    /// The first time `prepare` sees a session: compact it if its history
+    /// is already past the trigger. A failure is logged, not fatal: the
+    /// call goes on with the history as it is.
+    async fn summarize_initially(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+    ) -> Result<(), SessionError> {
+        let (Some(policy), Some(repo)) = (&self.policy, &self.repository) else {
+            return Ok(());
+        };
+        let first = self
+            .checked
+            .lock()
+            .map_err(|_| SessionError::backend("memory", "a holder of the lock panicked"))?
+            .insert(session_id.to_owned());
+        if !first {
+            return Ok(());
+        }
+        let session = self.service.get(owner, session_id).await?;
+        if let Err(e) = policy.maybe_compact(repo.as_ref(), &session.id).await {
+            tracing::warn!(session_id, error = %session_core::ErrorReport(&e), "initial summarization failed; the history is used as it is");
+        }
+        Ok(())
     }
 
     /// Runs `policy` over `repository` after recording messages, and for emergency compaction.
@@ -128,6 +168,9 @@ impl SessionMemory {
         session_id: &str,
         system_prompt: &str,
     ) -> Result<Vec<Message>, SessionError> {
+        if self.initial_summarization {
+            self.summarize_initially(owner, session_id).await?;
+        }
         let summaries = self
             .service
             .events(

@@ -699,3 +699,58 @@ async fn a_compaction_that_removes_nothing_says_why() {
     let got = reason(policy.maybe_compact(repo.as_ref(), &s.id).await.unwrap());
     assert!(got.starts_with("below the trigger"), "{got}");
 }
+
+/// A history resumed larger than the trigger is compacted before the first
+/// model call, once.
+#[tokio::test]
+async fn initial_summarization_runs_before_the_first_call_once() {
+    use session_compaction::{CompactionPolicy, SessionMemory, Trigger};
+    use session_core::{
+        CreateSessionRequest, DefaultSessionService, EventView, InMemoryRepository, Owner,
+        SessionRepositoryExt, SessionService,
+    };
+    use std::sync::Arc;
+    let repo = InMemoryRepository::new().shared();
+    let svc: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
+    let owner = Owner::user("alice");
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 0..10 {
+        svc.append_message(&owner, &s.id, Message::user(format!("question {i}")))
+            .await
+            .unwrap();
+        svc.append_message(&owner, &s.id, Message::assistant(format!("answer {i}")))
+            .await
+            .unwrap();
+    }
+    let policy =
+        CompactionPolicy::new(Trigger::TurnCount(5), Arc::new(TurnWindow::new(2).unwrap()));
+    let memory = SessionMemory::new(svc.clone())
+        .with_compaction(policy, repo.clone())
+        .with_initial_summarization();
+    let messages = memory
+        .prepare(&owner, &s.id, "You are helpful.")
+        .await
+        .unwrap();
+    assert_eq!(
+        messages.len(),
+        5,
+        "the system prompt and the two newest turns: {messages:?}"
+    );
+    let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    assert_eq!(context.len(), 4);
+    // More turns arrive outside the memory; the initial summarization does not run again.
+    for i in 10..16 {
+        svc.append_message(&owner, &s.id, Message::user(format!("question {i}")))
+            .await
+            .unwrap();
+    }
+    memory
+        .prepare(&owner, &s.id, "You are helpful.")
+        .await
+        .unwrap();
+    let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    assert_eq!(context.len(), 10, "once per session");
+}
