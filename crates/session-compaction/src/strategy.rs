@@ -408,8 +408,9 @@ impl CompactionStrategy for TurnWindow {
             return Ok(
                 CompactionResult::build(request, request.events.clone(), Vec::new(), None)
                     .explained(|| {
+                        let plural = if turns == 1 { "" } else { "s" };
                         format!(
-                            "the context holds {turns} turns, within the limit of {}",
+                            "the context holds {turns} turn{plural}, within the limit of {}",
                             self.max_turns
                         )
                     }),
