@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
-use serde_json::json;
 use session_core::{
-    Clock, CompactionSource, EventView, ManualClock, Message, NewSession, SearchQuery, SessionDump,
-    SessionEvent, SessionId, SessionRepository, SessionRepositoryExt, ToolCall,
+    EventView, ManualClock, Message, SearchQuery, SessionDump, SessionEvent, SessionId,
+    SessionRepository, SessionRepositoryExt,
 };
 use session_fs::FsRepository;
 
@@ -20,7 +19,10 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/v0.1")
 }
 
-const SESSIONS: [&str; 2] = ["fixture-chat", "fixture-tools"];
+#[path = "../../../tests/data/v0.1/history.rs"]
+mod history;
+
+use history::{write_history, SESSIONS};
 
 fn sid(id: &str) -> SessionId {
     SessionId::new(id).unwrap()
@@ -64,126 +66,6 @@ fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     walk(root, root, &mut out);
     out
-}
-
-/// The history the fixture holds, written through the repository (as the
-/// fixture's generator in `tests/tests/stores_from_earlier_versions.rs` does).
-async fn write_history(repo: &dyn SessionRepository, clock: &ManualClock) {
-    let chat = repo
-        .create(
-            NewSession::new("support", "alice@example.com", clock.now())
-                .unwrap()
-                .with_id(SESSIONS[0])
-                .unwrap()
-                .with_key("telegram:chat-42:agent-a")
-                .unwrap()
-                .with_expires_at(None)
-                .with_metadata(json!({"channel": "telegram"}).as_object().unwrap().clone())
-                .with_state(
-                    json!({"lang": "en", "user:tier": "gold"})
-                        .as_object()
-                        .unwrap()
-                        .clone(),
-                ),
-        )
-        .await
-        .unwrap();
-    let t =
-        |m: i64| Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap() + chrono::Duration::minutes(m);
-    let events = vec![
-        SessionEvent::builder(Message::system("You are a support agent."))
-            .id("ev-system")
-            .timestamp(t(0))
-            .build()
-            .unwrap(),
-        SessionEvent::builder(Message::user("my locker is 4711, order #A-1009"))
-            .id("ev-1")
-            .timestamp(t(1))
-            .invocation_id("inv-1")
-            .state("app:greeting", "hello")
-            .build()
-            .unwrap(),
-        SessionEvent::builder(Message::assistant("Noted: locker 4711 — ünïcødé ✓ 𝄞"))
-            .id("ev-2")
-            .timestamp(t(2))
-            .invocation_id("inv-1")
-            .author("support-bot")
-            .metadata("model", "gpt-4o")
-            .build()
-            .unwrap(),
-    ];
-    repo.append(&chat.id, events).await.unwrap();
-    clock.advance(chrono::Duration::seconds(60));
-    repo.append(
-        &chat.id,
-        vec![SessionEvent::builder(Message::user("thanks"))
-            .id("ev-3")
-            .timestamp(t(3))
-            .invocation_id("inv-2")
-            .state("resolved", true)
-            .build()
-            .unwrap()],
-    )
-    .await
-    .unwrap();
-    // A compaction: the context becomes a summary turn and the last event.
-    let version = repo.event_version(&chat.id).await.unwrap();
-    let archive = repo.all_events(&chat.id, EventView::Archive).await.unwrap();
-    let source = CompactionSource::RecursiveSummarization;
-    let mut context =
-        SessionEvent::summary_turn("Locker 4711, order A-1009.", source, t(3)).to_vec();
-    for e in &mut context {
-        e.id = format!("summary-{}", e.message.role().as_str());
-    }
-    context.push(archive.last().unwrap().clone());
-    assert!(repo
-        .replace_context(&chat.id, context, version)
-        .await
-        .unwrap());
-
-    let tools = repo
-        .create(
-            NewSession::new("coder", "bob", clock.now())
-                .unwrap()
-                .with_id(SESSIONS[1])
-                .unwrap()
-                .with_expires_at(None),
-        )
-        .await
-        .unwrap();
-    let call = ToolCall::new("call-1", "read_file", &json!({"path": "src/main.rs"}));
-    repo.append(
-        &tools.id,
-        vec![
-            SessionEvent::builder(Message::user("fix the build"))
-                .id("t-1")
-                .timestamp(t(10))
-                .invocation_id("run-1")
-                .build()
-                .unwrap(),
-            SessionEvent::builder(Message::assistant_tool_calls("", vec![call]))
-                .id("t-2")
-                .timestamp(t(11))
-                .invocation_id("run-1")
-                .branch("orch.coder")
-                .build()
-                .unwrap(),
-            SessionEvent::builder(Message::tool_result(
-                "call-1",
-                "read_file",
-                "fn main() {}\u{0}",
-            ))
-            .id("t-3")
-            .timestamp(t(12))
-            .invocation_id("run-1")
-            .branch("orch.coder")
-            .state("user:editor", "vim")
-            .build()
-            .unwrap(),
-        ],
-    )
-    .await
-    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
