@@ -50,6 +50,36 @@ fn long_turn(steps: usize, tokens: u32) -> Vec<SessionEvent> {
     events
 }
 
+/// A memory store, its service, alice, and a session of hers holding
+/// `turns` turns of `question i` / `answer i`.
+async fn alice_with_turns(
+    turns: usize,
+) -> (
+    std::sync::Arc<dyn session_core::SessionRepository>,
+    std::sync::Arc<dyn session_core::SessionService>,
+    session_core::Owner,
+    Session,
+) {
+    use session_core::{CreateSessionRequest, DefaultSessionService, InMemoryRepository, Owner};
+    let repo = InMemoryRepository::new().shared();
+    let svc: std::sync::Arc<dyn session_core::SessionService> =
+        std::sync::Arc::new(DefaultSessionService::new(repo.clone()));
+    let owner = Owner::user("alice");
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    for i in 0..turns {
+        for m in [
+            Message::user(format!("question {i}")),
+            Message::assistant(format!("answer {i}")),
+        ] {
+            svc.append_message(&owner, &s.id, m).await.unwrap();
+        }
+    }
+    (repo, svc, owner, s)
+}
+
 fn tokens(events: &[SessionEvent]) -> u64 {
     events.iter().map(|e| u64::from(e.token_estimate)).sum()
 }
@@ -352,26 +382,9 @@ async fn the_compact_context_tool_compacts_the_callers_session_and_records_a_not
         CompactContext, CompactionPolicy, ExtractiveSummarizer, RecursiveSummarization,
         ToolContext, Trigger, NOTICE_KEY,
     };
-    use session_core::{
-        CreateSessionRequest, DefaultSessionService, ErrorKind, EventView, InMemoryRepository,
-        Owner, SessionRepositoryExt, SessionService,
-    };
+    use session_core::{ErrorKind, EventView, Owner, SessionRepositoryExt};
     use std::sync::Arc;
-    let repo = InMemoryRepository::new().shared();
-    let svc: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
-    let owner = Owner::user("alice");
-    let s = svc
-        .create(CreateSessionRequest::builder("alice").build().unwrap())
-        .await
-        .unwrap();
-    for i in 0..4 {
-        svc.append_message(&owner, &s.id, Message::user(format!("question {i}")))
-            .await
-            .unwrap();
-        svc.append_message(&owner, &s.id, Message::assistant(format!("answer {i}")))
-            .await
-            .unwrap();
-    }
+    let (repo, svc, owner, s) = alice_with_turns(4).await;
     let policy = CompactionPolicy::new(
         Trigger::TurnCount(100),
         Arc::new(RecursiveSummarization::new(
@@ -634,25 +647,9 @@ async fn every_n_invocations_compacts_on_schedule() {
 #[tokio::test]
 async fn a_compaction_that_removes_nothing_says_why() {
     use session_compaction::{CompactionOutcome, CompactionPolicy, Trigger};
-    use session_core::{
-        CreateSessionRequest, DefaultSessionService, InMemoryRepository, Owner, SessionService,
-    };
+
     use std::sync::Arc;
-    let repo = InMemoryRepository::new().shared();
-    let svc = DefaultSessionService::new(repo.clone());
-    let owner = Owner::user("alice");
-    let s = svc
-        .create(CreateSessionRequest::builder("alice").build().unwrap())
-        .await
-        .unwrap();
-    for i in 0..2 {
-        svc.append_message(&owner, &s.id, Message::user(format!("q{i}")))
-            .await
-            .unwrap();
-        svc.append_message(&owner, &s.id, Message::assistant(format!("a{i}")))
-            .await
-            .unwrap();
-    }
+    let (repo, _, _, s) = alice_with_turns(2).await;
     let reason = |o: CompactionOutcome| match o {
         CompactionOutcome::NotNeeded { reason } => reason,
         other => panic!("{other:?}"),
@@ -705,26 +702,9 @@ async fn a_compaction_that_removes_nothing_says_why() {
 #[tokio::test]
 async fn initial_summarization_runs_before_the_first_call_once() {
     use session_compaction::{CompactionPolicy, SessionMemory, Trigger};
-    use session_core::{
-        CreateSessionRequest, DefaultSessionService, EventView, InMemoryRepository, Owner,
-        SessionRepositoryExt, SessionService,
-    };
+    use session_core::{EventView, SessionRepositoryExt};
     use std::sync::Arc;
-    let repo = InMemoryRepository::new().shared();
-    let svc: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
-    let owner = Owner::user("alice");
-    let s = svc
-        .create(CreateSessionRequest::builder("alice").build().unwrap())
-        .await
-        .unwrap();
-    for i in 0..10 {
-        svc.append_message(&owner, &s.id, Message::user(format!("question {i}")))
-            .await
-            .unwrap();
-        svc.append_message(&owner, &s.id, Message::assistant(format!("answer {i}")))
-            .await
-            .unwrap();
-    }
+    let (repo, svc, owner, s) = alice_with_turns(10).await;
     let policy =
         CompactionPolicy::new(Trigger::TurnCount(5), Arc::new(TurnWindow::new(2).unwrap()));
     let memory = SessionMemory::new(svc.clone())
