@@ -283,6 +283,16 @@ fn nothing_to_compact_says_why() {
     );
 }
 
+/// `compact s --strategy summarize --keep 1` with an OpenAI-compatible endpoint at `server`.
+fn summarize_with(url: &str, server: &str) -> Command {
+    let mut c = cli(url);
+    c.args(["compact", "s", "--strategy", "summarize", "--keep", "1"])
+        .args(["--summarizer", "openai", "--model", "m"])
+        .args(["--base-url", &format!("{server}/v1")])
+        .env_remove("OPENAI_API_KEY");
+    c
+}
+
 /// `--summarizer openai` writes the summary with any OpenAI-compatible
 /// endpoint; an empty answer leaves the context exactly as it was.
 #[tokio::test(flavor = "multi_thread")]
@@ -331,42 +341,12 @@ async fn summarize_with_an_openai_compatible_endpoint() {
         );
     }
     let before = context(&url, "s");
-    let failed = cli(&url)
-        .args([
-            "compact",
-            "s",
-            "--strategy",
-            "summarize",
-            "--keep",
-            "1",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-        ])
-        .args(["--base-url", &format!("{}/v1", empty.uri())])
-        .env_remove("OPENAI_API_KEY")
-        .assert()
-        .failure();
+    let failed = summarize_with(&url, &empty.uri()).assert().failure();
     let err = String::from_utf8(failed.get_output().stderr.clone()).unwrap();
     assert!(err.contains("empty summary"), "{err}");
     assert_eq!(context(&url, "s"), before, "the context is unchanged");
-    let out = cli(&url)
-        .args([
-            "--json",
-            "compact",
-            "s",
-            "--strategy",
-            "summarize",
-            "--keep",
-            "1",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-        ])
-        .args(["--base-url", &format!("{}/v1", good.uri())])
-        .env_remove("OPENAI_API_KEY")
+    let out = summarize_with(&url, &good.uri())
+        .arg("--json")
         .assert()
         .success()
         .get_output()
