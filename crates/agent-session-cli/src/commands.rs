@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use agent_session::compaction::{
     CompactionOutcome, CompactionPolicy, CompactionStrategy, ConversationSearch,
-    ExtractiveSummarizer, OpenAiSummarizer, RecursiveSummarization, SlidingWindow, Summarizer,
-    TokenBudget, ToolContext, Trigger, TurnWindow,
+    RecursiveSummarization, SlidingWindow, Summarizer, SummarizerChoice, TokenBudget, ToolContext,
+    Trigger, TurnWindow,
 };
 use agent_session::{
     Clock, DefaultSessionService, EventFilter, EventView, Message, NewSession, Owner, RewindTo,
@@ -246,23 +246,13 @@ async fn everyday(
             base_url,
         } => {
             let summarizer: Arc<dyn Summarizer> = match summarizer {
-                SummarizerArg::Extractive => Arc::new(ExtractiveSummarizer::new()),
-                SummarizerArg::Openai => {
-                    let model =
-                        model.ok_or_else(|| anyhow!("--summarizer openai needs --model"))?;
-                    let url = base_url
-                        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
-                        .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
-                    let mut s = OpenAiSummarizer::new(url, model);
-                    if let Some(key) = std::env::var("OPENAI_API_KEY")
-                        .ok()
-                        .filter(|k| !k.is_empty())
-                    {
-                        s = s.with_api_key(key);
-                    }
-                    Arc::new(s)
-                }
-            };
+                SummarizerArg::Extractive => SummarizerChoice::Extractive,
+                SummarizerArg::Openai => SummarizerChoice::openai(
+                    model.ok_or_else(|| anyhow!("--summarizer openai needs --model"))?,
+                    base_url,
+                )?,
+            }
+            .build();
             let need = |v: Option<usize>, flag: &str| {
                 v.ok_or_else(|| anyhow!("this strategy needs {flag}"))
             };
@@ -388,7 +378,11 @@ async fn everyday(
                 }
             )?;
         }
-        Command::Stats => stats(repo, json, out).await?,
+        Command::Stats {
+            session: Some(id),
+            model,
+        } => crate::session_stats::run(repo.as_ref(), &id, model.as_deref(), json, out).await?,
+        Command::Stats { session: None, .. } => stats(repo, json, out).await?,
         Command::Demo
         | Command::Bench { .. }
         | Command::Export { .. }

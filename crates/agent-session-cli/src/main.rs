@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod demo;
 mod output;
+mod session_stats;
 mod store;
 mod transfer;
 
@@ -207,8 +208,16 @@ pub(crate) enum Command {
     },
     /// Deletes expired sessions.
     PurgeExpired,
-    /// Counts sessions and events.
-    Stats,
+    /// Counts sessions and events; with a session: its size, how its
+    /// tokens are counted, and the model usage recorded per invocation.
+    Stats {
+        /// Only this session.
+        session: Option<SessionId>,
+        /// Also count the session's context as this model does (BPE for
+        /// OpenAI models, e.g. gpt-4o → o200k_base).
+        #[arg(long, requires = "session")]
+        model: Option<String>,
+    },
     /// Measures the store: append, multi-session append, reads, search.
     Bench {
         /// Which workload.

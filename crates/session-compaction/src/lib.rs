@@ -47,8 +47,10 @@
 //! ```
 
 mod branch;
+mod calibration;
 mod clearing;
 mod compact_tool;
+mod extractive;
 mod memory;
 mod openai;
 mod plan;
@@ -57,14 +59,17 @@ mod recall;
 mod strategy;
 mod summarize;
 mod tokens;
+mod usage;
 
 pub use branch::BranchSummary;
+pub use calibration::UsageCalibration;
 pub use clearing::{ToolResultClearing, CLEARED_SEQ};
 pub use compact_tool::CompactContext;
+pub use extractive::ExtractiveSummarizer;
 pub use memory::{
     facts_block, remove_unpaired_tool_calls, SessionMemory, SummaryInjection, TOOL_ERROR_KEY,
 };
-pub use openai::OpenAiSummarizer;
+pub use openai::{OpenAiSummarizer, SummarizerChoice};
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy};
 pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
 pub use strategy::{
@@ -72,11 +77,11 @@ pub use strategy::{
     SlidingWindow, TokenBudget, Trigger, TurnWindow, NOTICE_KEY,
 };
 pub use summarize::{
-    default_summary_schema, merge_structured, validate_against_schema, ExtractiveSummarizer,
-    RecursiveSummarization, StructuredSummary, Summarizer, SummaryPrompts, SummaryRequest,
-    SESSION_MESSAGES,
+    default_summary_schema, merge_structured, validate_against_schema, RecursiveSummarization,
+    StructuredSummary, Summarizer, SummaryPrompts, SummaryRequest, SESSION_MESSAGES,
 };
-pub use tokens::{BpeEstimator, CalibratedEstimator};
+pub use tokens::{estimator_for_model, BpeEstimator, CalibratedEstimator};
+pub use usage::PromptEstimate;
 
 use session_core::SessionError;
 

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use session_core::{
     AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionId,
-    SessionService, SyntheticFilter, SUMMARY_PROMPT,
+    SessionService, SyntheticFilter, TokenEstimator, SUMMARY_PROMPT,
 };
+
+use crate::calibration::UsageCalibration;
 
 use crate::policy::{CompactionOutcome, CompactionPolicy};
 use crate::CompactionError;
@@ -50,7 +52,7 @@ pub enum SummaryInjection {
 /// ```
 #[derive(Clone)]
 pub struct SessionMemory {
-    service: Arc<dyn SessionService>,
+    pub(crate) service: Arc<dyn SessionService>,
     policy: Option<CompactionPolicy>,
     repository: Option<Arc<dyn session_core::SessionRepository>>,
     fetch_size: usize,
@@ -60,6 +62,13 @@ pub struct SessionMemory {
     initial_summarization: bool,
     /// Sessions whose history was already checked before their first model call.
     checked: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Counts prompts for calibration (the store's estimator by default: the heuristic).
+    pub(crate) estimator: Arc<dyn TokenEstimator>,
+    /// What the provider's usage taught about this estimator, per session and model.
+    pub(crate) calibration: Arc<UsageCalibration>,
+    /// Per session, the estimate of the prompt `prepare` assembled last, and
+    /// the sessions whose stored usage was already loaded into `calibration`.
+    pub(crate) prompts: Arc<std::sync::Mutex<crate::usage::PromptLog>>,
 }
 
 impl std::fmt::Debug for SessionMemory {
@@ -86,6 +95,9 @@ impl SessionMemory {
             drop_failed_tool_calls: false,
             initial_summarization: false,
             checked: Arc::default(),
+            estimator: Arc::new(session_core::HeuristicEstimator),
+            calibration: Arc::new(UsageCalibration::new()),
+            prompts: Arc::default(),
         }
     }
 
@@ -209,6 +221,7 @@ impl SessionMemory {
             (None, _) => out.push(Message::system(system_prompt)),
         }
         out.extend(self.select(history));
+        self.remember_prompt(session_id, &out);
         Ok(out)
     }
 
@@ -265,7 +278,11 @@ impl SessionMemory {
         if let (Some(policy), Some(repo)) = (&self.policy, &self.repository) {
             if out.written > 0 {
                 let id = SessionId::new(session_id)?;
-                if let Err(e) = policy.maybe_compact(repo.as_ref(), &id).await {
+                let factor = self.calibration.factor(session_id, None).unwrap_or(1.0);
+                if let Err(e) = policy
+                    .maybe_compact_calibrated(repo.as_ref(), &id, factor)
+                    .await
+                {
                     tracing::warn!(session_id, error = %session_core::ErrorReport(&e), "compaction failed; the context is unchanged");
                 }
             }

@@ -190,3 +190,89 @@ impl Summarizer for OpenAiSummarizer {
         }
     }
 }
+
+/// Which summarizer writes summaries, as one setting a command line, a
+/// config file or the environment can carry: `extractive` (offline) or
+/// `openai:MODEL` (any OpenAI-compatible endpoint; base URL from the
+/// setting or `OPENAI_BASE_URL`, key from `OPENAI_API_KEY`).
+///
+/// ```
+/// use session_compaction::SummarizerChoice;
+/// let choice: SummarizerChoice = "openai:gpt-4o-mini".parse()?;
+/// assert_eq!(choice, SummarizerChoice::OpenAi { model: "gpt-4o-mini".into(), base_url: None });
+/// assert!("openai:".parse::<SummarizerChoice>().is_err());
+/// let _summarizer = SummarizerChoice::Extractive.build();
+/// # Ok::<(), session_compaction::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SummarizerChoice {
+    /// [`crate::ExtractiveSummarizer`]: offline and deterministic.
+    #[default]
+    Extractive,
+    /// [`OpenAiSummarizer`] for `model`.
+    OpenAi {
+        /// The model.
+        model: String,
+        /// The endpoint (default `OPENAI_BASE_URL`, else `https://api.openai.com/v1`).
+        base_url: Option<String>,
+    },
+}
+
+impl SummarizerChoice {
+    /// An OpenAI-compatible endpoint: `model` must not be empty, `base_url` must be http(s).
+    pub fn openai(
+        model: impl Into<String>,
+        base_url: Option<String>,
+    ) -> Result<Self, CompactionError> {
+        let model = model.into();
+        if model.trim().is_empty() {
+            return Err(CompactionError::invalid("model", "must not be empty"));
+        }
+        if let Some(url) = &base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(CompactionError::invalid(
+                    "base url",
+                    format!("{url:?} is not an http:// or https:// URL"),
+                ));
+            }
+        }
+        Ok(Self::OpenAi { model, base_url })
+    }
+
+    /// From `AGENT_SESSION_SUMMARIZER` (`extractive` when unset).
+    pub fn from_env() -> Result<Self, CompactionError> {
+        match std::env::var("AGENT_SESSION_SUMMARIZER") {
+            Ok(v) if !v.trim().is_empty() => v.parse(),
+            _ => Ok(Self::Extractive),
+        }
+    }
+
+    /// The summarizer (an OpenAI one reads `OPENAI_API_KEY` now).
+    pub fn build(&self) -> std::sync::Arc<dyn Summarizer> {
+        match self {
+            Self::Extractive => std::sync::Arc::new(crate::ExtractiveSummarizer::new()),
+            Self::OpenAi { model, base_url } => {
+                let mut s = OpenAiSummarizer::from_env(model.clone());
+                if let Some(url) = base_url {
+                    url.trim_end_matches('/').clone_into(&mut s.base_url);
+                }
+                std::sync::Arc::new(s)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for SummarizerChoice {
+    type Err = CompactionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().split_once(':') {
+            None if s.trim() == "extractive" => Ok(Self::Extractive),
+            Some(("openai", model)) => Self::openai(model.trim(), None),
+            _ => Err(CompactionError::invalid(
+                "summarizer",
+                format!("{s:?} is neither `extractive` nor `openai:MODEL`"),
+            )),
+        }
+    }
+}

@@ -127,16 +127,30 @@ impl CompactionPolicy {
         repository: &dyn SessionRepository,
         session_id: &SessionId,
     ) -> Result<CompactionOutcome, CompactionError> {
+        self.maybe_compact_calibrated(repository, session_id, 1.0)
+            .await
+    }
+
+    /// Compacts if the trigger fires for the context's token count scaled by
+    /// `factor` (the provider's count over the estimate, as
+    /// [`crate::UsageCalibration`] learns it).
+    pub async fn maybe_compact_calibrated(
+        &self,
+        repository: &dyn SessionRepository,
+        session_id: &SessionId,
+        factor: f64,
+    ) -> Result<CompactionOutcome, CompactionError> {
         let session = repository.get(session_id).await?;
-        if !self.trigger.needs_events() && !self.trigger.fires(session.context_tokens, 0, 0) {
+        let tokens = crate::calibration::scale(session.context_tokens, factor);
+        if !self.trigger.needs_events() && !self.trigger.fires(tokens, 0, 0) {
             return Ok(CompactionOutcome::NotNeeded {
                 reason: format!(
-                    "below the trigger ({:?}) at {} context tokens",
-                    self.trigger, session.context_tokens
+                    "below the trigger ({:?}) at {tokens} context tokens",
+                    self.trigger
                 ),
             });
         }
-        self.run(repository, session, true).await
+        self.run(repository, session, Some(factor)).await
     }
 
     /// Compacts now, whatever the trigger says (the seeds' forceCompaction).
@@ -146,7 +160,7 @@ impl CompactionPolicy {
         session_id: &SessionId,
     ) -> Result<CompactionOutcome, CompactionError> {
         let session = repository.get(session_id).await?;
-        self.run(repository, session, false).await
+        self.run(repository, session, None).await
     }
 
     /// Runs a model call; if it fails with a context-length error
@@ -179,14 +193,21 @@ impl CompactionPolicy {
         &self,
         repository: &dyn SessionRepository,
         session: Session,
-        check_trigger: bool,
+        trigger_factor: Option<f64>,
     ) -> Result<CompactionOutcome, CompactionError> {
         let read_version = session.version;
         let context = repository
             .all_events(&session.id, EventView::Context)
             .await?;
-        let request = CompactionRequest::new(session, context);
-        if check_trigger && !self.trigger.fires_for(&request) {
+        let mut request = CompactionRequest::new(session, context);
+        let check_trigger = trigger_factor.is_some();
+        let estimated = request.token_count;
+        if let Some(factor) = trigger_factor {
+            request.token_count = crate::calibration::scale(estimated, factor);
+        }
+        let fires = !check_trigger || self.trigger.fires_for(&request);
+        request.token_count = estimated;
+        if !fires {
             return Ok(CompactionOutcome::NotNeeded {
                 reason: format!(
                     "below the trigger ({:?}): {} tokens, {} events, {} turns",

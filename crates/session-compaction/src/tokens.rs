@@ -50,6 +50,45 @@ impl BpeEstimator {
     pub fn encoding(&self) -> &'static str {
         self.name
     }
+
+    /// The encoding OpenAI uses for `model` (`gpt-4o`, `gpt-4.1`, `o3`, …
+    /// → `o200k_base`; `gpt-4`, `gpt-3.5-turbo`, embeddings →
+    /// `cl100k_base`); `None` for a model of another provider or an older
+    /// encoding.
+    ///
+    /// ```
+    /// use session_compaction::BpeEstimator;
+    /// let bpe = BpeEstimator::for_model("gpt-4o-mini")?.expect("an OpenAI model");
+    /// assert_eq!(bpe.encoding(), "o200k_base");
+    /// assert!(BpeEstimator::for_model("claude-sonnet-4")?.is_none());
+    /// # Ok::<(), session_compaction::CompactionError>(())
+    /// ```
+    pub fn for_model(model: &str) -> Result<Option<Self>, crate::CompactionError> {
+        use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer};
+        match get_tokenizer(model) {
+            Some(Tokenizer::O200kBase | Tokenizer::O200kHarmony) => Self::o200k().map(Some),
+            Some(Tokenizer::Cl100kBase) => Self::cl100k().map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The estimator to count a prompt for `model` with: the model's BPE
+/// encoding where it is an OpenAI model, otherwise the character heuristic
+/// (the offline default). The second value names it, as `stats` shows it.
+pub fn estimator_for_model(
+    model: Option<&str>,
+) -> Result<(Arc<dyn TokenEstimator>, String), crate::CompactionError> {
+    match model.map(BpeEstimator::for_model).transpose()?.flatten() {
+        Some(bpe) => {
+            let name = format!("bpe {}", bpe.encoding());
+            Ok((Arc::new(bpe), name))
+        }
+        None => Ok((
+            Arc::new(session_core::HeuristicEstimator),
+            "heuristic (chars ÷ 4, JSON ÷ 3, code ÷ 6)".to_owned(),
+        )),
+    }
 }
 
 impl TokenEstimator for BpeEstimator {

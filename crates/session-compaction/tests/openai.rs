@@ -198,3 +198,91 @@ async fn a_slow_server_times_out() {
     let err = s.summarize(&req).await.unwrap_err();
     assert!(err.to_string().contains("gave up"), "{err}");
 }
+
+/// A session of alice with `turns` question/answer turns, in memory.
+async fn session_of(
+    turns: usize,
+) -> (
+    std::sync::Arc<dyn session_core::SessionRepository>,
+    session_core::SessionId,
+) {
+    use session_core::{InMemoryRepository, NewSession, SessionRepository};
+    let repo: std::sync::Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let mut batch = Vec::new();
+    for i in 0..turns {
+        batch.push(SessionEvent::new(Message::user(format!("question {i}"))));
+        batch.push(SessionEvent::new(Message::assistant(format!("answer {i}"))));
+    }
+    repo.append(&s.id, batch).await.unwrap();
+    (repo, s.id)
+}
+
+#[tokio::test]
+async fn garbage_empty_or_off_schema_answers_leave_the_context_unchanged() {
+    use std::sync::Arc;
+
+    use session_compaction::{
+        CompactionPolicy, RecursiveSummarization, StructuredSummary, Trigger,
+    };
+    use session_core::{EventView, SessionRepositoryExt};
+
+    let answers = [
+        (
+            "not JSON at all",
+            ResponseTemplate::new(200).set_body_string("<html>oops</html>"),
+            false,
+        ),
+        (
+            "no choices",
+            ResponseTemplate::new(200).set_body_json(json!({"object": "chat.completion"})),
+            false,
+        ),
+        (
+            "an empty summary",
+            ResponseTemplate::new(200).set_body_json(completion("  ")),
+            false,
+        ),
+        (
+            "JSON that breaks the schema",
+            ResponseTemplate::new(200).set_body_json(completion(r#"{"title": 3}"#)),
+            true,
+        ),
+        (
+            "text where JSON is due",
+            ResponseTemplate::new(200).set_body_json(completion("Here is the summary")),
+            true,
+        ),
+    ];
+    for (what, answer, structured) in answers {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(answer)
+            .mount(&server)
+            .await;
+        let summarizer = Arc::new(
+            OpenAiSummarizer::new(server.uri(), "m").with_retries(0, Duration::from_millis(1)),
+        );
+        let strategy: Arc<dyn session_compaction::CompactionStrategy> = if structured {
+            Arc::new(StructuredSummary::new(1, summarizer))
+        } else {
+            Arc::new(RecursiveSummarization::new(1, summarizer))
+        };
+        let policy = CompactionPolicy::new(Trigger::turn_count(1).unwrap(), strategy);
+        let (repo, id) = session_of(4).await;
+        let before = repo.all_events(&id, EventView::Context).await.unwrap();
+        let version = repo.get(&id).await.unwrap().version;
+        let result = policy.compact_now(repo.as_ref(), &id).await;
+        assert!(result.is_err(), "{what}: {result:?}");
+        let after = repo.all_events(&id, EventView::Context).await.unwrap();
+        assert_eq!(before, after, "{what}: the context is unchanged");
+        assert_eq!(
+            repo.get(&id).await.unwrap().version,
+            version,
+            "{what}: nothing written"
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod session;
 pub mod state;
 mod tokens;
 mod url;
+mod usage;
 mod validate;
 
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
@@ -48,6 +49,7 @@ pub use session::{
 pub use state::{SharedDelta, SharedState, StateMap, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
 pub use url::split_url_query;
+pub use usage::{ModelUsage, UsageReport, UsageTotals, USAGE_KEY};
 pub use validate::{
     check_seq_room, next_seq, next_version, stored_counter, validate_branch, validate_id,
     validate_name, Limits, MAX_ID_LEN, MAX_SEQ, MAX_VERSION,

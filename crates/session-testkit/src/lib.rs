@@ -33,6 +33,7 @@ use session_core::{
 };
 
 pub mod cases;
+pub mod corpus;
 pub mod full_disk;
 pub mod hostile;
 mod isolation;

@@ -107,6 +107,23 @@ pub trait SessionService: Send + Sync {
     async fn reset(&self, request: &ResolveRequest) -> Result<Session>;
     /// Deletes every expired session; returns how many.
     async fn purge_expired(&self) -> Result<u64>;
+    /// The model usage recorded in a session ([`crate::ModelUsage`] on its
+    /// events), in total, per invocation and per model.
+    async fn usage(&self, owner: &Owner, id: &str) -> Result<crate::UsageReport> {
+        let mut events = Vec::new();
+        let mut page = 0;
+        loop {
+            let got = self
+                .events(owner, id, &EventFilter::archive().page(page, 1000))
+                .await?;
+            events.extend(got.items);
+            if !got.has_more {
+                break;
+            }
+            page = page.saturating_add(1);
+        }
+        Ok(crate::UsageReport::from_events(&events))
+    }
 }
 
 /// The standard [`SessionService`] over any repository.

@@ -1,0 +1,123 @@
+//! What compaction costs and what it keeps.
+//!
+//! `cargo bench -p session-compaction --bench compaction` prints:
+//! 1. per corpus conversation, `summarize --keep 2` with the offline
+//!    summarizer: tokens before and after, planted facts in the summary and
+//!    reachable by recall (the table in docs/compaction.md);
+//! 2. compaction end to end (read the context, plan, summarize, write the
+//!    new context) of a 1,000-event session on SQLite, interleaved in pairs
+//!    with reading the same 1,000-event context from the same store — the
+//!    floor every compaction pays — as median, spread and ratio.
+#![allow(missing_docs, clippy::unwrap_used, clippy::cast_precision_loss)]
+
+#[path = "../tests/corpus/measure.rs"]
+mod measure;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use session_compaction::{
+    CompactionOutcome, CompactionPolicy, ExtractiveSummarizer, RecursiveSummarization, Trigger,
+};
+use session_core::{
+    EventView, NewSession, SessionEvent, SessionId, SessionRepository, SessionRepositoryExt,
+};
+use session_sqlite::SqliteRepository;
+use session_testkit::corpus;
+
+const EVENTS: usize = 1_000;
+const PAIRS: usize = 15;
+
+/// 1,000 events of the corpus (support, then coding, then research), with fresh ids.
+fn thousand_events() -> Vec<SessionEvent> {
+    corpus::all()
+        .into_iter()
+        .flat_map(|c| c.events)
+        .take(EVENTS)
+        .enumerate()
+        .map(|(i, mut e)| {
+            e.id = format!("bench-{i}");
+            e
+        })
+        .collect()
+}
+
+async fn session_with(repo: &SqliteRepository, events: &[SessionEvent]) -> SessionId {
+    let s = repo
+        .create(NewSession::new("bench", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    repo.append(&s.id, events.to_vec()).await.unwrap();
+    s.id
+}
+
+fn median_and_spread(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        println!("## What `summarize --keep 2` keeps (offline extractive summarizer)\n");
+        println!("{}", measure::HEADER);
+        let mut example = String::new();
+        for c in corpus::all() {
+            let f = measure::summarize_keep_2(&c, measure::extractive()).await;
+            println!("{}", f.row());
+            if example.is_empty() {
+                example = f.summary.lines().take(8).collect::<Vec<_>>().join("\n");
+            }
+        }
+        println!("\nThe first lines of the first summary:\n\n```text\n{example}\n```");
+
+        println!(
+            "\n## Compaction of a {EVENTS}-event context on SQLite ({PAIRS} interleaved pairs)\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let repo = SqliteRepository::open(dir.path().join("bench.db"))
+            .await
+            .unwrap();
+        let events = thousand_events();
+        let policy = CompactionPolicy::new(
+            Trigger::token_count(1).unwrap(),
+            Arc::new(RecursiveSummarization::new(
+                2,
+                Arc::new(ExtractiveSummarizer::new()),
+            )),
+        );
+        let (mut reads, mut compactions, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..PAIRS {
+            let id = session_with(&repo, &events).await;
+            let t = Instant::now();
+            let context = repo.all_events(&id, EventView::Context).await.unwrap();
+            let read = t.elapsed();
+            assert_eq!(context.len(), EVENTS);
+            let t = Instant::now();
+            let outcome = policy.compact_now(&repo, &id).await.unwrap();
+            let compact = t.elapsed();
+            assert!(matches!(outcome, CompactionOutcome::Compacted(_)));
+            ratios.push(compact.as_secs_f64() / read.as_secs_f64());
+            reads.push(read);
+            compactions.push(compact);
+        }
+        let (rm, rlo, rhi) = median_and_spread(reads);
+        let (cm, clo, chi) = median_and_spread(compactions);
+        ratios.sort_by(f64::total_cmp);
+        println!("| measure | median | fastest | slowest |\n|---|---|---|---|");
+        println!("| read the {EVENTS}-event context | {rm:.2?} | {rlo:.2?} | {rhi:.2?} |");
+        println!(
+            "| compact it (read + plan + summarize + write) | {cm:.2?} | {clo:.2?} | {chi:.2?} |"
+        );
+        println!(
+            "| compact ÷ read (per pair) | {:.1}× | {:.1}× | {:.1}× |",
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    });
+}

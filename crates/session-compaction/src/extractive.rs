@@ -1,0 +1,832 @@
+//! The offline summarizer: picks the fewest passages that carry the most
+//! names, numbers, identifiers and decisions, within a budget.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use session_core::{Message, Role, SessionEvent};
+
+use crate::summarize::{Summarizer, SummaryRequest};
+use crate::CompactionError;
+
+/// An offline summarizer that needs no model. Deterministic: it cuts the
+/// events into passages (sentences, log lines, the fields of JSON tool
+/// results and tool-call arguments), then picks greedily the passages that
+/// add the most *not yet covered* salient terms — identifiers, numbers,
+/// names, paths, links, rare words — with a bonus for decisions and errors,
+/// until the summary reaches its budget (by default 20 % of the summarized
+/// text, between 1,500 and 16,000 characters). A fact said ten times is kept
+/// once; chatter without salient terms is left out. The picked passages are
+/// written in conversation order. Structured requests get the fourteen
+/// fields filled from the same passages.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use session_compaction::{ExtractiveSummarizer, Summarizer, SummaryRequest};
+/// use session_core::{Message, SessionEvent};
+/// let events = vec![
+///     SessionEvent::new(Message::user("Hi! My order ORD-58213 arrived cracked.")),
+///     SessionEvent::new(Message::assistant("Sorry to hear that. Let me check.")),
+///     SessionEvent::new(Message::user("Please send the replacement to Kastanienallee 12.")),
+/// ];
+/// let request = SummaryRequest { system_prompt: "", user_prompt: String::new(),
+///     previous_summary: None, events: &events, schema: None };
+/// let summary = ExtractiveSummarizer::new().summarize(&request).await?;
+/// assert!(summary.contains("ORD-58213") && summary.contains("Kastanienallee 12"));
+/// assert!(!summary.contains("Let me check"));
+/// # Ok::<(), session_compaction::CompactionError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ExtractiveSummarizer {
+    passage_chars: usize,
+    share: f64,
+    min_chars: usize,
+    max_chars: usize,
+}
+
+impl Default for ExtractiveSummarizer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One candidate passage of the summary.
+#[derive(Debug, Clone)]
+struct Passage {
+    /// Where it comes from: `user`, `assistant`, a tool name, `summary`.
+    source: String,
+    text: String,
+    /// Salient terms (lower-cased) and their weights.
+    terms: Vec<(String, f64)>,
+    bonus: f64,
+    kind: Kind,
+    /// Its length before cutting.
+    original_chars: usize,
+}
+
+/// What a passage reports, for the structured fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Decision,
+    Action,
+    Done,
+    Finding,
+    Fact,
+}
+
+const STOPWORDS: &[&str] = &[
+    "about", "above", "after", "again", "also", "because", "been", "before", "being", "below",
+    "between", "both", "cannot", "could", "does", "doing", "down", "each", "even", "every", "from",
+    "further", "have", "having", "here", "hello", "into", "just", "like", "more", "most", "much",
+    "must", "need", "only", "other", "over", "please", "same", "should", "some", "still", "such",
+    "than", "thank", "thanks", "that", "their", "them", "then", "there", "these", "they", "this",
+    "those", "through", "under", "until", "very", "want", "were", "what", "when", "where", "which",
+    "while", "will", "with", "would", "your", "yours", "yes", "okay", "sure", "great", "right",
+    "let's", "i'll", "i'm", "it's", "that's", "don't", "can't", "we'll", "you're", "i've", "now",
+    "the", "and", "for", "you", "are", "but", "not", "all", "any", "can", "had", "has", "her",
+    "his", "how", "its", "our", "out", "she", "was", "who", "why", "did", "get", "got", "one",
+];
+
+const DECISION_CUES: &[&str] = &[
+    "decid",
+    "decision",
+    "agreed",
+    "go with",
+    "we'll use",
+    "let's use",
+    "chose",
+    "choose",
+    "instead",
+    "prefer",
+    "switch to",
+    "settled",
+    "final",
+    "approved",
+    "confirm",
+    "we keep",
+    "keep the",
+    "stick with",
+    "going with",
+    "opt for",
+    "opted",
+];
+const ACTION_CUES: &[&str] = &[
+    "todo",
+    "to do",
+    "next step",
+    "follow up",
+    "follow-up",
+    "remind",
+    "will send",
+    "will ship",
+    "i'll",
+    "we'll",
+    "need to",
+    "pending",
+    "tomorrow",
+    "next week",
+    "by friday",
+    "deadline",
+];
+const DONE_CUES: &[&str] = &[
+    "done",
+    "fixed",
+    "merged",
+    "created",
+    "issued",
+    "shipped",
+    "passed",
+    "resolved",
+    "updated",
+    "refunded",
+    "completed",
+    "applied",
+    "deployed",
+    "booked",
+    "sent",
+];
+const ERROR_CUES: &[&str] = &[
+    "error",
+    "failed",
+    "failure",
+    "panicked",
+    "root cause",
+    "because",
+    "exception",
+    "traceback",
+];
+
+fn has_cue(lower: &str, cues: &[&str]) -> bool {
+    cues.iter().any(|c| lower.contains(c))
+}
+
+impl ExtractiveSummarizer {
+    /// A summary of 20 % of the summarized text, between 1,500 and 16,000
+    /// characters; passages of at most 220 characters.
+    pub fn new() -> Self {
+        Self {
+            passage_chars: 220,
+            share: 0.2,
+            min_chars: 1_500,
+            max_chars: 16_000,
+        }
+    }
+
+    /// The summary's budget: `share` (in `(0, 1]`) of the summarized text,
+    /// at least `min_chars` and at most `max_chars` characters.
+    pub fn with_budget(
+        mut self,
+        share: f64,
+        min_chars: usize,
+        max_chars: usize,
+    ) -> Result<Self, CompactionError> {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(CompactionError::invalid(
+                "share",
+                format!("{share} is not in (0, 1]"),
+            ));
+        }
+        if min_chars == 0 || min_chars > max_chars {
+            return Err(CompactionError::invalid(
+                "min_chars",
+                format!("{min_chars} must be at least 1 and at most max_chars ({max_chars})"),
+            ));
+        }
+        self.share = share;
+        self.min_chars = min_chars;
+        self.max_chars = max_chars;
+        Ok(self)
+    }
+
+    /// The longest a passage may be, in characters (at least 40; longer
+    /// ones are cut around their most salient term).
+    pub fn with_passage_chars(mut self, chars: usize) -> Self {
+        self.passage_chars = chars.max(40);
+        self
+    }
+
+    fn budget(&self, input_chars: usize) -> usize {
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )] // a share of a text length: small, non-negative
+        let share = (input_chars as f64 * self.share) as usize;
+        share.clamp(self.min_chars, self.max_chars)
+    }
+
+    /// Cuts the events (and the previous summary) into passages.
+    fn passages(&self, previous: Option<&str>, events: &[SessionEvent]) -> Vec<Passage> {
+        let mut raw: Vec<(String, String)> = Vec::new();
+        if let Some(p) = previous {
+            for line in p.lines() {
+                let line = line.trim().trim_start_matches("- ");
+                if !line.is_empty() {
+                    raw.push(("summary".to_owned(), line.to_owned()));
+                }
+            }
+        }
+        for e in events.iter().filter(|e| !e.is_synthetic()) {
+            let source = match (&e.branch, &e.message) {
+                (Some(b), _) => format!("[{b}] {}", e.role()),
+                (None, Message::Tool { name, .. }) => {
+                    name.clone().unwrap_or_else(|| "tool".to_owned())
+                }
+                (None, m) => m.role().to_string(),
+            };
+            split_text(e.message.text(), &mut |piece| {
+                raw.push((source.clone(), piece));
+            });
+            for call in e.message.tool_calls() {
+                let mut args = Vec::new();
+                split_text(&call.arguments, &mut |piece| args.push(piece));
+                let label = format!("{} call", call.name);
+                raw.extend(args.into_iter().map(|a| (label.clone(), a)));
+            }
+        }
+        let mut seen = HashSet::new();
+        let mut df: HashMap<String, usize> = HashMap::new();
+        let mut tokenized = Vec::new();
+        for (source, text) in raw {
+            if !seen.insert(text.to_lowercase()) {
+                continue;
+            }
+            let words = words(&text);
+            let mut uniq: HashSet<String> = HashSet::new();
+            for (w, _) in &words {
+                uniq.insert(w.to_lowercase());
+            }
+            for w in uniq {
+                *df.entry(w).or_default() += 1;
+            }
+            tokenized.push((source, text, words));
+        }
+        tokenized
+            .into_iter()
+            .map(|(source, text, words)| {
+                let lower = text.to_lowercase();
+                let is_tool = !matches!(source.as_str(), "user" | "assistant" | "summary");
+                let kind = if has_cue(&lower, DECISION_CUES) {
+                    Kind::Decision
+                } else if has_cue(&lower, ACTION_CUES) {
+                    Kind::Action
+                } else if has_cue(&lower, DONE_CUES) {
+                    Kind::Done
+                } else if is_tool {
+                    Kind::Finding
+                } else {
+                    Kind::Fact
+                };
+                let mut terms: HashMap<String, f64> = HashMap::new();
+                for (w, sentence_start) in &words {
+                    let key = w.to_lowercase();
+                    let mut weight =
+                        term_weight(w, *sentence_start, df.get(&key).copied().unwrap_or(1));
+                    // What a decision is about matters even in common words.
+                    if kind == Kind::Decision
+                        && w.chars().count() >= 4
+                        && !STOPWORDS.contains(&key.as_str())
+                    {
+                        weight = weight.max(0.3);
+                    }
+                    if weight > 0.0 {
+                        let slot = terms.entry(key).or_insert(0.0);
+                        *slot = slot.max(weight);
+                    }
+                }
+                let mut bonus = match kind {
+                    Kind::Decision => 1.5,
+                    Kind::Action => 1.0,
+                    _ => 0.0,
+                };
+                if has_cue(&lower, ERROR_CUES) {
+                    bonus += 1.0;
+                }
+                // People state requirements and decisions; tool output and
+                // tool-call arguments (patches, commands) mostly carry detail.
+                let scale = match source.as_str() {
+                    "summary" => 1.3,
+                    "user" => 1.2,
+                    "assistant" => 1.0,
+                    s if s.starts_with('[') => 0.8,
+                    s if s.ends_with(" call") => 0.35,
+                    _ => 0.5,
+                };
+                let mut terms: Vec<(String, f64)> =
+                    terms.into_iter().map(|(t, w)| (t, w * scale)).collect();
+                terms.sort_by(|a, b| a.0.cmp(&b.0));
+                let original_chars = text.chars().count();
+                let text = cut_around(&text, &terms, self.passage_chars);
+                if text.chars().count() < original_chars {
+                    // Only what the cut text says counts as covered.
+                    let kept = text.to_lowercase();
+                    terms.retain(|(t, _)| kept.contains(t.as_str()));
+                }
+                Passage {
+                    source,
+                    text,
+                    terms,
+                    bonus: bonus * scale,
+                    kind,
+                    original_chars,
+                }
+            })
+            .collect()
+    }
+
+    /// The passages to keep, in conversation order.
+    fn select(&self, previous: Option<&str>, events: &[SessionEvent]) -> (Vec<Passage>, f64) {
+        let passages = self.passages(previous, events);
+        let input_chars: usize = passages.iter().map(|p| p.original_chars).sum();
+        let mut budget = self.budget(input_chars);
+        let mut covered: HashSet<&str> = HashSet::new();
+        let value = |p: &Passage, covered: &HashSet<&str>| -> f64 {
+            // The passage's five most salient new terms: a concise fact
+            // beats a log line full of identifiers.
+            let mut fresh: Vec<f64> = p
+                .terms
+                .iter()
+                .filter(|(t, _)| !covered.contains(t.as_str()))
+                .map(|(_, w)| *w)
+                .collect();
+            fresh.sort_by(|a, b| b.total_cmp(a));
+            let new: f64 = fresh.iter().take(5).sum();
+            if new <= 0.0 {
+                return 0.0;
+            }
+            #[allow(clippy::cast_precision_loss)] // a passage's length
+            let len = p.text.chars().count() as f64;
+            (new + p.bonus) / (1.0 + len / 120.0)
+        };
+        // Lazy greedy: values only fall as coverage grows, so a stale value
+        // is an upper bound; recompute the top until it stays on top.
+        let mut heap: BinaryHeap<Scored> = passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Scored(value(p, &covered), i))
+            .filter(|s| s.0 > 0.0)
+            .collect();
+        let total: f64 = passages
+            .iter()
+            .flat_map(|p| p.terms.iter().map(|t| t.1))
+            .sum();
+        let mut chosen = Vec::new();
+        while let Some(Scored(stale, i)) = heap.pop() {
+            let fresh = value(&passages[i], &covered);
+            if fresh < 0.35 && !chosen.is_empty() {
+                continue;
+            }
+            if heap.peek().is_some_and(|next| fresh < next.0) && fresh < stale {
+                heap.push(Scored(fresh, i));
+                continue;
+            }
+            let cost = passages[i].text.chars().count() + passages[i].source.len() + 4;
+            if cost > budget {
+                continue;
+            }
+            budget -= cost;
+            covered.extend(passages[i].terms.iter().map(|(t, _)| t.as_str()));
+            chosen.push(i);
+        }
+        if chosen.is_empty() && !passages.is_empty() {
+            // Nothing salient at all: the first and the last passage say
+            // what it started with and where it stands.
+            chosen.push(0);
+            if passages.len() > 1 {
+                chosen.push(passages.len() - 1);
+            }
+        }
+        let kept: f64 = passages
+            .iter()
+            .flat_map(|p| p.terms.iter())
+            .filter(|(t, _)| covered.contains(t.as_str()))
+            .map(|t| t.1)
+            .sum();
+        let coverage = if total > 0.0 { kept / total } else { 1.0 };
+        chosen.sort_unstable();
+        let picked = chosen.into_iter().map(|i| passages[i].clone()).collect();
+        (picked, coverage)
+    }
+
+    fn structured(&self, previous: Option<&str>, events: &[SessionEvent]) -> Value {
+        let (picked, coverage) = self.select(previous, events);
+        let real: Vec<&SessionEvent> = events.iter().filter(|e| !e.is_synthetic()).collect();
+        let users: Vec<&str> = real
+            .iter()
+            .filter(|e| e.role() == Role::User && e.branch.is_none())
+            .map(|e| e.message.text())
+            .collect();
+        let goal = users
+            .first()
+            .map(|t| first_sentence(t, 200))
+            .unwrap_or_default();
+        let latest = users
+            .last()
+            .map(|t| first_sentence(t, 200))
+            .unwrap_or_default();
+        let list = |kind: Kind| -> Vec<String> {
+            picked
+                .iter()
+                .filter(|p| p.kind == kind)
+                .map(|p| format!("{}: {}", p.source, p.text))
+                .collect()
+        };
+        let mut files: Vec<String> = Vec::new();
+        let mut links: Vec<Value> = Vec::new();
+        for p in &picked {
+            for w in p.text.split_whitespace() {
+                let w = w.trim_matches(|c: char| "\"'`()[]{}<>,;".contains(c));
+                if w.starts_with("http://") || w.starts_with("https://") {
+                    if links.len() < 12 {
+                        links.push(json!({"source": w, "quote": p.text}));
+                    }
+                } else if is_path(w) && !files.iter().any(|f| f == w) {
+                    files.push(w.to_owned());
+                }
+            }
+        }
+        let mut summary = previous
+            .map(|p| format!("{} ", first_sentence(p, 300)))
+            .unwrap_or_default();
+        summary.push_str(&goal);
+        if latest != goal && !latest.is_empty() {
+            summary.push_str(" Latest: ");
+            summary.push_str(&latest);
+        }
+        json!({
+            "title": goal.chars().take(80).collect::<String>(),
+            "keywords": keywords(&picked),
+            "summary": summary,
+            "key_points": list(Kind::Decision),
+            "key_facts": list(Kind::Fact),
+            "action_items": list(Kind::Action),
+            "goal": goal,
+            "discoveries": list(Kind::Finding),
+            "accomplishments": list(Kind::Done),
+            "relevant_files": files,
+            "citations": links,
+            "sentiment": sentiment(&users),
+            "confidence": (coverage * 100.0).round() / 100.0,
+            "metadata": format!("extractive summary of {} events: {} passages", real.len(), picked.len()),
+        })
+    }
+}
+
+/// A passage's value and index, ordered by value (ties: earlier first).
+#[derive(Debug, PartialEq)]
+struct Scored(f64, usize);
+impl Eq for Scored {}
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| other.1.cmp(&self.1))
+    }
+}
+
+/// Splits a message text into passages: JSON into `key: value` leaves,
+/// other text into lines and sentences.
+fn split_text(text: &str, out: &mut dyn FnMut(String)) {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+            json_leaves(&v, "", out);
+            return;
+        }
+    }
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut start = 0;
+        let chars: Vec<(usize, char)> = line.char_indices().collect();
+        for (k, (i, c)) in chars.iter().enumerate() {
+            let ends = matches!(c, '.' | '!' | '?')
+                && chars.get(k + 1).is_some_and(|(_, n)| n.is_whitespace())
+                && chars.get(k + 2).is_some_and(|(_, n)| n.is_uppercase());
+            if ends {
+                let end = i + c.len_utf8();
+                let piece = line[start..end].trim();
+                if !piece.is_empty() {
+                    out(piece.to_owned());
+                }
+                start = end;
+            }
+        }
+        let rest = line[start..].trim();
+        if !rest.is_empty() {
+            out(rest.to_owned());
+        }
+    }
+}
+
+fn json_leaves(v: &Value, path: &str, out: &mut dyn FnMut(String)) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                json_leaves(child, k, out);
+            }
+        }
+        Value::Array(items) => {
+            for child in items {
+                json_leaves(child, path, out);
+            }
+        }
+        Value::String(s) if !s.trim().is_empty() => {
+            if s.contains('\n') || s.len() > 120 {
+                split_text(s, out);
+            } else if path.is_empty() {
+                out(s.clone());
+            } else {
+                out(format!("{path}: {s}"));
+            }
+        }
+        Value::Number(n) if !path.is_empty() => out(format!("{path}: {n}")),
+        Value::Bool(b) if !path.is_empty() => out(format!("{path}: {b}")),
+        _ => {}
+    }
+}
+
+/// Words with punctuation trimmed, each with whether it starts a sentence.
+fn words(text: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut start = true;
+    for raw in text.split_whitespace() {
+        let w = raw.trim_matches(|c: char| !(c.is_alphanumeric() || "#/_-.:@$€£%".contains(c)));
+        let w = w.trim_end_matches(['.', ':', '-']);
+        if !w.is_empty() {
+            out.push((w.to_owned(), start));
+        }
+        start = raw.ends_with(['.', '!', '?', ':']);
+    }
+    out
+}
+
+fn is_path(w: &str) -> bool {
+    const SOURCE_EXTENSIONS: &[&str] = &[
+        "rs", "py", "toml", "md", "ts", "js", "go", "sql", "json", "yaml", "yml",
+    ];
+    let extension = std::path::Path::new(w)
+        .extension()
+        .and_then(|e| e.to_str())
+        .filter(|e| (1..=5).contains(&e.len()) && e.chars().all(|c| c.is_ascii_alphanumeric()));
+    let source_file =
+        extension.is_some_and(|e| SOURCE_EXTENSIONS.iter().any(|s| e.eq_ignore_ascii_case(s)));
+    (w.contains('/') && !w.starts_with("http") && w.len() > 2)
+        || (extension.is_some() && w.contains('_'))
+        || (source_file && w.len() > 3)
+}
+
+/// How much a word says: identifiers and long numbers most, names and
+/// paths next, rare words a little, common words nothing.
+fn term_weight(w: &str, sentence_start: bool, df: usize) -> f64 {
+    let digits = w.chars().filter(char::is_ascii_digit).count();
+    let letters = w.chars().filter(|c| c.is_alphabetic()).count();
+    let len = w.chars().count();
+    if w.starts_with("http://") || w.starts_with("https://") || w.contains('@') && letters > 2 {
+        return 3.0;
+    }
+    if digits > 0 {
+        // Codes (ORD-58213, v2.3.1, JD0146…) name one thing; a price, a
+        // time or a plain count is often just detail.
+        return if letters > 0 && len >= 4 {
+            4.0
+        } else if letters > 0 || digits >= 3 {
+            1.5
+        } else {
+            0.5
+        };
+    }
+    if is_path(w) || w.contains("::") {
+        return 3.0;
+    }
+    let lower = w.to_lowercase();
+    if len < 3 || STOPWORDS.contains(&lower.as_str()) {
+        return 0.0;
+    }
+    let inner_upper = w.chars().skip(1).any(char::is_uppercase);
+    if w.contains('_') || (inner_upper && w.chars().any(char::is_lowercase)) {
+        return 2.5;
+    }
+    let rarity = match df {
+        0..=2 => 0.35,
+        3..=5 => 0.15,
+        _ => 0.0,
+    };
+    if w.chars().next().is_some_and(char::is_uppercase) && !sentence_start {
+        return 2.0 + rarity;
+    }
+    if len >= 4 {
+        rarity
+    } else {
+        0.0
+    }
+}
+
+/// `text` cut to at most `max` characters around its most salient term.
+fn cut_around(text: &str, terms: &[(String, f64)], max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_owned();
+    }
+    let lower = text.to_lowercase();
+    let anchor = terms
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .and_then(|(t, _)| lower.find(t.as_str()))
+        .map_or(0, |byte| lower[..byte].chars().count());
+    let start = anchor.saturating_sub(max / 3);
+    let end = start.saturating_add(max).min(count);
+    let start = end.saturating_sub(max);
+    let mut out: String = text.chars().skip(start).take(end - start).collect();
+    if start > 0 {
+        out.insert(0, '…');
+    }
+    if end < count {
+        out.push('…');
+    }
+    out
+}
+
+fn first_sentence(text: &str, max: usize) -> String {
+    let mut first = None;
+    split_text(text, &mut |p| {
+        if first.is_none() {
+            first = Some(p);
+        }
+    });
+    first.unwrap_or_default().chars().take(max).collect()
+}
+
+fn keywords(picked: &[Passage]) -> Vec<String> {
+    let mut weights: HashMap<&str, f64> = HashMap::new();
+    for (t, w) in picked.iter().flat_map(|p| p.terms.iter()) {
+        if t.chars().all(char::is_alphabetic) {
+            *weights.entry(t.as_str()).or_default() += w;
+        }
+    }
+    let mut ranked: Vec<(&str, f64)> = weights.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    ranked
+        .into_iter()
+        .take(6)
+        .map(|(t, _)| t.to_owned())
+        .collect()
+}
+
+fn sentiment(user_texts: &[&str]) -> &'static str {
+    const NEGATIVE: &[&str] = &[
+        "broken",
+        "cracked",
+        "angry",
+        "frustrat",
+        "disappoint",
+        "unacceptable",
+        "terrible",
+        "annoy",
+        "worst",
+        "still not",
+        "upset",
+    ];
+    const POSITIVE: &[&str] = &[
+        "thanks",
+        "thank you",
+        "great",
+        "perfect",
+        "awesome",
+        "love",
+        "appreciate",
+        "excellent",
+    ];
+    let (mut neg, mut pos) = (0usize, 0usize);
+    for t in user_texts {
+        let lower = t.to_lowercase();
+        neg += NEGATIVE.iter().filter(|c| lower.contains(*c)).count();
+        pos += POSITIVE.iter().filter(|c| lower.contains(*c)).count();
+    }
+    match pos.cmp(&neg) {
+        Ordering::Greater => "positive",
+        Ordering::Less => "negative",
+        Ordering::Equal => "neutral",
+    }
+}
+
+#[async_trait]
+impl Summarizer for ExtractiveSummarizer {
+    async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, CompactionError> {
+        if request.schema.is_some() {
+            let prev = request
+                .previous_summary
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .and_then(|v| v.get("summary").and_then(Value::as_str).map(str::to_owned));
+            return Ok(self.structured(prev.as_deref(), request.events).to_string());
+        }
+        let (picked, _) = self.select(request.previous_summary, request.events);
+        let mut out = String::new();
+        for p in picked {
+            out.push_str("- ");
+            if p.source != "summary" {
+                out.push_str(&p.source);
+                out.push_str(": ");
+            }
+            out.push_str(&p.text);
+            out.push('\n');
+        }
+        Ok(out.trim_end().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summarize::{default_summary_schema, validate_against_schema};
+
+    #[test]
+    fn the_structured_summary_follows_the_schema() {
+        let ok = ExtractiveSummarizer::new().structured(
+            None,
+            &[SessionEvent::new(Message::user(
+                "Plan the 3 day trip to Lisbon.",
+            ))],
+        );
+        assert_eq!(
+            validate_against_schema(&ok, &default_summary_schema()),
+            Ok(())
+        );
+        assert_eq!(ok["goal"], "Plan the 3 day trip to Lisbon.");
+    }
+
+    #[test]
+    fn repeated_facts_are_kept_once() {
+        let mut events = Vec::new();
+        for i in 0..40 {
+            events.push(SessionEvent::new(Message::user(format!(
+                "Is order ORD-58213 shipped yet? Asking again ({i})."
+            ))));
+            events.push(SessionEvent::new(Message::assistant(
+                "Not yet, it is being packed.",
+            )));
+        }
+        let s = ExtractiveSummarizer::new();
+        let (picked, _) = s.select(None, &events);
+        let with_order = picked
+            .iter()
+            .filter(|p| p.text.contains("ORD-58213"))
+            .count();
+        assert_eq!(with_order, 1, "{picked:?}");
+    }
+
+    #[test]
+    fn sentences_split_without_breaking_identifiers() {
+        let mut out = Vec::new();
+        split_text(
+            "Version v1.2.3 is out. Use it e.g. in CI. Done!",
+            &mut |p| out.push(p),
+        );
+        assert_eq!(
+            out,
+            ["Version v1.2.3 is out.", "Use it e.g. in CI.", "Done!"]
+        );
+    }
+
+    #[test]
+    fn json_results_split_into_fields() {
+        let mut out = Vec::new();
+        split_text(
+            r#"{"order":"ORD-1","items":[{"sku":"K-9"}],"paid":true}"#,
+            &mut |p| out.push(p),
+        );
+        out.sort();
+        assert_eq!(out, ["order: ORD-1", "paid: true", "sku: K-9"]);
+    }
+
+    #[test]
+    fn chatter_without_salient_terms_still_gets_a_summary() {
+        let step = "lorem ipsum dolor sit amet ".repeat(12);
+        let events: Vec<SessionEvent> = (1..=20)
+            .map(|i| SessionEvent::new(Message::assistant(format!("step {i}: {step}"))))
+            .collect();
+        let (picked, _) = ExtractiveSummarizer::new().select(None, &events);
+        assert!(!picked.is_empty());
+    }
+
+    #[test]
+    fn budget_is_validated() {
+        assert!(ExtractiveSummarizer::new()
+            .with_budget(0.0, 10, 20)
+            .is_err());
+        assert!(ExtractiveSummarizer::new()
+            .with_budget(0.5, 30, 20)
+            .is_err());
+        assert!(ExtractiveSummarizer::new().with_budget(0.5, 10, 20).is_ok());
+    }
+}
