@@ -369,3 +369,68 @@ async fn summarize_with_an_openai_compatible_endpoint() {
         .assert()
         .failure();
 }
+
+#[test]
+fn stats_of_a_session_show_its_usage_per_invocation_and_its_counts() {
+    let (dir, url) = store();
+    let usage = |input: u64, output: u64| {
+        serde_json::json!({"usage": {"model": "gpt-4o", "input_tokens": input, "output_tokens": output,
+                                     "cached_tokens": 64, "estimated_input_tokens": input - 10}})
+    };
+    let event = |seq: u64, role: &str, text: &str, inv: &str, metadata: Value| {
+        serde_json::json!({"id": format!("e{seq}"), "session_id": "s1", "seq": seq,
+            "timestamp": "2026-11-01T10:00:00Z", "message": {"role": role, "content": text},
+            "invocation_id": inv, "token_estimate": 5, "metadata": metadata})
+    };
+    let lines = [
+        serde_json::json!({"format": "agent-session-export", "version": 1}),
+        serde_json::json!({
+            "session": {"id": "s1", "app": "default", "user_id": "ada", "key": null, "status": "active",
+                "created_at": "2026-11-01T10:00:00Z", "updated_at": "2026-11-01T10:00:00Z",
+                "expires_at": null, "metadata": {}, "state": {}, "event_count": 4,
+                "context_tokens": 20, "version": 1},
+            "initial_state": {}, "last_seq": 4,
+            "events": [
+                event(1, "user", "Where is my order ORD-58213?", "run-1", serde_json::json!({})),
+                event(2, "assistant", "It ships tomorrow.", "run-1", usage(120, 8)),
+                event(3, "user", "Thanks!", "run-2", serde_json::json!({})),
+                event(4, "assistant", "You are welcome.", "run-2", usage(140, 5)),
+            ],
+            "context": [1, 2, 3, 4], "shared": {"app": {}, "user": {}}
+        }),
+    ];
+    let file = dir.path().join("usage.ndjson");
+    std::fs::write(
+        &file,
+        lines
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    run(&url, &["import", file.to_str().unwrap()]);
+    let out = run(&url, &["--json", "stats", "s1", "--model", "gpt-4o"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["usage"]["total"]["calls"], 2, "{out}");
+    assert_eq!(v["usage"]["total"]["input_tokens"], 260, "{out}");
+    assert_eq!(
+        v["usage"]["by_invocation"][1]["invocation_id"], "run-2",
+        "{out}"
+    );
+    assert_eq!(
+        v["usage"]["by_invocation"][1]["usage"]["output_tokens"], 5,
+        "{out}"
+    );
+    assert!(
+        v["estimator"].as_str().unwrap().starts_with("heuristic"),
+        "{out}"
+    );
+    assert_eq!(v["model_count"]["estimator"], "bpe o200k_base", "{out}");
+    assert!(v["model_count"]["tokens"].as_u64().unwrap() > 0, "{out}");
+    let text = run(&url, &["stats", "s1"]);
+    assert!(
+        text.contains("run-1: 1 call, 120 input (64 cached), 8 output tokens"),
+        "{text}"
+    );
+}

@@ -2,7 +2,12 @@
 //! names, numbers, identifiers and decisions, within a budget.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+use aho_corasick::AhoCorasick;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -57,10 +62,10 @@ impl Default for ExtractiveSummarizer {
 #[derive(Debug, Clone)]
 struct Passage {
     /// Where it comes from: `user`, `assistant`, a tool name, `summary`.
-    source: String,
+    source: Rc<str>,
     text: String,
-    /// Salient terms (lower-cased) and their weights.
-    terms: Vec<(String, f64)>,
+    /// Salient terms (ids in the vocabulary) and their weights.
+    terms: Vec<(u32, f64)>,
     bonus: f64,
     kind: Kind,
     /// Its length before cutting.
@@ -159,8 +164,54 @@ const ERROR_CUES: &[&str] = &[
     "traceback",
 ];
 
-fn has_cue(lower: &str, cues: &[&str]) -> bool {
-    cues.iter().any(|c| lower.contains(c))
+fn stopword(lower: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect())
+        .contains(lower)
+}
+
+/// Which kinds of cue a lower-cased passage holds.
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(clippy::struct_excessive_bools)] // one flag per cue list
+struct Cues {
+    decision: bool,
+    action: bool,
+    done: bool,
+    error: bool,
+}
+
+/// One pass over the passage for every cue list.
+fn cues(lower: &str) -> Cues {
+    static MATCHER: OnceLock<Option<(AhoCorasick, Vec<u8>)>> = OnceLock::new();
+    let Some((matcher, kinds)) = MATCHER.get_or_init(|| {
+        let lists: [&[&str]; 4] = [DECISION_CUES, ACTION_CUES, DONE_CUES, ERROR_CUES];
+        let mut patterns = Vec::new();
+        let mut kinds = Vec::new();
+        for (kind, list) in (0u8..).zip(lists) {
+            for cue in list {
+                patterns.push(*cue);
+                kinds.push(kind);
+            }
+        }
+        AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .build(patterns)
+            .ok()
+            .map(|m| (m, kinds))
+    }) else {
+        return Cues::default();
+    };
+    let mut found = Cues::default();
+    for m in matcher.find_overlapping_iter(lower) {
+        match kinds.get(m.pattern().as_usize()) {
+            Some(0) => found.decision = true,
+            Some(1) => found.action = true,
+            Some(2) => found.done = true,
+            Some(_) => found.error = true,
+            None => {}
+        }
+    }
+    found
 }
 
 impl ExtractiveSummarizer {
@@ -219,95 +270,97 @@ impl ExtractiveSummarizer {
     }
 
     /// Cuts the events (and the previous summary) into passages.
-    fn passages(&self, previous: Option<&str>, events: &[SessionEvent]) -> Vec<Passage> {
-        let mut raw: Vec<(String, String)> = Vec::new();
+    /// Cuts the events (and the previous summary) into passages, with the
+    /// vocabulary their term ids index.
+    fn passages(
+        &self,
+        previous: Option<&str>,
+        events: &[SessionEvent],
+    ) -> (Vec<Passage>, Vec<String>) {
+        let mut raw: Vec<(Rc<str>, String)> = Vec::new();
         if let Some(p) = previous {
+            let source: Rc<str> = Rc::from("summary");
             for line in p.lines() {
                 let line = line.trim().trim_start_matches("- ");
                 if !line.is_empty() {
-                    raw.push(("summary".to_owned(), line.to_owned()));
+                    raw.push((source.clone(), line.to_owned()));
                 }
             }
         }
         for e in events.iter().filter(|e| !e.is_synthetic()) {
-            let source = match (&e.branch, &e.message) {
-                (Some(b), _) => format!("[{b}] {}", e.role()),
-                (None, Message::Tool { name, .. }) => {
-                    name.clone().unwrap_or_else(|| "tool".to_owned())
-                }
-                (None, m) => m.role().to_string(),
+            let source: Rc<str> = match (&e.branch, &e.message) {
+                (Some(b), _) => Rc::from(format!("[{b}] {}", e.role())),
+                (None, Message::Tool { name, .. }) => Rc::from(name.as_deref().unwrap_or("tool")),
+                (None, m) => Rc::from(m.role().as_str()),
             };
             split_text(e.message.text(), &mut |piece| {
                 raw.push((source.clone(), piece));
             });
             for call in e.message.tool_calls() {
-                let mut args = Vec::new();
-                split_text(&call.arguments, &mut |piece| args.push(piece));
-                let label = format!("{} call", call.name);
-                raw.extend(args.into_iter().map(|a| (label.clone(), a)));
+                let label: Rc<str> = Rc::from(format!("{} call", call.name));
+                split_text(&call.arguments, &mut |piece| {
+                    raw.push((label.clone(), piece));
+                });
             }
         }
-        let mut seen = HashSet::new();
-        let mut df: HashMap<String, usize> = HashMap::new();
+        // Intern every word once; count in how many passages each occurs.
+        let mut seen: HashSet<String> = HashSet::default();
+        let mut ids: HashMap<String, u32> = HashMap::default();
+        let mut vocabulary: Vec<String> = Vec::new();
+        let mut df: Vec<usize> = Vec::new();
         let mut tokenized = Vec::new();
+        let mut buffer = String::new();
+        let mut uniq: Vec<u32> = Vec::new();
         for (source, text) in raw {
-            if !seen.insert(text.to_lowercase()) {
+            let lower = text.to_lowercase();
+            if seen.contains(&lower) {
                 continue;
             }
-            let words = words(&text);
-            let mut uniq: HashSet<String> = HashSet::new();
-            for (w, _) in &words {
-                uniq.insert(w.to_lowercase());
+            let found = cues(&lower);
+            seen.insert(lower);
+            let mut words: Vec<(u32, Word)> = Vec::new();
+            for w in words_of(&text) {
+                let key = lower_into(text.get(w.start..w.end).unwrap_or_default(), &mut buffer);
+                let id = if let Some(id) = ids.get(key) {
+                    *id
+                } else {
+                    let id = u32::try_from(vocabulary.len()).unwrap_or(u32::MAX);
+                    ids.insert(key.to_owned(), id);
+                    vocabulary.push(key.to_owned());
+                    df.push(0);
+                    id
+                };
+                words.push((id, w));
             }
-            for w in uniq {
-                *df.entry(w).or_default() += 1;
+            uniq.clear();
+            uniq.extend(words.iter().map(|(id, _)| *id));
+            uniq.sort_unstable();
+            uniq.dedup();
+            for &id in &uniq {
+                if let Some(n) = df.get_mut(id as usize) {
+                    *n += 1;
+                }
             }
-            tokenized.push((source, text, words));
+            tokenized.push((source, text, found, words));
         }
-        tokenized
+        let passages = tokenized
             .into_iter()
-            .map(|(source, text, words)| {
-                let lower = text.to_lowercase();
-                let is_tool = !matches!(source.as_str(), "user" | "assistant" | "summary");
-                let kind = if has_cue(&lower, DECISION_CUES) {
+            .map(|(source, text, found, words)| {
+                let is_tool = !matches!(&*source, "user" | "assistant" | "summary");
+                let kind = if found.decision {
                     Kind::Decision
-                } else if has_cue(&lower, ACTION_CUES) {
+                } else if found.action {
                     Kind::Action
-                } else if has_cue(&lower, DONE_CUES) {
+                } else if found.done {
                     Kind::Done
                 } else if is_tool {
                     Kind::Finding
                 } else {
                     Kind::Fact
                 };
-                let mut terms: HashMap<String, f64> = HashMap::new();
-                for (w, sentence_start) in &words {
-                    let key = w.to_lowercase();
-                    let mut weight =
-                        term_weight(w, *sentence_start, df.get(&key).copied().unwrap_or(1));
-                    // What a decision is about matters even in common words.
-                    if kind == Kind::Decision
-                        && w.chars().count() >= 4
-                        && !STOPWORDS.contains(&key.as_str())
-                    {
-                        weight = weight.max(0.3);
-                    }
-                    if weight > 0.0 {
-                        let slot = terms.entry(key).or_insert(0.0);
-                        *slot = slot.max(weight);
-                    }
-                }
-                let mut bonus = match kind {
-                    Kind::Decision => 1.5,
-                    Kind::Action => 1.0,
-                    _ => 0.0,
-                };
-                if has_cue(&lower, ERROR_CUES) {
-                    bonus += 1.0;
-                }
                 // People state requirements and decisions; tool output and
                 // tool-call arguments (patches, commands) mostly carry detail.
-                let scale = match source.as_str() {
+                let scale = match &*source {
                     "summary" => 1.3,
                     "user" => 1.2,
                     "assistant" => 1.0,
@@ -315,15 +368,41 @@ impl ExtractiveSummarizer {
                     s if s.ends_with(" call") => 0.35,
                     _ => 0.5,
                 };
-                let mut terms: Vec<(String, f64)> =
-                    terms.into_iter().map(|(t, w)| (t, w * scale)).collect();
-                terms.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut terms: Vec<(u32, f64)> = Vec::with_capacity(words.len());
+                for (id, w) in &words {
+                    let count = df.get(*id as usize).copied().unwrap_or(1);
+                    let lower = vocabulary.get(*id as usize).map_or("", String::as_str);
+                    let original = text.get(w.start..w.end).unwrap_or_default();
+                    let mut weight = term_weight(original, lower, w.sentence_start, count);
+                    // What a decision is about matters even in common words.
+                    if kind == Kind::Decision && lower.chars().count() >= 4 && !stopword(lower) {
+                        weight = weight.max(0.3);
+                    }
+                    if weight > 0.0 {
+                        terms.push((*id, weight * scale));
+                    }
+                }
+                // One entry per term, at its highest weight.
+                terms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.total_cmp(&a.1)));
+                terms.dedup_by_key(|t| t.0);
+                let mut bonus = match kind {
+                    Kind::Decision => 1.5,
+                    Kind::Action => 1.0,
+                    _ => 0.0,
+                };
+                if found.error {
+                    bonus += 1.0;
+                }
                 let original_chars = text.chars().count();
-                let text = cut_around(&text, &terms, self.passage_chars);
+                let text = cut_around(text, &terms, &vocabulary, self.passage_chars);
                 if text.chars().count() < original_chars {
                     // Only what the cut text says counts as covered.
                     let kept = text.to_lowercase();
-                    terms.retain(|(t, _)| kept.contains(t.as_str()));
+                    terms.retain(|(t, _)| {
+                        vocabulary
+                            .get(*t as usize)
+                            .is_some_and(|w| kept.contains(w.as_str()))
+                    });
                 }
                 Passage {
                     source,
@@ -334,48 +413,52 @@ impl ExtractiveSummarizer {
                     original_chars,
                 }
             })
-            .collect()
+            .collect();
+        (passages, vocabulary)
     }
 
-    /// The passages to keep, in conversation order.
-    fn select(&self, previous: Option<&str>, events: &[SessionEvent]) -> (Vec<Passage>, f64) {
-        let passages = self.passages(previous, events);
+    /// The passages to keep, in conversation order, the share of the
+    /// salient weight they cover, and the vocabulary of their terms.
+    fn select(
+        &self,
+        previous: Option<&str>,
+        events: &[SessionEvent],
+    ) -> (Vec<Passage>, f64, Vec<String>) {
+        let (passages, vocabulary) = self.passages(previous, events);
         let input_chars: usize = passages.iter().map(|p| p.original_chars).sum();
         let mut budget = self.budget(input_chars);
-        let mut covered: HashSet<&str> = HashSet::new();
-        let value = |p: &Passage, covered: &HashSet<&str>| -> f64 {
+        let mut covered = vec![false; vocabulary.len()];
+        let lengths: Vec<usize> = passages.iter().map(|p| p.text.chars().count()).collect();
+        let value = |i: usize, covered: &[bool]| -> f64 {
             // The passage's five most salient new terms: a concise fact
             // beats a log line full of identifiers.
-            let mut fresh: Vec<f64> = p
-                .terms
-                .iter()
-                .filter(|(t, _)| !covered.contains(t.as_str()))
-                .map(|(_, w)| *w)
-                .collect();
-            fresh.sort_by(|a, b| b.total_cmp(a));
-            let new: f64 = fresh.iter().take(5).sum();
+            let mut top = [0.0f64; 5];
+            for (t, w) in &passages[i].terms {
+                if covered.get(*t as usize).copied().unwrap_or(true) {
+                    continue;
+                }
+                if let Some(slot) = top.iter().position(|x| *w > *x) {
+                    top.copy_within(slot..4, slot + 1);
+                    top[slot] = *w;
+                }
+            }
+            let new: f64 = top.iter().sum();
             if new <= 0.0 {
                 return 0.0;
             }
             #[allow(clippy::cast_precision_loss)] // a passage's length
-            let len = p.text.chars().count() as f64;
-            (new + p.bonus) / (1.0 + len / 120.0)
+            let len = lengths[i] as f64;
+            (new + passages[i].bonus) / (1.0 + len / 120.0)
         };
         // Lazy greedy: values only fall as coverage grows, so a stale value
         // is an upper bound; recompute the top until it stays on top.
-        let mut heap: BinaryHeap<Scored> = passages
-            .iter()
-            .enumerate()
-            .map(|(i, p)| Scored(value(p, &covered), i))
+        let mut heap: BinaryHeap<Scored> = (0..passages.len())
+            .map(|i| Scored(value(i, &covered), i))
             .filter(|s| s.0 > 0.0)
             .collect();
-        let total: f64 = passages
-            .iter()
-            .flat_map(|p| p.terms.iter().map(|t| t.1))
-            .sum();
         let mut chosen = Vec::new();
         while let Some(Scored(stale, i)) = heap.pop() {
-            let fresh = value(&passages[i], &covered);
+            let fresh = value(i, &covered);
             if fresh < 0.35 && !chosen.is_empty() {
                 continue;
             }
@@ -383,12 +466,16 @@ impl ExtractiveSummarizer {
                 heap.push(Scored(fresh, i));
                 continue;
             }
-            let cost = passages[i].text.chars().count() + passages[i].source.len() + 4;
+            let cost = lengths[i] + passages[i].source.len() + 4;
             if cost > budget {
                 continue;
             }
             budget -= cost;
-            covered.extend(passages[i].terms.iter().map(|(t, _)| t.as_str()));
+            for (t, _) in &passages[i].terms {
+                if let Some(c) = covered.get_mut(*t as usize) {
+                    *c = true;
+                }
+            }
             chosen.push(i);
         }
         if chosen.is_empty() && !passages.is_empty() {
@@ -399,20 +486,25 @@ impl ExtractiveSummarizer {
                 chosen.push(passages.len() - 1);
             }
         }
-        let kept: f64 = passages
-            .iter()
-            .flat_map(|p| p.terms.iter())
-            .filter(|(t, _)| covered.contains(t.as_str()))
-            .map(|t| t.1)
-            .sum();
+        let (mut total, mut kept) = (0.0, 0.0);
+        for (t, w) in passages.iter().flat_map(|p| p.terms.iter()) {
+            total += w;
+            if covered.get(*t as usize).copied().unwrap_or(false) {
+                kept += w;
+            }
+        }
         let coverage = if total > 0.0 { kept / total } else { 1.0 };
         chosen.sort_unstable();
-        let picked = chosen.into_iter().map(|i| passages[i].clone()).collect();
-        (picked, coverage)
+        let mut passages: Vec<Option<Passage>> = passages.into_iter().map(Some).collect();
+        let picked = chosen
+            .into_iter()
+            .filter_map(|i| passages.get_mut(i).and_then(Option::take))
+            .collect();
+        (picked, coverage, vocabulary)
     }
 
     fn structured(&self, previous: Option<&str>, events: &[SessionEvent]) -> Value {
-        let (picked, coverage) = self.select(previous, events);
+        let (picked, coverage, vocabulary) = self.select(previous, events);
         let real: Vec<&SessionEvent> = events.iter().filter(|e| !e.is_synthetic()).collect();
         let users: Vec<&str> = real
             .iter()
@@ -458,7 +550,7 @@ impl ExtractiveSummarizer {
         }
         json!({
             "title": goal.chars().take(80).collect::<String>(),
-            "keywords": keywords(&picked),
+            "keywords": keywords(&picked, &vocabulary),
             "summary": summary,
             "key_points": list(Kind::Decision),
             "key_facts": list(Kind::Fact),
@@ -557,27 +649,59 @@ fn json_leaves(v: &Value, path: &str, out: &mut dyn FnMut(String)) {
 }
 
 /// Words with punctuation trimmed, each with whether it starts a sentence.
-fn words(text: &str) -> Vec<(String, bool)> {
+/// A word with punctuation trimmed: where it is in its passage.
+#[derive(Debug, Clone, Copy)]
+struct Word {
+    start: usize,
+    end: usize,
+    /// Whether it starts a sentence.
+    sentence_start: bool,
+}
+
+fn words_of(text: &str) -> Vec<Word> {
     let mut out = Vec::new();
     let mut start = true;
+    let base = text.as_ptr() as usize;
     for raw in text.split_whitespace() {
         let w = raw.trim_matches(|c: char| !(c.is_alphanumeric() || "#/_-.:@$€£%".contains(c)));
         let w = w.trim_end_matches(['.', ':', '-']);
         if !w.is_empty() {
-            out.push((w.to_owned(), start));
+            // `w` is a slice of `text`: its offset is its address minus the text's.
+            let offset = (w.as_ptr() as usize).saturating_sub(base);
+            out.push(Word {
+                start: offset,
+                end: offset + w.len(),
+                sentence_start: start,
+            });
         }
         start = raw.ends_with(['.', '!', '?', ':']);
     }
     out
 }
 
+/// `word` lower-cased into `buffer` (ASCII without allocating).
+fn lower_into<'a>(word: &str, buffer: &'a mut String) -> &'a str {
+    buffer.clear();
+    if word.is_ascii() {
+        buffer.push_str(word);
+        buffer.make_ascii_lowercase();
+    } else {
+        buffer.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    buffer
+}
+
 fn is_path(w: &str) -> bool {
     const SOURCE_EXTENSIONS: &[&str] = &[
         "rs", "py", "toml", "md", "ts", "js", "go", "sql", "json", "yaml", "yml",
     ];
-    let extension = std::path::Path::new(w)
-        .extension()
-        .and_then(|e| e.to_str())
+    if !w.contains(['/', '.']) {
+        return false;
+    }
+    let extension = w
+        .rsplit_once('.')
+        .filter(|(stem, _)| !stem.is_empty() && !stem.ends_with('/'))
+        .map(|(_, e)| e)
         .filter(|e| (1..=5).contains(&e.len()) && e.chars().all(|c| c.is_ascii_alphanumeric()));
     let source_file =
         extension.is_some_and(|e| SOURCE_EXTENSIONS.iter().any(|s| e.eq_ignore_ascii_case(s)));
@@ -588,10 +712,22 @@ fn is_path(w: &str) -> bool {
 
 /// How much a word says: identifiers and long numbers most, names and
 /// paths next, rare words a little, common words nothing.
-fn term_weight(w: &str, sentence_start: bool, df: usize) -> f64 {
-    let digits = w.chars().filter(char::is_ascii_digit).count();
-    let letters = w.chars().filter(|c| c.is_alphabetic()).count();
-    let len = w.chars().count();
+fn term_weight(w: &str, lower: &str, sentence_start: bool, df: usize) -> f64 {
+    let (mut digits, mut letters, mut len, mut lower_seen, mut inner_upper) =
+        (0, 0, 0, false, false);
+    for (i, c) in w.chars().enumerate() {
+        len += 1;
+        if c.is_ascii_digit() {
+            digits += 1;
+        } else if c.is_alphabetic() {
+            letters += 1;
+            if c.is_lowercase() {
+                lower_seen = true;
+            } else if i > 0 && c.is_uppercase() {
+                inner_upper = true;
+            }
+        }
+    }
     if w.starts_with("http://") || w.starts_with("https://") || w.contains('@') && letters > 2 {
         return 3.0;
     }
@@ -609,12 +745,10 @@ fn term_weight(w: &str, sentence_start: bool, df: usize) -> f64 {
     if is_path(w) || w.contains("::") {
         return 3.0;
     }
-    let lower = w.to_lowercase();
-    if len < 3 || STOPWORDS.contains(&lower.as_str()) {
+    if len < 3 || stopword(lower) {
         return 0.0;
     }
-    let inner_upper = w.chars().skip(1).any(char::is_uppercase);
-    if w.contains('_') || (inner_upper && w.chars().any(char::is_lowercase)) {
+    if w.contains('_') || (inner_upper && lower_seen) {
         return 2.5;
     }
     let rarity = match df {
@@ -633,16 +767,17 @@ fn term_weight(w: &str, sentence_start: bool, df: usize) -> f64 {
 }
 
 /// `text` cut to at most `max` characters around its most salient term.
-fn cut_around(text: &str, terms: &[(String, f64)], max: usize) -> String {
+fn cut_around(text: String, terms: &[(u32, f64)], vocabulary: &[String], max: usize) -> String {
     let count = text.chars().count();
     if count <= max {
-        return text.to_owned();
+        return text;
     }
     let lower = text.to_lowercase();
     let anchor = terms
         .iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .and_then(|(t, _)| lower.find(t.as_str()))
+        .and_then(|(t, _)| vocabulary.get(*t as usize))
+        .and_then(|t| lower.find(t.as_str()))
         .map_or(0, |byte| lower[..byte].chars().count());
     let start = anchor.saturating_sub(max / 3);
     let end = start.saturating_add(max).min(count);
@@ -667,11 +802,13 @@ fn first_sentence(text: &str, max: usize) -> String {
     first.unwrap_or_default().chars().take(max).collect()
 }
 
-fn keywords(picked: &[Passage]) -> Vec<String> {
-    let mut weights: HashMap<&str, f64> = HashMap::new();
+fn keywords(picked: &[Passage], vocabulary: &[String]) -> Vec<String> {
+    let mut weights: HashMap<&str, f64> = HashMap::default();
     for (t, w) in picked.iter().flat_map(|p| p.terms.iter()) {
-        if t.chars().all(char::is_alphabetic) {
-            *weights.entry(t.as_str()).or_default() += w;
+        if let Some(term) = vocabulary.get(*t as usize) {
+            if term.chars().all(char::is_alphabetic) {
+                *weights.entry(term.as_str()).or_default() += w;
+            }
         }
     }
     let mut ranked: Vec<(&str, f64)> = weights.into_iter().collect();
@@ -730,11 +867,11 @@ impl Summarizer for ExtractiveSummarizer {
                 .and_then(|v| v.get("summary").and_then(Value::as_str).map(str::to_owned));
             return Ok(self.structured(prev.as_deref(), request.events).to_string());
         }
-        let (picked, _) = self.select(request.previous_summary, request.events);
+        let (picked, _, _) = self.select(request.previous_summary, request.events);
         let mut out = String::new();
         for p in picked {
             out.push_str("- ");
-            if p.source != "summary" {
+            if &*p.source != "summary" {
                 out.push_str(&p.source);
                 out.push_str(": ");
             }
@@ -777,7 +914,7 @@ mod tests {
             )));
         }
         let s = ExtractiveSummarizer::new();
-        let (picked, _) = s.select(None, &events);
+        let (picked, _, _) = s.select(None, &events);
         let with_order = picked
             .iter()
             .filter(|p| p.text.contains("ORD-58213"))
@@ -815,7 +952,7 @@ mod tests {
         let events: Vec<SessionEvent> = (1..=20)
             .map(|i| SessionEvent::new(Message::assistant(format!("step {i}: {step}"))))
             .collect();
-        let (picked, _) = ExtractiveSummarizer::new().select(None, &events);
+        let (picked, _, _) = ExtractiveSummarizer::new().select(None, &events);
         assert!(!picked.is_empty());
     }
 

@@ -28,7 +28,7 @@ pub struct SummaryRequest<'a> {
     pub schema: Option<&'a Value>,
 }
 
-/// Writes a summary of events. Implementations: [`ExtractiveSummarizer`]
+/// Writes a summary of events. Implementations: [`crate::ExtractiveSummarizer`]
 /// (offline, deterministic) and [`crate::OpenAiSummarizer`] (any
 /// OpenAI-compatible chat-completions endpoint).
 #[async_trait]
