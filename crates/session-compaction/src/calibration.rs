@@ -90,10 +90,9 @@ impl UsageCalibration {
         inner.latest_model.contains_key(session_id)
     }
 
-    /// The correction factor for `session_id` and `model` (its latest model
-    /// when `None`): reported ÷ estimated prompt tokens over the recent
-    /// calls, or `None` before the first usable observation.
-    pub fn factor(&self, session_id: &str, model: Option<&str>) -> Option<f64> {
+    /// The recent (estimated, reported) pairs for `session_id` and `model`
+    /// (its latest model when `None`).
+    fn recent(&self, session_id: &str, model: Option<&str>) -> Option<Vec<(u64, u64)>> {
         let inner = self
             .inner
             .lock()
@@ -103,6 +102,14 @@ impl UsageCalibration {
             None => inner.latest_model.get(session_id)?.clone(),
         };
         let pairs = inner.pairs.get(&(session_id.to_owned(), model))?;
+        Some(pairs.iter().copied().collect())
+    }
+
+    /// The correction factor for `session_id` and `model` (its latest model
+    /// when `None`): reported ÷ estimated prompt tokens over the recent
+    /// calls, or `None` before the first usable observation.
+    pub fn factor(&self, session_id: &str, model: Option<&str>) -> Option<f64> {
+        let pairs = self.recent(session_id, model)?;
         let (estimated, reported) = pairs.iter().fold((0u64, 0u64), |(e, r), (pe, pr)| {
             (e.saturating_add(*pe), r.saturating_add(*pr))
         });
@@ -125,15 +132,7 @@ impl UsageCalibration {
     /// observation.
     pub fn calibrate(&self, session_id: &str, model: Option<&str>, estimated: u64) -> Option<u64> {
         let factor = self.factor(session_id, model)?;
-        let inner = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let model = match model {
-            Some(m) => m.to_owned(),
-            None => inner.latest_model.get(session_id)?.clone(),
-        };
-        let pairs = inner.pairs.get(&(session_id.to_owned(), model))?;
+        let pairs = self.recent(session_id, model)?;
         #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
         let points: Vec<(f64, f64)> = pairs.iter().map(|&(e, r)| (e as f64, r as f64)).collect();
         let (last_estimated, last_reported) = *points.last()?;

@@ -67,28 +67,11 @@ async fn replay_errors(
     c: &corpus::Conversation,
     estimator: std::sync::Arc<dyn session_core::TokenEstimator>,
 ) -> (Vec<f64>, Vec<f64>) {
-    use std::sync::Arc;
-
     use session_compaction::SessionMemory;
-    use session_core::{
-        CreateSessionRequest, DefaultSessionService, InMemoryRepository, ModelUsage, Owner, Role,
-        SessionService,
-    };
+    use session_core::{ModelUsage, Role};
 
-    let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(
-        InMemoryRepository::new().shared(),
-    ));
+    let (_repo, service, owner, s) = measure::empty_session_for(c).await;
     let memory = SessionMemory::new(service.clone()).with_estimator(estimator);
-    let owner = Owner::new(&c.app, &c.user);
-    let s = service
-        .create(
-            CreateSessionRequest::builder(&c.user)
-                .app(&c.app)
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
     let (mut plain, mut calibrated) = (Vec::new(), Vec::new());
     let mut calls = 0u64;
     for e in &c.events {

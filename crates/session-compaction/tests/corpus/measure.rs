@@ -63,23 +63,32 @@ impl CorpusFigures {
 /// The table's header (markdown).
 pub(crate) const HEADER: &str = "| conversation | turns | tokens before | tokens after | after/before | facts in summary | facts by recall |\n|---|---|---|---|---|---|---|";
 
+/// A fresh in-memory store and service with an empty session of `c`'s app and user.
+pub(crate) async fn empty_session_for(
+    c: &Conversation,
+) -> (
+    Arc<dyn SessionRepository>,
+    Arc<dyn SessionService>,
+    Owner,
+    session_core::Session,
+) {
+    let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
+    let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
+    let owner = Owner::new(&c.app, &c.user);
+    let request = CreateSessionRequest::builder(&c.user)
+        .app(&c.app)
+        .build()
+        .unwrap();
+    let session = service.create(request).await.unwrap();
+    (repo, service, owner, session)
+}
+
 /// Loads `c` into a fresh in-memory store and summarizes it, keeping 2 turns.
 pub(crate) async fn summarize_keep_2(
     c: &Conversation,
     summarizer: Arc<dyn Summarizer>,
 ) -> CorpusFigures {
-    let repo = InMemoryRepository::new().shared();
-    let service = DefaultSessionService::new(repo.clone());
-    let owner = Owner::new(&c.app, &c.user);
-    let session = service
-        .create(
-            CreateSessionRequest::builder(&c.user)
-                .app(&c.app)
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let (repo, service, owner, session) = empty_session_for(c).await;
     for batch in c.events.chunks(500) {
         service
             .append_events(&owner, &session.id, batch.to_vec())
