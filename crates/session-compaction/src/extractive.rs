@@ -1,13 +1,15 @@
 //! The offline summarizer: picks the fewest passages that carry the most
 //! names, numbers, identifiers and decisions, within a budget.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::hash::Hasher as _;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet, FxHasher};
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -60,10 +62,10 @@ impl Default for ExtractiveSummarizer {
 
 /// One candidate passage of the summary.
 #[derive(Debug, Clone)]
-struct Passage {
+struct Passage<'a> {
     /// Where it comes from: `user`, `assistant`, a tool name, `summary`.
     source: Rc<str>,
-    text: String,
+    text: Cow<'a, str>,
     /// Salient terms (ids in the vocabulary) and their weights.
     terms: Vec<(u32, f64)>,
     bonus: f64,
@@ -164,6 +166,15 @@ const ERROR_CUES: &[&str] = &[
     "traceback",
 ];
 
+/// A hash of `text` lower-cased: passages that differ only in case are one.
+fn folded_hash(text: &str) -> u64 {
+    let mut h = FxHasher::default();
+    for c in text.chars().flat_map(char::to_lowercase) {
+        h.write_u32(u32::from(c));
+    }
+    h.finish()
+}
+
 fn stopword(lower: &str) -> bool {
     static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
     SET.get_or_init(|| STOPWORDS.iter().copied().collect())
@@ -180,8 +191,8 @@ struct Cues {
     error: bool,
 }
 
-/// One pass over the passage for every cue list.
-fn cues(lower: &str) -> Cues {
+/// One pass over the passage for every cue list (ASCII case-insensitive).
+fn cues(text: &str) -> Cues {
     static MATCHER: OnceLock<Option<(AhoCorasick, Vec<u8>)>> = OnceLock::new();
     let Some((matcher, kinds)) = MATCHER.get_or_init(|| {
         let lists: [&[&str]; 4] = [DECISION_CUES, ACTION_CUES, DONE_CUES, ERROR_CUES];
@@ -195,6 +206,7 @@ fn cues(lower: &str) -> Cues {
         }
         AhoCorasick::builder()
             .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .ascii_case_insensitive(true)
             .build(patterns)
             .ok()
             .map(|m| (m, kinds))
@@ -202,7 +214,7 @@ fn cues(lower: &str) -> Cues {
         return Cues::default();
     };
     let mut found = Cues::default();
-    for m in matcher.find_overlapping_iter(lower) {
+    for m in matcher.find_overlapping_iter(text) {
         match kinds.get(m.pattern().as_usize()) {
             Some(0) => found.decision = true,
             Some(1) => found.action = true,
@@ -269,21 +281,20 @@ impl ExtractiveSummarizer {
         share.clamp(self.min_chars, self.max_chars)
     }
 
-    /// Cuts the events (and the previous summary) into passages.
     /// Cuts the events (and the previous summary) into passages, with the
     /// vocabulary their term ids index.
-    fn passages(
+    fn passages<'a>(
         &self,
-        previous: Option<&str>,
-        events: &[SessionEvent],
-    ) -> (Vec<Passage>, Vec<String>) {
-        let mut raw: Vec<(Rc<str>, String)> = Vec::new();
+        previous: Option<&'a str>,
+        events: &'a [SessionEvent],
+    ) -> (Vec<Passage<'a>>, Vec<String>) {
+        let mut raw: Vec<(Rc<str>, Cow<'a, str>)> = Vec::new();
         if let Some(p) = previous {
             let source: Rc<str> = Rc::from("summary");
             for line in p.lines() {
                 let line = line.trim().trim_start_matches("- ");
                 if !line.is_empty() {
-                    raw.push((source.clone(), line.to_owned()));
+                    raw.push((source.clone(), Cow::Borrowed(line)));
                 }
             }
         }
@@ -304,7 +315,7 @@ impl ExtractiveSummarizer {
             }
         }
         // Intern every word once; count in how many passages each occurs.
-        let mut seen: HashSet<String> = HashSet::default();
+        let mut seen: HashSet<u64> = HashSet::default();
         let mut ids: HashMap<String, u32> = HashMap::default();
         let mut vocabulary: Vec<String> = Vec::new();
         let mut df: Vec<usize> = Vec::new();
@@ -312,12 +323,10 @@ impl ExtractiveSummarizer {
         let mut buffer = String::new();
         let mut uniq: Vec<u32> = Vec::new();
         for (source, text) in raw {
-            let lower = text.to_lowercase();
-            if seen.contains(&lower) {
+            if !seen.insert(folded_hash(&text)) {
                 continue;
             }
-            let found = cues(&lower);
-            seen.insert(lower);
+            let found = cues(&text);
             let mut words: Vec<(u32, Word)> = Vec::new();
             for w in words_of(&text) {
                 let key = lower_into(text.get(w.start..w.end).unwrap_or_default(), &mut buffer);
@@ -419,11 +428,11 @@ impl ExtractiveSummarizer {
 
     /// The passages to keep, in conversation order, the share of the
     /// salient weight they cover, and the vocabulary of their terms.
-    fn select(
+    fn select<'a>(
         &self,
-        previous: Option<&str>,
-        events: &[SessionEvent],
-    ) -> (Vec<Passage>, f64, Vec<String>) {
+        previous: Option<&'a str>,
+        events: &'a [SessionEvent],
+    ) -> (Vec<Passage<'a>>, f64, Vec<String>) {
         let (passages, vocabulary) = self.passages(previous, events);
         let input_chars: usize = passages.iter().map(|p| p.original_chars).sum();
         let mut budget = self.budget(input_chars);
@@ -586,11 +595,11 @@ impl Ord for Scored {
 
 /// Splits a message text into passages: JSON into `key: value` leaves,
 /// other text into lines and sentences.
-fn split_text(text: &str, out: &mut dyn FnMut(String)) {
+fn split_text<'a>(text: &'a str, out: &mut dyn FnMut(Cow<'a, str>)) {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
-            json_leaves(&v, "", out);
+            json_leaves(&v, "", &mut |leaf| out(Cow::Owned(leaf)));
             return;
         }
     }
@@ -600,23 +609,25 @@ fn split_text(text: &str, out: &mut dyn FnMut(String)) {
             continue;
         }
         let mut start = 0;
-        let chars: Vec<(usize, char)> = line.char_indices().collect();
-        for (k, (i, c)) in chars.iter().enumerate() {
-            let ends = matches!(c, '.' | '!' | '?')
-                && chars.get(k + 1).is_some_and(|(_, n)| n.is_whitespace())
-                && chars.get(k + 2).is_some_and(|(_, n)| n.is_uppercase());
-            if ends {
-                let end = i + c.len_utf8();
-                let piece = line[start..end].trim();
+        for (i, c) in line.char_indices() {
+            if !matches!(c, '.' | '!' | '?') {
+                continue;
+            }
+            let end = i + c.len_utf8();
+            let mut ahead = line.get(end..).unwrap_or_default().chars();
+            if ahead.next().is_some_and(char::is_whitespace)
+                && ahead.next().is_some_and(char::is_uppercase)
+            {
+                let piece = line.get(start..end).unwrap_or_default().trim();
                 if !piece.is_empty() {
-                    out(piece.to_owned());
+                    out(Cow::Borrowed(piece));
                 }
                 start = end;
             }
         }
-        let rest = line[start..].trim();
+        let rest = line.get(start..).unwrap_or_default().trim();
         if !rest.is_empty() {
-            out(rest.to_owned());
+            out(Cow::Borrowed(rest));
         }
     }
 }
@@ -635,7 +646,7 @@ fn json_leaves(v: &Value, path: &str, out: &mut dyn FnMut(String)) {
         }
         Value::String(s) if !s.trim().is_empty() => {
             if s.contains('\n') || s.len() > 120 {
-                split_text(s, out);
+                split_text(s, &mut |piece| out(piece.into_owned()));
             } else if path.is_empty() {
                 out(s.clone());
             } else {
@@ -767,7 +778,12 @@ fn term_weight(w: &str, lower: &str, sentence_start: bool, df: usize) -> f64 {
 }
 
 /// `text` cut to at most `max` characters around its most salient term.
-fn cut_around(text: String, terms: &[(u32, f64)], vocabulary: &[String], max: usize) -> String {
+fn cut_around<'a>(
+    text: Cow<'a, str>,
+    terms: &[(u32, f64)],
+    vocabulary: &[String],
+    max: usize,
+) -> Cow<'a, str> {
     let count = text.chars().count();
     if count <= max {
         return text;
@@ -789,7 +805,7 @@ fn cut_around(text: String, terms: &[(u32, f64)], vocabulary: &[String], max: us
     if end < count {
         out.push('…');
     }
-    out
+    Cow::Owned(out)
 }
 
 fn first_sentence(text: &str, max: usize) -> String {
