@@ -78,7 +78,9 @@ impl<W: Write> ExportWriter<W> {
 /// with [`SessionDump::validate`]. A line that does not parse is a
 /// `Serialization` error and one that is inconsistent is `InvalidInput`,
 /// both naming the line; reading goes on with the next line. Blank lines
-/// are skipped.
+/// are skipped. An event without a token estimate (missing or 0, as in a
+/// file written by another tool) gets the character heuristic's, so token
+/// triggers see the imported history.
 #[derive(Debug)]
 pub struct ExportReader<R: BufRead> {
     inner: R,
@@ -149,10 +151,16 @@ impl<R: BufRead> Iterator for ExportReader<R> {
             let line = self.line;
             let dump = serde_json::from_slice::<SessionDump>(&self.buf)
                 .map_err(|e| SessionError::serialization(format!("export line {line}"), e))
-                .and_then(|dump| {
+                .and_then(|mut dump| {
                     dump.validate().map_err(|e| {
                         SessionError::invalid(format!("export line {line}"), e.to_string())
                     })?;
+                    for e in dump.events.iter_mut().filter(|e| e.token_estimate == 0) {
+                        e.token_estimate = crate::TokenEstimator::estimate_message(
+                            &crate::HeuristicEstimator,
+                            &e.message,
+                        );
+                    }
                     Ok(dump)
                 });
             return Some(dump);
@@ -243,5 +251,22 @@ mod tests {
         let mut r = ExportReader::new(bytes.as_slice()).unwrap();
         let first = r.next().unwrap().unwrap_err();
         assert!(first.to_string().contains("export line 4"), "{first}");
+    }
+
+    #[test]
+    fn events_without_an_estimate_get_one_on_reading() {
+        let mut d = dump("s1");
+        for e in &mut d.events {
+            e.token_estimate = 0;
+        }
+        let mut bytes = Vec::new();
+        let mut w = ExportWriter::new(&mut bytes).unwrap();
+        w.write(&d).unwrap();
+        let back: Vec<SessionDump> = ExportReader::new(bytes.as_slice())
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert!(!back[0].events.is_empty());
+        assert!(back[0].events.iter().all(|e| e.token_estimate > 0));
     }
 }
