@@ -162,12 +162,11 @@ async fn summarize_into_turn(
         );
     }
     let previous = previous_summary(&request.events, source);
-    let mut leaving: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();
+    // What leaves the context, plus any overlap: what the summarizer sees.
+    let mut shown: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();
     if inside {
-        leaving.extend(plan.middle_steps(1));
-    }
-    let mut shown = leaving.clone();
-    if !inside {
+        shown.extend(plan.middle_steps(1));
+    } else {
         shown.extend(
             plan.turns[cut..(cut + overlap).min(plan.turns.len())]
                 .iter()
