@@ -5,6 +5,9 @@ use std::sync::Mutex;
 
 use session_core::ModelUsage;
 
+/// Sessions a calibration remembers before it starts over.
+pub(crate) const MAX_SESSIONS: usize = 10_000;
+
 /// Per session and model, the ratio between the prompt tokens a provider
 /// reported and what the store's estimator put the same prompt at, over the
 /// most recent calls. Multiplying an estimate by [`UsageCalibration::factor`]
@@ -68,6 +71,13 @@ impl UsageCalibration {
             .inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A long-running server sees sessions without end: past the limit,
+        // start over (a session relearns from its stored usage).
+        if inner.latest_model.len() >= MAX_SESSIONS && !inner.latest_model.contains_key(session_id)
+        {
+            inner.pairs.clear();
+            inner.latest_model.clear();
+        }
         let pairs = inner
             .pairs
             .entry((session_id.to_owned(), usage.model.clone()))
@@ -211,6 +221,21 @@ mod tests {
         // A plain ratio would have said 3,000 × 3,480 / 3,000 ≈ 3,480.
         assert!((c.factor("s", None).unwrap() - 3_480.0 / 3_000.0).abs() < 1e-9);
         assert_eq!(c.calibrate("other", None, 1_000), None);
+    }
+
+    #[test]
+    fn a_calibration_stays_bounded_in_sessions() {
+        let c = UsageCalibration::new();
+        let usage = ModelUsage::new("m", 110, 1).with_estimate(100);
+        for i in 0..=MAX_SESSIONS {
+            c.observe(&format!("s{i}"), &usage);
+        }
+        assert!(
+            !c.knows("s0"),
+            "the oldest sessions are forgotten past the limit"
+        );
+        assert!(c.knows(&format!("s{MAX_SESSIONS}")));
+        assert!(c.inner.lock().unwrap().latest_model.len() <= MAX_SESSIONS);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use session_core::{
     TokenEstimator, UsageReport,
 };
 
-use crate::calibration::UsageCalibration;
+use crate::calibration::{UsageCalibration, MAX_SESSIONS};
 use crate::memory::SessionMemory;
 
 /// What `SessionMemory` remembers between preparing a prompt and recording its answer.
@@ -57,11 +57,16 @@ impl SessionMemory {
 
     pub(crate) fn remember_prompt(&self, session_id: &str, messages: &[Message]) {
         let estimated = self.count(messages);
-        self.prompts
+        let mut log = self
+            .prompts
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .last_estimate
-            .insert(session_id.to_owned(), estimated);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Bounded like the calibration: past the limit, start over.
+        if log.last_estimate.len() >= MAX_SESSIONS {
+            log.last_estimate.clear();
+            log.loaded.clear();
+        }
+        log.last_estimate.insert(session_id.to_owned(), estimated);
     }
 
     fn count(&self, messages: &[Message]) -> u64 {
@@ -109,12 +114,16 @@ impl SessionMemory {
     /// answers, once per session and process (a restarted agent keeps its
     /// calibration).
     async fn load_calibration(&self, owner: &Owner, session_id: &str) -> Result<(), SessionError> {
-        let first = self
-            .prompts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .loaded
-            .insert(session_id.to_owned());
+        let first = {
+            let mut log = self
+                .prompts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if log.loaded.len() >= MAX_SESSIONS {
+                log.loaded.clear();
+            }
+            log.loaded.insert(session_id.to_owned())
+        };
         if !first || self.calibration.knows(session_id) {
             return Ok(());
         }
