@@ -216,7 +216,7 @@ pub(crate) async fn run(url: &str, out: &mut dyn Write) -> Result<()> {
         search
             .call(
                 &ctx_tool,
-                &json!({"inner_thought": "the user asks about the locker", "query": "locker code"})
+                &json!({"innerThought": "the user asks about the locker", "query": "locker code"})
             )
             .await?
     )?;

@@ -48,7 +48,7 @@ fn model(req: &Request) -> ResponseTemplate {
         return answer(
             &json!({"role": "assistant", "content": null, "tool_calls": [{
                 "id": "call_1", "type": "function",
-                "function": {"name": "conversation_search", "arguments": "{\"inner_thought\":\"look it up\",\"query\":\"order number is\"}"}
+                "function": {"name": "conversation_search", "arguments": "{\"innerThought\":\"look it up\",\"query\":\"order number is\"}"}
             }]}),
         );
     }

@@ -58,12 +58,12 @@ impl CompactContext {
                 "parameters": {
                     "type": "object",
                     "properties": {
-                        "inner_thought": {
+                        "innerThought": {
                             "type": "string",
                             "description": "Your private reasoning about why you compact now. Not shown to the user."
                         }
                     },
-                    "required": ["inner_thought"],
+                    "required": ["innerThought"],
                     "additionalProperties": false
                 }
             }

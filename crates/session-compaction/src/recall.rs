@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use chrono::SecondsFormat;
+use serde::Serialize;
 use serde_json::{json, Value};
 use session_core::{
     Owner, Page, SearchHit, SearchQuery, SessionError, SessionService, DEFAULT_PAGE_SIZE,
@@ -31,8 +32,9 @@ pub struct SearchArgs {
 }
 
 impl SearchArgs {
-    /// Reads `{"inner_thought", "query", "page"}` (a JSON object or its text).
-    /// `inner_thought` is accepted and ignored: it is never echoed back.
+    /// Reads `{"innerThought", "query", "page"}` (a JSON object or its text),
+    /// the seed's parameters. `innerThought` (or `inner_thought`) is
+    /// accepted and ignored: it is never echoed back.
     pub fn parse(arguments: &Value) -> Result<Self, SessionError> {
         let owned;
         let args = if let Some(text) = arguments.as_str() {
@@ -72,7 +74,7 @@ fn definition(name: &str, description: &str) -> Value {
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "inner_thought": {
+                    "innerThought": {
                         "type": "string",
                         "description": "Your private reasoning about why you search and what you hope to find. Not shown to the user."
                     },
@@ -85,33 +87,44 @@ fn definition(name: &str, description: &str) -> Value {
                         "description": "Zero-based page of results, oldest first; ask for the next page to see more. Defaults to 0."
                     }
                 },
-                "required": ["inner_thought", "query"],
+                "required": ["innerThought", "query"],
                 "additionalProperties": false
             }
         }
     })
 }
 
+/// One hit as the seed writes it: `timestamp`, `type`, `text`, in that
+/// order (then `session_id` for cross-session search).
+#[derive(Serialize)]
+struct HitOut<'a> {
+    timestamp: String,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+}
+
 fn render(page: &Page<SearchHit>, with_session: bool) -> String {
     if page.items.is_empty() {
         return NO_RESULTS.to_owned();
     }
-    let items: Vec<Value> = page
+    let items: Vec<HitOut<'_>> = page
         .items
         .iter()
-        .map(|h| {
-            let mut v = json!({
-                "timestamp": h.event.timestamp.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-                "type": h.event.role().as_str(),
-                "text": h.event.message.search_text(),
-            });
-            if with_session {
-                v["session_id"] = json!(h.session_id);
-            }
-            v
+        .map(|h| HitOut {
+            timestamp: h
+                .event
+                .timestamp
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            kind: h.event.role().as_str(),
+            text: h.event.message.search_text(),
+            session_id: with_session.then_some(h.session_id.as_str()),
         })
         .collect();
-    Value::Array(items).to_string()
+    // Plain strings and one struct: serializing cannot fail.
+    serde_json::to_string(&items).unwrap_or_else(|_| NO_RESULTS.to_owned())
 }
 
 /// The `conversation_search` tool: keyword search over the current

@@ -65,24 +65,21 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     let out = tool
         .call(
             &ctx,
-            &json!({"inner_thought": "secret reasoning", "query": "spring ai", "page": -4}),
+            &json!({"innerThought": "secret reasoning", "query": "spring ai", "page": -4}),
         )
         .await
         .unwrap();
-    let v: Value = serde_json::from_str(&out).unwrap();
+    // The seed's example, byte for byte: keys in the seed's order, compact JSON.
     assert_eq!(
-        v,
-        json!([
-            {"timestamp": "2025-06-01T12:00:00Z", "type": "user", "text": "Tell me about Spring AI"},
-            {"timestamp": "2025-06-01T12:00:01Z", "type": "assistant", "text": "Spring AI is a framework..."}
-        ])
+        out,
+        r#"[{"timestamp":"2025-06-01T12:00:00Z","type":"user","text":"Tell me about Spring AI"},{"timestamp":"2025-06-01T12:00:01Z","type":"assistant","text":"Spring AI is a framework..."}]"#
     );
     assert!(
         !out.contains("secret reasoning"),
-        "inner_thought is never echoed"
+        "innerThought is never echoed"
     );
     assert_eq!(
-        tool.call(&ctx, &json!({"inner_thought": "x", "query": "zebra"}))
+        tool.call(&ctx, &json!({"innerThought": "x", "query": "zebra"}))
             .await
             .unwrap(),
         NO_RESULTS
@@ -90,7 +87,7 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     assert_eq!(
         tool.call(
             &ctx,
-            &json!({"inner_thought": "x", "query": "spring", "page": 1})
+            &json!({"innerThought": "x", "query": "spring", "page": 1})
         )
         .await
         .unwrap(),
@@ -109,7 +106,7 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     assert_eq!(def["function"]["name"], "conversation_search");
     assert_eq!(
         def["function"]["parameters"]["required"],
-        json!(["inner_thought", "query"])
+        json!(["innerThought", "query"])
     );
     // Another user's call context sees nothing.
     let mallory = ToolContext {
@@ -147,13 +144,19 @@ async fn summaries_are_searchable_and_cross_session_search_names_sessions() {
         .await
         .unwrap();
     let tool = CrossSessionSearch::new(w.service.clone(), alice.clone());
-    let v: Value = serde_json::from_str(
-        &tool
-            .call(&json!({"inner_thought": "", "query": "LOCKER"}))
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let out = tool
+        .call(&json!({"innerThought": "", "query": "LOCKER"}))
+        .await
+        .unwrap();
+    // The seed's shape, key order included, plus the session id last.
+    assert!(out.starts_with(r#"[{"timestamp":""#), "{out}");
+    assert!(
+        out.contains(&format!(
+            r#""type":"user","text":"my locker is 42","session_id":"{a}"}}"#
+        )),
+        "{out}"
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
     let got: Vec<(String, String)> = v
         .as_array()
         .unwrap()

@@ -400,7 +400,7 @@ async fn the_compact_context_tool_compacts_the_callers_session_and_records_a_not
     };
     let answer: serde_json::Value = serde_json::from_str(
         &tool
-            .call(&ctx, &serde_json::json!({"inner_thought": "done"}))
+            .call(&ctx, &serde_json::json!({"innerThought": "done"}))
             .await
             .unwrap(),
     )
