@@ -36,35 +36,25 @@ fn store() -> (tempfile::TempDir, String) {
     (dir, url)
 }
 
-#[test]
-fn probe_one_long_turn_compacts_within_budget() {
-    let (_dir, url) = store();
-    run(&url, &["create", "--user", "ada", "--id", "long"]);
+/// Session `id` of ada with one long turn: "fix the build", then 20
+/// assistant steps of ~330 characters each.
+fn one_long_turn(url: &str, id: &str) {
+    run(url, &["create", "--user", "ada", "--id", id]);
     run(
-        &url,
-        &[
-            "append",
-            "long",
-            "--role",
-            "user",
-            "--text",
-            "fix the build",
-        ],
+        url,
+        &["append", id, "--role", "user", "--text", "fix the build"],
     );
     let step = "lorem ipsum dolor sit amet ".repeat(12);
     for i in 1..=20 {
-        run(
-            &url,
-            &[
-                "append",
-                "long",
-                "--role",
-                "assistant",
-                "--text",
-                &format!("step {i}: {step}"),
-            ],
-        );
+        let text = format!("step {i}: {step}");
+        run(url, &["append", id, "--role", "assistant", "--text", &text]);
     }
+}
+
+#[test]
+fn probe_one_long_turn_compacts_within_budget() {
+    let (_dir, url) = store();
+    one_long_turn(&url, "long");
     let out = run(
         &url,
         &[
@@ -91,24 +81,7 @@ fn probe_one_long_turn_compacts_within_budget() {
         ("summarize", "--keep", "0"),
     ] {
         let (_d, url) = store();
-        run(&url, &["create", "--user", "ada", "--id", "l"]);
-        run(
-            &url,
-            &["append", "l", "--role", "user", "--text", "fix the build"],
-        );
-        for i in 1..=20 {
-            run(
-                &url,
-                &[
-                    "append",
-                    "l",
-                    "--role",
-                    "assistant",
-                    "--text",
-                    &format!("step {i}: {step}"),
-                ],
-            );
-        }
+        one_long_turn(&url, "l");
         let out = run(
             &url,
             &[

@@ -80,6 +80,22 @@ async fn alice_with_turns(
     (repo, svc, owner, s)
 }
 
+/// Invocation `i{i}`: "question {i}" and "answer {i}".
+fn invocation(i: usize) -> Vec<SessionEvent> {
+    [
+        Message::user(format!("question {i}")),
+        Message::assistant(format!("answer {i}")),
+    ]
+    .into_iter()
+    .map(|m| {
+        SessionEvent::builder(m)
+            .invocation_id(format!("i{i}"))
+            .build()
+            .unwrap()
+    })
+    .collect()
+}
+
 fn tokens(events: &[SessionEvent]) -> u64 {
     events.iter().map(|e| u64::from(e.token_estimate)).sum()
 }
@@ -305,17 +321,9 @@ async fn rewind_after_compaction_brings_back_what_the_summary_replaced() {
         .await
         .unwrap();
     for i in 1..=3 {
-        let events = vec![
-            SessionEvent::builder(Message::user(format!("question {i}")))
-                .invocation_id(format!("i{i}"))
-                .build()
-                .unwrap(),
-            SessionEvent::builder(Message::assistant(format!("answer {i}")))
-                .invocation_id(format!("i{i}"))
-                .build()
-                .unwrap(),
-        ];
-        svc.append_events(&owner, &s.id, events).await.unwrap();
+        svc.append_events(&owner, &s.id, invocation(i))
+            .await
+            .unwrap();
     }
     let policy = CompactionPolicy::new(
         Trigger::TurnCount(1),
@@ -614,17 +622,9 @@ async fn every_n_invocations_compacts_on_schedule() {
     let mut compacted_at = Vec::new();
     let mut last_summary: Vec<String> = Vec::new();
     for i in 1..=7 {
-        let events = vec![
-            SessionEvent::builder(Message::user(format!("question {i}")))
-                .invocation_id(format!("i{i}"))
-                .build()
-                .unwrap(),
-            SessionEvent::builder(Message::assistant(format!("answer {i}")))
-                .invocation_id(format!("i{i}"))
-                .build()
-                .unwrap(),
-        ];
-        svc.append_events(&owner, &s.id, events).await.unwrap();
+        svc.append_events(&owner, &s.id, invocation(i))
+            .await
+            .unwrap();
         let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
         let summary: Vec<String> = context
             .iter()

@@ -10,7 +10,7 @@ use deadpool_postgres::Transaction;
 use futures::try_join;
 use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent, RewindPlan,
-    Stored,
+    StateChanges, Stored,
 };
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
@@ -136,6 +136,29 @@ async fn update(
     sessions::update(tx, t, id, update, version, now).await
 }
 
+/// Writes what a plan decided: the new rows, the head (with the
+/// session-scope state the plan changed) and the shared scopes. Independent
+/// statements of one transaction: pipelined.
+#[allow(clippy::too_many_arguments)] // the transaction, the table names and what the plan decided
+async fn persist(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    locked: &mut Locked,
+    rows: &[NewRow<'_>],
+    state: &StateChanges,
+    mut advance: Advance,
+    now: DateTime<Utc>,
+) -> R<()> {
+    advance.state = locked.changed_state(&state.session)?;
+    try_join!(
+        events::insert(tx, t, id, rows),
+        sessions::advance(tx, t, id, &advance, now),
+        shared::merge(tx, t, &locked.app, &locked.user_id, &state.shared),
+    )?;
+    Ok(())
+}
+
 async fn append(
     tx: &Transaction<'_>,
     t: &Tables,
@@ -151,19 +174,14 @@ async fn append(
     let (first, next_ctx_pos) = locked.positions(plan.new.len())?;
     let rows = new_rows(batch, &plan.new, Some(first));
     let advance = Advance {
-        state: locked.changed_state(&plan.state.session)?,
+        state: None,
         version: plan.version,
         last_seq: plan.last_seq,
         next_ctx_pos,
         added: plan.new.len(),
         tokens: Tokens::Add(plan.added_tokens),
     };
-    // Independent statements of one transaction: pipelined.
-    try_join!(
-        events::insert(tx, t, id, &rows),
-        sessions::advance(tx, t, id, &advance, now),
-        shared::merge(tx, t, &locked.app, &locked.user_id, &plan.state.shared),
-    )?;
+    persist(tx, t, id, &mut locked, &rows, &plan.state, advance, now).await?;
     Ok(plan.outcome())
 }
 
@@ -196,19 +214,15 @@ async fn replace_context(
         row.ctx_pos = position.get(&row.seq).copied();
     }
     let advance = Advance {
-        state: locked.changed_state(&plan.state.session)?,
+        state: None,
         version: plan.version,
         last_seq: plan.last_seq,
         next_ctx_pos,
         added: plan.new.len(),
         tokens: Tokens::Set(plan.context_tokens),
     };
-    // After the context is cleared and placed, the rest is independent: pipelined.
-    try_join!(
-        events::insert(tx, t, id, &rows),
-        sessions::advance(tx, t, id, &advance, now),
-        shared::merge(tx, t, &locked.app, &locked.user_id, &plan.state.shared),
-    )?;
+    // After the context is cleared and placed, the rest is as for an append.
+    persist(tx, t, id, &mut locked, &rows, &plan.state, advance, now).await?;
     Ok(true)
 }
 
