@@ -5,14 +5,12 @@ use std::io::Write;
 use std::sync::Arc;
 
 use agent_session::compaction::{
-    CompactionOutcome, CompactionPolicy, CompactionStrategy, ConversationSearch,
-    RecursiveSummarization, SlidingWindow, Summarizer, SummarizerChoice, TokenBudget, ToolContext,
-    Trigger, TurnWindow,
+    CompactionOutcome, CompactionPolicy, CompactionStrategy, RecursiveSummarization, SlidingWindow,
+    Summarizer, SummarizerChoice, TokenBudget, Trigger, TurnWindow,
 };
 use agent_session::{
-    Clock, DefaultSessionService, EventFilter, EventView, Message, NewSession, Owner, RewindTo,
-    SessionEvent, SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus,
-    SessionUpdate, SystemClock,
+    Clock, EventFilter, EventView, Message, NewSession, RewindTo, SessionEvent, SessionQuery,
+    SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate, SystemClock,
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl};
 use anyhow::{anyhow, bail, Result};
@@ -28,7 +26,12 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
         Command::Demo => crate::demo::run(&url, out).await,
         Command::Bench { workload, events } => {
-            crate::bench::run(&*store::open(&url).await?, workload, events, json, out).await
+            let repo = store::open(&url).await?;
+            if workload == crate::WorkloadArg::Recall {
+                crate::bench_recall::run(&*repo, events, json, out).await
+            } else {
+                crate::bench::run(&*repo, workload, events, json, out).await
+            }
         }
         Command::Export {
             sessions,
@@ -218,21 +221,20 @@ async fn everyday(
             query,
             page,
             page_size,
+            ranked,
+            across,
+            tool,
         } => {
-            let s = repo.get(&session).await?;
-            let owner = Owner::new(s.app.clone(), s.user_id.clone());
-            let service = Arc::new(DefaultSessionService::new(repo.clone()));
-            let tool = ConversationSearch::new(service).with_page_size(page_size.clamp(1, 1000));
-            let ctx = ToolContext {
-                owner,
-                session_id: s.id.to_string(),
+            let args = crate::search_cmd::SearchArgs {
+                session,
+                query,
+                page: usize::try_from(page.max(0)).unwrap_or(usize::MAX),
+                page_size: page_size.clamp(1, 1000),
+                ranked,
+                across,
+                tool,
             };
-            writeln!(
-                out,
-                "{}",
-                tool.call(&ctx, &json!({"query": query, "page": page}))
-                    .await?
-            )?;
+            crate::search_cmd::run(repo.clone(), args, json, out).await?;
         }
         Command::Compact {
             session,

@@ -3,9 +3,11 @@
 //! Run `agent-session demo` for a tour, `agent-session --help` for the commands.
 
 mod bench;
+mod bench_recall;
 mod commands;
 mod demo;
 mod output;
+mod search_cmd;
 mod session_stats;
 mod store;
 mod transfer;
@@ -115,11 +117,12 @@ pub(crate) enum Command {
         #[arg(long)]
         last: Option<usize>,
     },
-    /// Searches a session's archive; prints what the conversation_search tool returns.
+    /// Searches a session's archive: every word must occur (any order, any
+    /// case, accents ignored); "a phrase" in quotes; -word excludes.
     Search {
         /// The session id.
         session: SessionId,
-        /// The keyword (case-insensitive, literal).
+        /// The query, e.g. `locker 4711` or `"gate b" -cancelled`.
         query: String,
         /// Zero-based page (negative pages read as 0).
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -127,6 +130,15 @@ pub(crate) enum Command {
         /// Hits per page.
         #[arg(long, default_value_t = 10)]
         page_size: usize,
+        /// Best matches first, with their scores (default: oldest first).
+        #[arg(long)]
+        ranked: bool,
+        /// Search all of the session owner's sessions in its app.
+        #[arg(long)]
+        across: bool,
+        /// Print exactly what the `conversation_search` agent tool returns.
+        #[arg(long)]
+        tool: bool,
     },
     /// Compacts a session's context now.
     Compact {
@@ -273,6 +285,8 @@ pub(crate) enum WorkloadArg {
     Multi,
     Read,
     Search,
+    /// Search at scale: sessions of N/10 and N events, a selective and a frequent query (not in `all`).
+    Recall,
     All,
 }
 

@@ -114,11 +114,12 @@ fn create_append_show_search_round_trip() {
     let last = out(cli(&s).args(["show", "s1", "--last", "1"]));
     assert!(last.contains("#3") && !last.contains("#2"), "{last}");
 
-    let hits: Value = serde_json::from_str(&out(cli(&s).args(["search", "s1", "LOCKER"]))).unwrap();
+    let hits: Value =
+        serde_json::from_str(&out(cli(&s).args(["search", "s1", "LOCKER", "--tool"]))).unwrap();
     assert_eq!(hits[0]["type"], "user");
     assert_eq!(hits[0]["text"], "My locker code is 4711");
     assert_eq!(
-        out(cli(&s).args(["search", "s1", "zebra"])),
+        out(cli(&s).args(["search", "s1", "zebra", "--tool"])),
         "No results found."
     );
     assert_eq!(
@@ -127,6 +128,26 @@ fn create_append_show_search_round_trip() {
             .count(),
         1
     );
+    // Words in any order, each hit with its seq and role, then the count.
+    let found = out(cli(&s).args(["search", "s1", "4711 locker"]));
+    assert!(
+        found.starts_with("#1 ") && found.contains(" user "),
+        "{found}"
+    );
+    assert!(found.ends_with("1 of 1 hits"), "{found}");
+    assert_eq!(
+        out(cli(&s).args(["search", "s1", "zebra"])),
+        "no hits for \"zebra\""
+    );
+    let page: Value = serde_json::from_str(&out(
+        cli(&s).args(["--json", "search", "s1", "locker", "--ranked"])
+    ))
+    .unwrap();
+    assert_eq!(page["hits"][0]["seq"], 1);
+    assert_eq!(page["hits"][0]["role"], "user");
+    assert!(page["hits"][0]["score"].as_f64().is_some());
+    assert_eq!(page["total"]["count"], 1);
+    assert_eq!(page["has_more"], false);
 
     let listed = out(cli(&s).args(["--json", "list", "--user", "ada"]));
     let session: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();

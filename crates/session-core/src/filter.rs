@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::message::Role;
+use crate::search::contains_folded;
+use crate::search::fold_case;
 use crate::session::SessionStatus;
 use crate::validate::{validate_branch, validate_id, validate_name, Limits};
 
@@ -33,16 +35,6 @@ pub enum SyntheticFilter {
     Exclude,
     /// Synthetic events only.
     Only,
-}
-
-/// Lower-cases text for literal, case-insensitive matching.
-pub fn fold_case(text: &str) -> String {
-    text.to_lowercase()
-}
-
-/// Whether `text` contains `needle_folded` (already passed through [`fold_case`]), literally.
-pub fn contains_folded(text: &str, needle_folded: &str) -> bool {
-    fold_case(text).contains(needle_folded)
 }
 
 /// The branches whose events an agent on `viewer` sees besides root events:
@@ -296,6 +288,38 @@ pub struct Page<T> {
     /// reported with their error when read alone (`get`, `export_session`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// How many items the whole result holds, where the store counts them
+    /// (search pages); `None` where it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<Total>,
+}
+
+/// The size of a whole result, of which a page is a part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Total {
+    /// The count.
+    pub count: u64,
+    /// `true`: exactly `count` items; `false`: at least `count` (the store
+    /// stopped counting, see the search docs).
+    pub exact: bool,
+}
+
+impl Total {
+    /// An exact count.
+    pub fn exact(count: usize) -> Self {
+        Self {
+            count: u64::try_from(count).unwrap_or(u64::MAX),
+            exact: true,
+        }
+    }
+
+    /// A lower bound.
+    pub fn at_least(count: usize) -> Self {
+        Self {
+            exact: false,
+            ..Self::exact(count)
+        }
+    }
 }
 
 impl<T> Page<T> {
@@ -307,6 +331,7 @@ impl<T> Page<T> {
             page_size,
             has_more: false,
             unreadable: Vec::new(),
+            total: None,
         }
     }
 
@@ -324,6 +349,7 @@ impl<T> Page<T> {
             page_size,
             has_more,
             unreadable: Vec::new(),
+            total: None,
         }
     }
 
@@ -344,6 +370,7 @@ impl<T> Page<T> {
             page_size,
             has_more,
             unreadable: Vec::new(),
+            total: None,
         }
     }
 
@@ -379,6 +406,7 @@ impl<T> Page<T> {
             page_size: self.page_size,
             has_more: self.has_more,
             unreadable: self.unreadable,
+            total: self.total,
         }
     }
 }
@@ -399,11 +427,18 @@ pub struct SessionQuery {
     pub active_from: Option<DateTime<Utc>>,
     /// Last activity strictly before.
     pub active_to: Option<DateTime<Utc>>,
+    /// Metadata entries that must all be present with exactly these values
+    /// (strings, numbers or booleans): how agents find the sessions they
+    /// tagged (a ticket id, a channel). Indexed on SQLite and PostgreSQL.
+    pub metadata: Vec<(String, serde_json::Value)>,
     /// Zero-based page.
     pub page: usize,
     /// Page size (default 10).
     pub page_size: usize,
 }
+
+/// The most metadata entries one [`SessionQuery`] may require.
+pub const MAX_METADATA_FILTERS: usize = 8;
 
 impl Default for SessionQuery {
     fn default() -> Self {
@@ -414,6 +449,7 @@ impl Default for SessionQuery {
             status: None,
             active_from: None,
             active_to: None,
+            metadata: Vec::new(),
             page: 0,
             page_size: DEFAULT_PAGE_SIZE,
         }
@@ -461,6 +497,18 @@ impl SessionQuery {
         self
     }
 
+    /// Only sessions whose metadata holds `key` with exactly `value`.
+    ///
+    /// ```
+    /// use session_core::SessionQuery;
+    /// let q = SessionQuery::new().app("support").metadata("ticket", "T-4711");
+    /// assert_eq!(q.metadata.len(), 1);
+    /// ```
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.metadata.push((key.into(), value.into()));
+        self
+    }
+
     /// Sets page and page size.
     pub fn page(mut self, page: usize, page_size: usize) -> Self {
         self.page = page;
@@ -482,12 +530,37 @@ impl SessionQuery {
         if let Some(k) = &self.key {
             validate_name("key", k)?;
         }
+        if self.metadata.len() > MAX_METADATA_FILTERS {
+            return Err(SessionError::invalid(
+                "metadata filter",
+                format!("at most {MAX_METADATA_FILTERS} entries"),
+            ));
+        }
+        for (key, value) in &self.metadata {
+            if key.is_empty() || key.len() > crate::MAX_ID_LEN || key.chars().any(char::is_control)
+            {
+                return Err(SessionError::invalid(
+                    "metadata filter",
+                    format!(
+                        "key {key:?} must be 1 to {} bytes without control characters",
+                        crate::MAX_ID_LEN
+                    ),
+                ));
+            }
+            if !(value.is_string() || value.is_number() || value.is_boolean()) {
+                return Err(SessionError::invalid(
+                    "metadata filter",
+                    format!("{key:?} must be matched against a string, a number or a boolean"),
+                ));
+            }
+        }
         Ok(())
     }
 
     /// Whether the query names no criterion at all (an operator's listing of everything).
     pub fn is_unfiltered(&self) -> bool {
         self.app.is_none()
+            && self.metadata.is_empty()
             && self.user_id.is_none()
             && self.key.is_none()
             && self.status.is_none()
@@ -506,119 +579,11 @@ impl SessionQuery {
             && self.status.is_none_or(|st| s.status == st)
             && self.active_from.is_none_or(|t| s.updated_at >= t)
             && self.active_to.is_none_or(|t| s.updated_at < t)
+            && self
+                .metadata
+                .iter()
+                .all(|(k, v)| s.metadata.get(k).is_some_and(|have| have == v))
     }
-}
-
-/// Where a search looks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SearchScope {
-    /// The archive of one session.
-    Session(String),
-    /// The archives of all of one user's sessions in one app.
-    User {
-        /// The app.
-        app: String,
-        /// The user.
-        user_id: String,
-    },
-}
-
-/// How search matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum SearchMode {
-    /// Case-insensitive literal substring; chronological results. Every backend.
-    #[default]
-    Literal,
-    /// Full-text relevance ranking; only where [`crate::Capabilities::ranked_search`].
-    Ranked,
-}
-
-/// A keyword search over the archive.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct SearchQuery {
-    /// Where to look.
-    pub scope: SearchScope,
-    /// The text to find, matched literally.
-    pub text: String,
-    /// Literal or ranked.
-    pub mode: SearchMode,
-    /// Zero-based page.
-    pub page: usize,
-    /// Page size (default 10).
-    pub page_size: usize,
-}
-
-impl SearchQuery {
-    /// A literal search of one session's archive, first page of 10.
-    pub fn in_session(session_id: impl Into<String>, text: impl Into<String>) -> Self {
-        Self {
-            scope: SearchScope::Session(session_id.into()),
-            text: text.into(),
-            mode: SearchMode::Literal,
-            page: 0,
-            page_size: DEFAULT_PAGE_SIZE,
-        }
-    }
-
-    /// A literal search of all of a user's sessions in an app.
-    pub fn for_user(
-        app: impl Into<String>,
-        user_id: impl Into<String>,
-        text: impl Into<String>,
-    ) -> Self {
-        Self {
-            scope: SearchScope::User {
-                app: app.into(),
-                user_id: user_id.into(),
-            },
-            ..Self::in_session("", text)
-        }
-    }
-
-    /// Sets page and page size.
-    pub fn page(mut self, page: usize, page_size: usize) -> Self {
-        self.page = page;
-        self.page_size = page_size;
-        self
-    }
-
-    /// Sets the mode.
-    pub fn mode(mut self, mode: SearchMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Checks sizes, ids and the query text.
-    pub fn check(&self, limits: &Limits) -> Result<()> {
-        limits.check_page_size(self.page_size)?;
-        if self.text.is_empty() {
-            return Err(SessionError::invalid("query", "must not be empty"));
-        }
-        match &self.scope {
-            SearchScope::Session(id) => validate_id("session id", id),
-            SearchScope::User { app, user_id } => {
-                validate_name("app", app)?;
-                if user_id == crate::session::GROUP_USER {
-                    Ok(())
-                } else {
-                    validate_name("user id", user_id)
-                }
-            }
-        }
-    }
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SearchHit {
-    /// The session the event belongs to.
-    pub session_id: String,
-    /// The matching event.
-    pub event: SessionEvent,
-    /// Relevance in ranked mode; `None` in literal mode.
-    pub score: Option<f64>,
 }
 
 #[cfg(test)]
@@ -641,12 +606,5 @@ mod tests {
     fn visible_branches_are_ancestors_and_self() {
         assert_eq!(visible_branches("a.b.c"), ["a", "a.b", "a.b.c"]);
         assert_eq!(visible_branches("a"), ["a"]);
-    }
-
-    #[test]
-    fn keyword_is_literal_and_case_insensitive() {
-        let k = fold_case("100%_DONE");
-        assert!(contains_folded("it is 100%_done now", &k));
-        assert!(!contains_folded("it is 100x_done now", &k));
     }
 }

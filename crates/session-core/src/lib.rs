@@ -12,6 +12,7 @@ mod message;
 pub mod plan;
 pub use plan::RewindTo;
 mod repository;
+pub mod search;
 mod service;
 mod session;
 pub mod state;
@@ -28,9 +29,8 @@ pub use event::{
 };
 pub use export::{ExportReader, ExportWriter, EXPORT_FORMAT, EXPORT_VERSION};
 pub use filter::{
-    contains_folded, fold_case, visible_branches, EventFilter, EventMatcher, EventView, Page,
-    SearchHit, SearchMode, SearchQuery, SearchScope, SessionQuery, SyntheticFilter,
-    DEFAULT_PAGE_SIZE,
+    visible_branches, EventFilter, EventMatcher, EventView, Page, SessionQuery, SyntheticFilter,
+    Total, DEFAULT_PAGE_SIZE, MAX_METADATA_FILTERS,
 };
 pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
 pub use memory::InMemoryRepository;
@@ -38,6 +38,10 @@ pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCa
 pub use repository::{
     check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome, RewindOutcome,
     SessionDump, SessionRepository, SessionRepositoryExt,
+};
+pub use search::{
+    contains_folded, fold_case, page_of_matches, ParsedQuery, RankStats, SearchHit, SearchMode,
+    SearchQuery, SearchScope, TrigramIndex,
 };
 pub use service::{
     AppendHook, CreateSessionRequest, CreateSessionRequestBuilder, DailyReset,

@@ -10,10 +10,7 @@ use parking_lot::RwLock;
 use crate::clock::{system_clock, SharedClock};
 use crate::error::Result;
 use crate::event::SessionEvent;
-use crate::filter::{
-    contains_folded, fold_case, EventFilter, EventView, Page, SearchHit, SearchQuery, SearchScope,
-    SessionQuery,
-};
+use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
 use crate::plan::{
     self, plan_update, readable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
@@ -21,6 +18,9 @@ use crate::plan::{
 };
 use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
+};
+use crate::search::{
+    page_of_matches, RankStats, SearchHit, SearchMode, SearchQuery, SearchScope, TrigramIndex,
 };
 use crate::session::{NewSession, Session, SessionUpdate};
 use crate::state::StateMap;
@@ -66,6 +66,8 @@ struct Record {
     context: Vec<u64>,
     ids: HashMap<String, u64>,
     last_seq: u64,
+    /// The archive's trigram index: search checks its candidates only.
+    index: TrigramIndex,
 }
 
 impl Record {
@@ -104,6 +106,7 @@ impl Record {
             event.seq = n.seq;
             event.session_id = self.session.id.to_string();
             self.ids.insert(event.id.clone(), n.seq);
+            self.index.add(n.seq, &event.message.search_text());
             self.archive.insert(n.seq, event);
         }
         self.session.event_count = u64::try_from(self.archive.len()).unwrap_or(u64::MAX);
@@ -210,7 +213,7 @@ fn writable<'a>(
 #[async_trait]
 impl SessionRepository for InMemoryRepository {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::basic(BACKEND)
+        Capabilities::basic(BACKEND).with_ranked_search()
     }
 
     async fn create(&self, new: NewSession) -> Result<Session> {
@@ -232,6 +235,7 @@ impl SessionRepository for InMemoryRepository {
                 context: Vec::new(),
                 ids: HashMap::new(),
                 last_seq: 0,
+                index: TrigramIndex::new(),
             },
         );
         Ok(plan.session)
@@ -356,6 +360,7 @@ impl SessionRepository for InMemoryRepository {
         });
         let plan = RewindPlan::new(&r.head(), to, first)?;
         let removed = r.archive.split_off(&plan.from_seq);
+        r.index.remove_from(plan.from_seq);
         r.ids.retain(|_, seq| *seq < plan.from_seq);
         r.context.retain(|seq| *seq < plan.from_seq);
         r.session.state = RewindPlan::state(
@@ -375,7 +380,7 @@ impl SessionRepository for InMemoryRepository {
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
         query.check(&self.limits)?;
         self.capabilities().check_search(query)?;
-        let needle = fold_case(&query.text);
+        let parsed = query.parsed()?;
         let now = self.now();
         let inner = self.inner.read();
         let records: Vec<&Record> = match &query.scope {
@@ -390,25 +395,28 @@ impl SessionRepository for InMemoryRepository {
                 })
                 .collect(),
         };
-        let mut hits: Vec<&SessionEvent> = records
-            .iter()
-            .flat_map(|r| r.archive.values())
-            .filter(|e| contains_folded(&e.message.search_text(), &needle))
-            .collect();
-        if records.len() > 1 {
-            hits.sort_by(|a, b| {
-                (a.timestamp, &a.session_id, a.seq).cmp(&(b.timestamp, &b.session_id, b.seq))
-            });
+        let mut matches = Vec::new();
+        for r in &records {
+            let candidates: Box<dyn Iterator<Item = &SessionEvent>> =
+                match r.index.candidates(&parsed) {
+                    Some(seqs) => Box::new(seqs.into_iter().filter_map(|s| r.archive.get(&s))),
+                    None => Box::new(r.archive.values()),
+                };
+            matches.extend(
+                candidates
+                    .filter(|e| parsed.matches(&e.message.search_text()))
+                    .cloned(),
+            );
         }
-        Ok(Page::paginate(
-            hits.into_iter().map(|e| SearchHit {
-                session_id: e.session_id.clone(),
-                event: e.clone(),
-                score: None,
-            }),
-            query.page,
-            query.page_size,
-        ))
+        let stats = (query.mode == SearchMode::Ranked).then(|| RankStats {
+            docs: records.iter().map(|r| r.session.event_count).sum(),
+            doc_freq: parsed
+                .include()
+                .iter()
+                .map(|t| records.iter().filter_map(|r| r.index.doc_freq(t)).sum())
+                .collect(),
+        });
+        Ok(page_of_matches(query, &parsed, matches, stats.as_ref()))
     }
 
     async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
@@ -450,6 +458,10 @@ impl SessionRepository for InMemoryRepository {
             );
         }
         let ids = dump.events.iter().map(|e| (e.id.clone(), e.seq)).collect();
+        let mut index = TrigramIndex::new();
+        for e in &dump.events {
+            index.add(e.seq, &e.message.search_text());
+        }
         let archive = dump.events.into_iter().map(|e| (e.seq, e)).collect();
         let record = Record {
             session: dump.session,
@@ -458,6 +470,7 @@ impl SessionRepository for InMemoryRepository {
             context: dump.context,
             ids,
             last_seq: dump.last_seq,
+            index,
         };
         inner.sessions.insert(record.session.id.to_string(), record);
         Ok(ImportOutcome::Imported)

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
-use crate::filter::{EventFilter, EventView, Page, SearchHit, SearchQuery, SessionQuery};
+use crate::filter::{EventFilter, EventView, Page, SessionQuery};
+use crate::search::{SearchHit, SearchQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
 use serde::{Deserialize, Serialize};
 
@@ -252,10 +253,12 @@ impl Capabilities {
 /// the session's initial state with the remaining events' deltas replayed.
 ///
 /// **Reads.** `events` applies an [`EventFilter`] (see its docs); `search`
-/// matches the query text as a case-insensitive literal substring of
-/// [`crate::Message::search_text`] over the archive, synthetic events
-/// included, chronological (`seq`; across sessions by timestamp, then
-/// session id, then seq). No character of a query has special meaning.
+/// returns exactly the archived events (synthetic ones included) whose
+/// [`crate::Message::search_text`] the query's [`crate::ParsedQuery`]
+/// matches (every word as a case- and accent-insensitive substring, quoted
+/// phrases, `-` exclusions; nothing else is syntax), chronological (`seq`;
+/// across sessions by timestamp, then session id, then seq) or, ranked,
+/// best first; with a snippet per hit and the page's `total`.
 ///
 /// **Text.** Any valid Rust `String` round-trips exactly: NUL and every
 /// Unicode plane included. Timestamps round-trip at microsecond precision.

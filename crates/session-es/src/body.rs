@@ -157,7 +157,7 @@ pub(crate) fn escape_wildcard(text: &str) -> String {
     out
 }
 
-/// A case-insensitive literal substring query on the folded search text.
+/// A literal substring query on the folded search text (the text folded here too).
 pub(crate) fn literal_text(text: &str) -> Value {
     json!({"wildcard": {"text_lc": {"value": format!("*{}*", escape_wildcard(&fold_case(text)))}}})
 }

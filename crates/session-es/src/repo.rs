@@ -9,9 +9,8 @@ use session_core::plan::{
 };
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
-    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode, SearchQuery, SearchScope,
-    Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedState, UserId,
+    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
+    SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate, SharedState, UserId,
 };
 
 use crate::body;
@@ -223,27 +222,7 @@ impl SessionRepository for EsRepository {
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
         query.check(&self.limits)?;
         self.capabilities().check_search(query)?;
-        if query.mode == SearchMode::Ranked {
-            return self.search_ranked(query).await;
-        }
-        match &query.scope {
-            SearchScope::Session(id) => {
-                let f = EventFilter::archive()
-                    .keyword(query.text.clone())
-                    .page(query.page, query.page_size);
-                Ok(self
-                    .events(&SessionId::new(id.as_str())?, &f)
-                    .await?
-                    .map(|e| SearchHit {
-                        session_id: e.session_id.clone(),
-                        event: e,
-                        score: None,
-                    }))
-            }
-            SearchScope::User { app, user_id } => {
-                self.search_literal_all(app, user_id, query).await
-            }
-        }
+        self.search_events(query).await
     }
 
     async fn shared_state(

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use elasticsearch::http::Method;
 use serde_json::{json, Value};
 use session_core::{
-    Page, SearchHit, SearchQuery, SearchScope, Session, SessionError, SessionEvent, SessionId,
-    SessionQuery,
+    page_of_matches, Page, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionError,
+    SessionEvent, SessionId, SessionQuery, Total,
 };
 
 use crate::body::{self, micros};
@@ -17,6 +17,8 @@ use crate::EsRepository;
 
 /// Hits fetched per `_search` round trip while collecting results.
 pub(crate) const CHUNK: usize = 1000;
+/// Matches counted past the end of a page before the total becomes a lower bound.
+const COUNT_PAST_PAGE: usize = 500;
 /// Sort values fetched per round trip while skipping to a deep page.
 const SKIP_CHUNK: usize = 10_000;
 
@@ -149,18 +151,40 @@ impl EsRepository {
         offset: usize,
     ) -> session_core::Result<Vec<Session>> {
         let q = body::sessions_query(query, micros(self.now()));
-        let hits = self
-            .collect(
+        let sort = json!([{"updated_us": "desc"}, {"sid": "asc"}]);
+        let want = query.page_size.saturating_add(1);
+        let hits = if query.metadata.is_empty() {
+            self.collect(
                 "sessions",
                 &q,
-                &json!([{"updated_us": "desc"}, {"sid": "asc"}]),
+                &sort,
                 &json!(["head"]),
                 offset,
-                query.page_size.saturating_add(1),
+                want,
                 &mut |_| true,
                 "",
             )
-            .await?;
+            .await?
+        } else {
+            // Metadata is not indexed here: the heads are read and matched on the client.
+            let mut keep = |h: &Hit| {
+                Head::from_source(&h.id, &h.source).is_ok_and(|head| query.matches(&head.session))
+            };
+            let mut hits = self
+                .collect(
+                    "sessions",
+                    &q,
+                    &sort,
+                    &json!(["head"]),
+                    0,
+                    offset.saturating_add(want),
+                    &mut keep,
+                    "",
+                )
+                .await?;
+            hits.drain(..offset.min(hits.len()));
+            hits
+        };
         hits.iter()
             .map(|h| Head::from_source(&h.id, &h.source).map(|head| head.session))
             .collect::<session_core::Result<Vec<_>>>()
@@ -186,41 +210,73 @@ impl EsRepository {
             .collect()
     }
 
-    /// Literal search across the live sessions of one owner (pending batches included).
-    pub(crate) async fn search_literal_all(
+    /// The live heads a search covers.
+    async fn search_heads(&self, query: &SearchQuery) -> session_core::Result<Vec<Head>> {
+        Ok(match &query.scope {
+            SearchScope::Session(id) => {
+                vec![self.heads().live(&SessionId::new(id.as_str())?).await?.head]
+            }
+            SearchScope::User { app, user_id } => self.owner_heads(app, user_id).await?,
+        })
+    }
+
+    /// Search in one session or across one owner's sessions: every required
+    /// term a `wildcard` on the folded text (`must`), every excluded one in
+    /// `must_not`, the hits and the events of pending batches checked with
+    /// the reference matcher. Chronological: up to [`COUNT_PAST_PAGE`]
+    /// matches past the page are counted (beyond, the total is a lower
+    /// bound). Ranked: a `match` on the analysed text scores the same hits.
+    pub(crate) async fn search_events(
         &self,
-        app: &str,
-        user_id: &str,
         query: &SearchQuery,
     ) -> session_core::Result<Page<SearchHit>> {
-        let heads = self.owner_heads(app, user_id).await?;
+        let parsed = query.parsed()?;
+        let heads = self.search_heads(query).await?;
         if heads.is_empty() {
-            return Ok(Page::empty(query.page, query.page_size));
+            let mut page = Page::empty(query.page, query.page_size);
+            page.total = Some(Total::exact(0));
+            return Ok(page);
         }
-        let Some(offset) = query.page.checked_mul(query.page_size) else {
-            return Ok(Page::empty(query.page, query.page_size));
-        };
-        let needle = session_core::fold_case(&query.text);
-        let mut extra: Vec<SessionEvent> = Vec::new();
-        for h in &heads {
-            for e in h.pending_events()? {
-                if session_core::contains_folded(&e.message.search_text(), &needle) {
-                    extra.push(e);
-                }
+        let ranked = query.mode == SearchMode::Ranked;
+        if ranked {
+            // Relevance comes from the engine: every committed event must be in its index.
+            for h in heads.iter().filter(|h| !h.pending.is_empty()) {
+                self.index_pending(h).await?;
             }
         }
         let by_inc: HashMap<&str, &Head> = heads.iter().map(|h| (h.inc.as_str(), h)).collect();
         let incs: Vec<&str> = by_inc.keys().copied().collect();
-        let q = body::bool_query(
-            vec![
-                json!({"term": {"app": app}}),
-                json!({"term": {"user_id": user_id}}),
-                json!({"terms": {"inc": incs}}),
-                body::literal_text(&query.text),
-            ],
-            Vec::new(),
-        );
-        let want = offset.saturating_add(query.page_size).saturating_add(1);
+        // `text_lc` holds the folded text as it is (NUL included): the terms as parsed.
+        let mut must: Vec<Value> = parsed
+            .include()
+            .iter()
+            .map(|t| body::literal_text(t))
+            .collect();
+        must.push(json!({"terms": {"inc": incs}}));
+        let must_not: Vec<Value> = parsed
+            .exclude()
+            .iter()
+            .map(|t| body::literal_text(t))
+            .collect();
+        let mut q = body::bool_query(must, must_not);
+        let sort = if ranked {
+            let words = parsed.include().join(" ");
+            if let Some(b) = q.get_mut("bool").and_then(Value::as_object_mut) {
+                b.insert(
+                    "should".into(),
+                    json!([{"match": {"text": {"query": words}}}]),
+                );
+            }
+            json!([{"_score": "desc"}, {"ts_us": "asc"}, {"session_id": "asc"}, {"seq": "asc"}])
+        } else {
+            json!([{"ts_us": "asc"}, {"session_id": "asc"}, {"seq": "asc"}])
+        };
+        let want = query
+            .page
+            .saturating_mul(query.page_size)
+            .saturating_add(query.page_size)
+            .saturating_add(COUNT_PAST_PAGE)
+            .saturating_add(1);
         let mut keep = |h: &Hit| {
             let inc = h
                 .source
@@ -228,15 +284,21 @@ impl EsRepository {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let seq = h.source.get("seq").and_then(Value::as_u64).unwrap_or(0);
-            by_inc
-                .get(inc)
-                .is_some_and(|head| seq <= head.indexed_max() && !head.is_dead(seq))
+            // Ranked: the pending batches were indexed above, the engine scores them too.
+            by_inc.get(inc).is_some_and(|head| {
+                let bound = if ranked {
+                    head.last_seq
+                } else {
+                    head.indexed_max()
+                };
+                seq <= bound && !head.is_dead(seq)
+            })
         };
         let hits = self
             .collect(
                 "events",
                 &q,
-                &json!([{"ts_us": "asc"}, {"session_id": "asc"}, {"seq": "asc"}]),
+                &sort,
                 &json!(["seq", "body", "session_id", "inc"]),
                 0,
                 want,
@@ -244,90 +306,62 @@ impl EsRepository {
                 "",
             )
             .await?;
-        let mut all = Vec::with_capacity(hits.len() + extra.len());
+        let truncated = hits.len() >= want;
+        let mut matches = Vec::with_capacity(hits.len());
+        let mut scores = HashMap::new();
         for h in &hits {
             let sid = h
                 .source
                 .get("session_id")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            all.push(decode_event(sid, &h.source)?);
-        }
-        all.extend(extra);
-        all.sort_by(|a, b| {
-            (a.timestamp, &a.session_id, a.seq).cmp(&(b.timestamp, &b.session_id, b.seq))
-        });
-        Ok(Page::paginate(
-            all.into_iter().map(|e| SearchHit {
-                session_id: e.session_id.clone(),
-                event: e,
-                score: None,
-            }),
-            query.page,
-            query.page_size,
-        ))
-    }
-
-    /// Ranked (`match`) search in one session or across one owner's sessions.
-    pub(crate) async fn search_ranked(
-        &self,
-        query: &SearchQuery,
-    ) -> session_core::Result<Page<SearchHit>> {
-        let heads = match &query.scope {
-            SearchScope::Session(id) => {
-                vec![self.heads().live(&SessionId::new(id.as_str())?).await?.head]
+            let e = decode_event(sid, &h.source)?;
+            if parsed.matches(&e.message.search_text()) {
+                scores.insert((e.session_id.clone(), e.seq), h.score.unwrap_or(0.0));
+                matches.push(e);
             }
-            SearchScope::User { app, user_id } => self.owner_heads(app, user_id).await?,
-        };
-        if heads.is_empty() {
-            return Ok(Page::empty(query.page, query.page_size));
         }
-        let Some(offset) = query.page.checked_mul(query.page_size) else {
-            return Ok(Page::empty(query.page, query.page_size));
-        };
-        let by_inc: HashMap<&str, &Head> = heads.iter().map(|h| (h.inc.as_str(), h)).collect();
-        let incs: Vec<&str> = by_inc.keys().copied().collect();
-        let q = json!({"bool": {
-            "must": [{"match": {"text": {"query": query.text}}}],
-            "filter": [{"terms": {"inc": incs}}]
-        }});
-        let mut keep = |h: &Hit| {
-            let inc = h
-                .source
-                .get("inc")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let seq = h.source.get("seq").and_then(Value::as_u64).unwrap_or(0);
-            by_inc
-                .get(inc)
-                .is_some_and(|head| seq <= head.last_seq && !head.is_dead(seq))
-        };
-        let hits = self
-            .collect(
-                "events",
-                &q,
-                &json!([{"_score": "desc"}, {"ts_us": "asc"}, {"session_id": "asc"}, {"seq": "asc"}]),
-                &json!(["seq", "body", "session_id", "inc"]),
-                offset,
-                query.page_size.saturating_add(1),
-                &mut keep,
-                "",
-            )
-            .await?;
-        let mut items = Vec::with_capacity(hits.len());
-        for h in &hits {
-            let sid = h
-                .source
-                .get("session_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            items.push(SearchHit {
-                session_id: sid.to_owned(),
-                event: decode_event(sid, &h.source)?,
-                score: h.score,
+        if !ranked {
+            for h in &heads {
+                for e in h.pending_events()? {
+                    if parsed.matches(&e.message.search_text()) {
+                        matches.push(e);
+                    }
+                }
+            }
+        }
+        let mut page = if ranked {
+            // The engine's scores order the page.
+            let total = Total::exact(matches.len());
+            let mut scored: Vec<(f64, SessionEvent)> = matches
+                .into_iter()
+                .map(|e| {
+                    (
+                        scores
+                            .get(&(e.session_id.clone(), e.seq))
+                            .copied()
+                            .unwrap_or(0.0),
+                        e,
+                    )
+                })
+                .collect();
+            scored.sort_by(|(a, x), (b, y)| {
+                b.total_cmp(a).then_with(|| {
+                    (x.timestamp, &x.session_id, x.seq).cmp(&(y.timestamp, &y.session_id, y.seq))
+                })
             });
+            let mut page = Page::paginate(scored, query.page, query.page_size)
+                .map(|(score, e)| SearchHit::new(e, &parsed, Some(score)));
+            page.total = Some(total);
+            page
+        } else {
+            page_of_matches(query, &parsed, matches, None)
+        };
+        if truncated {
+            page.has_more = true;
+            page.total = page.total.map(|t| Total { exact: false, ..t });
         }
-        Ok(Page::from_overfetch(items, query.page, query.page_size))
+        Ok(page)
     }
 }
 

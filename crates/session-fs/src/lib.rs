@@ -10,7 +10,8 @@
 //! - `files`: atomic rewrites, JSON files, advisory locks;
 //! - `log`: the `events.jsonl` log, its recovery and the id index;
 //! - `shared`: the `app:` and `user:` state files;
-//! - `search`: literal search over the logs.
+//! - `search`: search through each session's trigram index;
+//! - `search_index`: that index, kept in memory and in `search.idx` beside the log.
 
 mod error;
 mod files;
@@ -19,6 +20,7 @@ mod layout;
 mod log;
 mod repo;
 mod search;
+mod search_index;
 mod shared;
 
 use std::path::{Path, PathBuf};
@@ -57,6 +59,8 @@ struct Inner {
     clock: SharedClock,
     limits: Limits,
     ids: Mutex<IdCache>,
+    /// The trigram indexes of the sessions searched lately.
+    search_indexes: Mutex<search_index::SearchIndexes>,
 }
 
 impl Inner {
@@ -113,6 +117,7 @@ impl FsRepositoryBuilder {
                     clock: self.clock,
                     limits: self.limits,
                     ids: Mutex::new(IdCache::default()),
+                    search_indexes: Mutex::new(search_index::SearchIndexes::default()),
                 }),
             })
         })

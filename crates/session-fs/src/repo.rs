@@ -107,6 +107,7 @@ impl Inner {
         fs::rename(dir, &trash).map_err(|e| io_err(dir, e))?;
         fs::remove_dir_all(&trash).map_err(|e| io_err(&trash, e))?;
         self.ids.lock().forget(id);
+        self.search_indexes.lock().forget(id);
         Ok(())
     }
 
@@ -201,6 +202,7 @@ impl Inner {
         apply_delta(&mut s.state, &plan.state.session);
         self.commit(&dir, &mut file, plan.version)?;
         self.ids.lock().forget(id);
+        self.search_indexes.lock().forget(id);
         shared::write(
             &self.layout,
             self.sync,
@@ -245,6 +247,7 @@ impl Inner {
             .sum();
         self.commit(&dir, &mut file, plan.version)?;
         self.ids.lock().forget(id);
+        self.search_indexes.lock().forget(id);
         Ok(RewindOutcome {
             version: plan.version,
             removed: removed.len(),
@@ -430,6 +433,7 @@ impl SessionRepository for FsRepository {
         Capabilities::basic(BACKEND)
             .with_durable()
             .with_multi_process()
+            .with_ranked_search()
     }
 
     async fn create(&self, session: NewSession) -> Result<Session> {

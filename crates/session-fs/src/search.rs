@@ -1,18 +1,61 @@
-//! Literal search: a streaming scan of the logs in scope, keeping only matches.
+//! Search: candidates from each session's trigram index, read from the log
+//! by offset and checked with the reference matcher.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
 use session_core::{
-    contains_folded, fold_case, Page, SearchHit, SearchQuery, SearchScope, SessionId,
+    page_of_matches, Page, ParsedQuery, RankStats, SearchHit, SearchQuery, SearchScope,
+    SessionEvent, SessionId,
 };
 
+use crate::error::io_err;
 use crate::format::SessionFile;
-use crate::{log, Inner, Result};
+use crate::search_index::LogIndex;
+use crate::{count, log, Inner, Result};
+
+/// The events at `seqs` (candidates of the index), read by offset, that match.
+fn read_candidates(
+    dir: &Path,
+    file: &SessionFile,
+    index: &LogIndex,
+    seqs: &[u64],
+    parsed: &ParsedQuery,
+) -> Result<Vec<SessionEvent>> {
+    let log_path = log::path(dir);
+    let mut reader = BufReader::new(File::open(&log_path).map_err(|e| io_err(&log_path, e))?);
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    for seq in seqs {
+        let Some(at) = index.offset_of(*seq) else {
+            continue;
+        };
+        if at >= file.log_bytes {
+            continue;
+        }
+        reader
+            .seek(SeekFrom::Start(at))
+            .map_err(|e| io_err(&log_path, e))?;
+        line.clear();
+        reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_err(&log_path, e))?;
+        let Ok(mut e) = serde_json::from_slice::<SessionEvent>(&line) else {
+            continue;
+        };
+        if e.seq == *seq && parsed.matches(&e.message.search_text()) {
+            file.session.id.as_str().clone_into(&mut e.session_id);
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
 
 impl Inner {
-    /// The matches of a checked literal query, chronological.
+    /// The hits of a checked query.
     pub(crate) fn search(&self, q: &SearchQuery) -> Result<Page<SearchHit>> {
-        let needle = fold_case(&q.text);
+        let parsed = q.parsed()?;
         let now = self.now();
         let files: Vec<(PathBuf, SessionFile)> = match &q.scope {
             SearchScope::Session(id) => vec![self.live(&id.parse::<SessionId>()?)?],
@@ -27,28 +70,29 @@ impl Inner {
                 .map(|f| Ok((self.layout.session_dir(&f.session.id)?, f)))
                 .collect::<Result<_>>()?,
         };
-        let multi = files.len() > 1;
-        let mut hits = Vec::new();
+        let mut matches = Vec::new();
+        let mut stats = RankStats {
+            docs: 0,
+            doc_freq: vec![0; parsed.include().len()],
+        };
+        let mut indexes = self.search_indexes.lock();
         for (dir, f) in &files {
-            // Streaming: only matching events are kept in memory.
-            let scan = log::scan(&log::path(dir), f.log_bytes, &f.session.id, |e| {
-                contains_folded(&e.message.search_text(), &needle).then_some(e)
-            })?;
-            hits.extend(scan.events);
+            let index = indexes.get(dir, &f.session.id, f.log_bytes, self.sync)?;
+            stats.docs = stats.docs.saturating_add(count(index.len()));
+            for (df, term) in stats.doc_freq.iter_mut().zip(parsed.include()) {
+                *df = df.saturating_add(index.trigrams.doc_freq(term).unwrap_or(0));
+            }
+            if let Some(seqs) = index.trigrams.candidates(&parsed) {
+                matches.extend(read_candidates(dir, f, index, &seqs, &parsed)?);
+            } else {
+                // No term long enough to narrow: a streaming scan keeps only matches.
+                let scan = log::scan(&log::path(dir), f.log_bytes, &f.session.id, |e| {
+                    parsed.matches(&e.message.search_text()).then_some(e)
+                })?;
+                matches.extend(scan.events);
+            }
         }
-        if multi {
-            hits.sort_by(|a, b| {
-                (a.timestamp, &a.session_id, a.seq).cmp(&(b.timestamp, &b.session_id, b.seq))
-            });
-        }
-        Ok(Page::paginate(
-            hits.into_iter().map(|e| SearchHit {
-                session_id: e.session_id.clone(),
-                event: e,
-                score: None,
-            }),
-            q.page,
-            q.page_size,
-        ))
+        drop(indexes);
+        Ok(page_of_matches(q, &parsed, matches, Some(&stats)))
     }
 }

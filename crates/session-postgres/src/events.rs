@@ -19,7 +19,7 @@ use crate::sql::{count, like_pattern, micros, offset, sql_int, Conditions};
 /// The text the trigram and full-text indexes hold: the search text,
 /// case-folded in Rust (so matching does not depend on the database's
 /// locale), with NUL (which PostgreSQL text cannot hold) as a space.
-fn index_text(e: &SessionEvent) -> String {
+pub(crate) fn index_text(e: &SessionEvent) -> String {
     fold_case(&e.message.search_text()).replace('\0', " ")
 }
 

@@ -34,7 +34,7 @@ use crate::schema::{valid_schema_name, Tables};
 pub(crate) const BACKEND: &str = "postgres";
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Options for connecting a [`PostgresRepository`].
 #[derive(Clone)]
@@ -165,8 +165,8 @@ impl PostgresRepositoryBuilder {
 /// Every write is one transaction that locks the session row
 /// (`SELECT … FOR UPDATE`) and checks the version it read when it bumps
 /// it; serialization failures and deadlocks are retried a bounded number of
-/// times. Search is a case-insensitive literal `LIKE` over text folded in
-/// Rust, served by a `pg_trgm` GIN index; ranked search uses `tsvector`.
+/// times. Search is one `LIKE` per query term over text folded in Rust,
+/// served by a `pg_trgm` GIN index; ranked search orders by `ts_rank`.
 #[derive(Clone)]
 pub struct PostgresRepository {
     pool: Pool,

@@ -5,7 +5,13 @@ use session_core::SessionError;
 use crate::error::{map_pg, StoreError};
 use crate::{PostgresRepository, BACKEND, SCHEMA_VERSION};
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (
+        2,
+        include_str!("../migrations/0002_folded_text_and_metadata.sql"),
+    ),
+];
 
 /// The qualified table names of one schema.
 #[derive(Debug, Clone)]
@@ -89,11 +95,47 @@ impl PostgresRepository {
                 .await?;
                 tracing::info!(backend = BACKEND, schema = %self.schema, version, "applied schema migration");
             }
+            if (1..2).contains(&current) {
+                self.refold_search_text(&tx).await?;
+            }
             Ok(())
         };
         run.await.map_err(SessionError::from)?;
         tx.commit().await.map_err(map_pg)?;
         Ok(SCHEMA_VERSION)
+    }
+
+    /// Version 2: the rows whose search text is not ASCII (the only ones the
+    /// new fold changes) get it folded again.
+    async fn refold_search_text(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> Result<(), StoreError> {
+        let t = Tables::new(&self.schema);
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT session_id, seq, body FROM {} WHERE search_text ~ '[^\\x01-\\x7f]'",
+                    t.events
+                ),
+                &[],
+            )
+            .await?;
+        let update = format!(
+            "UPDATE {} SET search_text = $3 WHERE session_id = $1 AND seq = $2",
+            t.events
+        );
+        for row in &rows {
+            let (id, seq, body): (String, i64, String) =
+                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            // A corrupt row keeps its old text: reads report it on their own.
+            if let Ok(e) = crate::events::decode_event(&id, seq, &body) {
+                tx.execute(&update, &[&id, &seq, &crate::events::index_text(&e)])
+                    .await?;
+            }
+        }
+        tracing::info!(backend = BACKEND, schema = %self.schema, rows = rows.len(), "re-folded search text");
+        Ok(())
     }
 
     /// Drops the schema and everything in it. For tests and tear-down.

@@ -1,9 +1,10 @@
-//! Search: a literal `LIKE` over case-folded text (a `pg_trgm` index) and ranked `tsvector` search.
+//! Search: every term a `LIKE` over folded text (one `pg_trgm` index),
+//! checked with the reference matcher; chronological or by `ts_rank`.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Client;
 use session_core::{
-    contains_folded, fold_case, Page, SearchHit, SearchMode, SearchQuery, SearchScope, SessionId,
+    Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope, SessionId, Total,
 };
 use tokio_postgres::Row;
 
@@ -14,27 +15,27 @@ use crate::schema::Tables;
 use crate::sessions;
 use crate::sql::{like_pattern, micros, offset, Conditions};
 
-fn hit(row: &Row, score: Option<f64>) -> R<SearchHit> {
+/// Matches counted past the end of a page before the total becomes a lower bound.
+const COUNT_PAST_PAGE: usize = 500;
+
+fn hit(row: &Row, parsed: &ParsedQuery, score: Option<f64>) -> R<SearchHit> {
     let session_id: String = row.try_get(0)?;
     let event = decode_event(&session_id, row.try_get(1)?, row.try_get(2)?)?;
-    Ok(SearchHit {
-        session_id,
-        event,
-        score,
-    })
+    Ok(SearchHit::new(event, parsed, score))
 }
 
-/// A page of hits for a checked query.
-pub(crate) async fn search(
+/// The `WHERE` of a search: scope, one `LIKE` per required term and one
+/// `NOT LIKE` per excluded term on the folded text (exact, NUL aside);
+/// whether it spans sessions.
+async fn conditions(
     c: &Client,
     t: &Tables,
     q: &SearchQuery,
+    parsed: &ParsedQuery,
     now: DateTime<Utc>,
-) -> R<Page<SearchHit>> {
-    let mut w = Conditions::new(format!(
-        "SELECT session_id, seq, body FROM {} e WHERE ",
-        t.events
-    ));
+    select: &str,
+) -> R<(Conditions, bool)> {
+    let mut w = Conditions::new(format!("SELECT {select} FROM {} e WHERE ", t.events));
     let multi = match &q.scope {
         SearchScope::Session(id) => {
             // The query's check validated the id; a missing or expired session is NotFound.
@@ -56,56 +57,135 @@ pub(crate) async fn search(
             true
         }
     };
-    let Some(offset) = offset(q.page, q.page_size) else {
+    for term in parsed.index_terms() {
+        let m = w.next_mark(like_pattern(&term));
+        w.sql
+            .push_str(&format!(" AND search_text LIKE {m} ESCAPE '\\'"));
+    }
+    for term in parsed.exclude() {
+        if !term.contains('\0') {
+            let m = w.next_mark(like_pattern(term));
+            w.sql
+                .push_str(&format!(" AND search_text NOT LIKE {m} ESCAPE '\\'"));
+        }
+    }
+    Ok((w, multi))
+}
+
+/// A page of hits for a checked query. Where no term holds NUL (stored as
+/// a space) the SQL filter is exact and the page is cut in SQL; otherwise
+/// every candidate is checked in process.
+pub(crate) async fn search(
+    c: &Client,
+    t: &Tables,
+    q: &SearchQuery,
+    now: DateTime<Utc>,
+) -> R<Page<SearchHit>> {
+    let parsed = q.parsed()?;
+    let ranked = q.mode == SearchMode::Ranked;
+    let select = if ranked {
+        "session_id, seq, body, ts_rank(to_tsvector('simple', search_text), \
+         to_tsquery('simple', __TSQUERY__))::float8 AS rank"
+    } else {
+        "session_id, seq, body"
+    };
+    let (mut w, multi) = conditions(c, t, q, &parsed, now, select).await?;
+    if ranked {
+        let m = w.next_mark(ts_query(&parsed));
+        w.sql = w.sql.replacen("__TSQUERY__", &m, 1);
+    }
+    let order = match (ranked, multi) {
+        (true, _) => "rank DESC, ts, session_id, seq",
+        (false, true) => "ts, session_id, seq",
+        (false, false) => "seq",
+    };
+    let exact = !parsed
+        .include()
+        .iter()
+        .chain(parsed.exclude())
+        .any(|t| t.contains('\0'));
+    if !exact {
+        w.sql.push_str(&format!(" ORDER BY {order}"));
+        let rows = c.fetch(&w.sql, &w.params()).await?;
+        let mut matches = Vec::new();
+        for row in rows {
+            let score = if ranked { Some(row.try_get(3)?) } else { None };
+            let hit = hit(&row, &parsed, score)?;
+            if parsed.matches(&hit.event.message.search_text()) {
+                matches.push(hit);
+            }
+        }
+        let total = Total::exact(matches.len());
+        let mut page = Page::paginate(matches, q.page, q.page_size);
+        page.total = Some(total);
+        return Ok(page);
+    }
+    let Some(skip) = offset(q.page, q.page_size) else {
         return Ok(Page::empty(q.page, q.page_size));
     };
-    if q.mode == SearchMode::Ranked {
-        let m = w.next_mark(fold_case(&q.text).replace('\0', " "));
-        let sql = w.sql.replacen(
-            "SELECT session_id, seq, body",
-            &format!(
-                "SELECT session_id, seq, body, ts_rank(to_tsvector('simple', search_text), plainto_tsquery('simple', {m}))::float8 AS rank"
-            ),
-            1,
-        );
-        let sql = format!(
-            "{sql} AND to_tsvector('simple', search_text) @@ plainto_tsquery('simple', {m}) \
-             ORDER BY rank DESC, seq LIMIT {} OFFSET {offset}",
-            q.page_size + 1
-        );
-        let rows = c.fetch(&sql, &w.params()).await?;
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            items.push(hit(&row, Some(row.try_get(3)?))?);
-        }
-        return Ok(Page::from_overfetch(items, q.page, q.page_size));
-    }
-    let needle = fold_case(&q.text);
-    let m = w.next_mark(like_pattern(&needle));
-    w.sql
-        .push_str(&format!(" AND search_text LIKE {m} ESCAPE '\\'"));
-    let order = if multi { "ts, session_id, seq" } else { "seq" };
-    // The folded LIKE is exact except where NUL was indexed as a space: re-check in Rust.
-    let exact = !q.text.contains('\0');
-    if exact {
-        w.sql.push_str(&format!(
-            " ORDER BY {order} LIMIT {} OFFSET {offset}",
-            q.page_size + 1
-        ));
-    } else {
-        w.sql.push_str(&format!(" ORDER BY {order}"));
-    }
+    let filter_sql = w.sql.clone();
+    w.sql.push_str(&format!(
+        " ORDER BY {order} LIMIT {} OFFSET {skip}",
+        q.page_size + 1
+    ));
     let rows = c.fetch(&w.sql, &w.params()).await?;
-    let mut hits = Vec::new();
+    let mut items = Vec::with_capacity(rows.len());
     for row in rows {
-        let hit = hit(&row, None)?;
-        if exact || contains_folded(&hit.event.message.search_text(), &needle) {
-            hits.push(hit);
-        }
+        let score = if ranked { Some(row.try_get(3)?) } else { None };
+        items.push(hit(&row, &parsed, score)?);
     }
-    if exact {
-        Ok(Page::from_overfetch(hits, q.page, q.page_size))
+    let mut page = Page::from_overfetch(items, q.page, q.page_size);
+    let before = q.page.saturating_mul(q.page_size);
+    page.total = Some(if !page.has_more && !page.items.is_empty() {
+        Total::exact(before.saturating_add(page.items.len()))
     } else {
-        Ok(Page::paginate(hits, q.page, q.page_size))
+        // Count, but no further than a bounded distance past the page.
+        let largest = usize::try_from(i64::MAX - 1).unwrap_or(usize::MAX);
+        let cap = before
+            .saturating_add(q.page_size)
+            .saturating_add(COUNT_PAST_PAGE)
+            .min(largest);
+        // The filter without its select list (nor the rank's parameter, the last one).
+        let from = filter_sql.find(" FROM ").unwrap_or(0);
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1{} LIMIT {}) AS m",
+            &filter_sql[from..],
+            cap.saturating_add(1)
+        );
+        let params = w.params();
+        let used = params.len().saturating_sub(usize::from(ranked));
+        let n: i64 = c.fetch_one(&sql, &params[..used]).await?.try_get(0)?;
+        let n = usize::try_from(n).unwrap_or(0);
+        if n > cap {
+            Total::at_least(cap)
+        } else {
+            Total::exact(n)
+        }
+    });
+    Ok(page)
+}
+
+/// The terms for `ts_rank`: each word of each required term as a prefix
+/// match, OR-ed (ranking only; matching is the `LIKE`s).
+fn ts_query(parsed: &ParsedQuery) -> String {
+    let words: Vec<String> = parsed
+        .include()
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("'{}':*", w.replace('\'', "''")))
+        .collect();
+    words.join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_terms_are_prefix_words_or_ed() {
+        let q = ParsedQuery::parse("Locker \"gate b\" 4711 -x").unwrap();
+        assert_eq!(ts_query(&q), "'locker':* | 'gate':* | 'b':* | '4711':*");
+        assert_eq!(ts_query(&ParsedQuery::parse("%%").unwrap()), "");
     }
 }

@@ -467,6 +467,13 @@ pub(crate) async fn list(
     if let Some(t) = q.active_to {
         w.push("updated_at <", micros(t));
     }
+    for (key, value) in &q.metadata {
+        // Containment, served by the `sessions_by_metadata` GIN index.
+        let entry = serde_json::json!({ key: value });
+        let m = w.next_mark(entry.to_string());
+        w.sql
+            .push_str(&format!(" AND metadata::jsonb @> ({m}::text)::jsonb"));
+    }
     let Some(offset) = offset(q.page, q.page_size) else {
         return Ok(Page::empty(q.page, q.page_size));
     };

@@ -6,8 +6,18 @@
 -- KEYS are one session's keys (one hash tag), in the order of keys.rs. The
 -- names are historical: the archive set is named `sid`, the context set
 -- `arc`, the invocation hash `ctx`, the delta hash `tok`, the initial state
--- `inv`; the last two keys stay empty.
-local S, ST, EV, IDS, ARC, CTX, INV, DL, INIT = 1, 2, 3, 4, 5, 6, 7, 8, 9
+-- `inv`. The last two are the search index's: its watermark hash (`dl`)
+-- and the set of its trigram keys (`init`), written by `index.lua`.
+local S, ST, EV, IDS, ARC, CTX, INV, DL, INIT, SX, SXT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+
+-- Removes the search index's trigram keys (the set names them; the
+-- watermark and the set go with the session's other keys).
+local function drop_search()
+  local keys = redis.call('SMEMBERS', KEYS[SXT])
+  for i = 1, #keys, 1000 do
+    redis.call('DEL', unpack(keys, i, math.min(i + 999, #keys)))
+  end
+end
 
 local at = 1
 -- The next argument.

@@ -8,6 +8,7 @@ if not begin(false) then return -1 end
 local sid, old, o = arg(), owner(), owner()
 if redis.call('EXISTS', KEYS[S]) == 1 then
   unindex(old, sid)
+  drop_search()
   redis.call('DEL', unpack(KEYS))
 end
 set_head()

@@ -8,7 +8,8 @@
 /// archive set is `sid`, the context set `arc`, the invocation hash `ctx`,
 /// the delta hash `tok`, the initial state `inv`; `dl` and `init` stay
 /// empty). Stores written before must read unchanged, so the names stay;
-/// the role constants below are the one place that maps them.
+/// the role constants below are the one place that maps them. The last two
+/// hold the search index (see `search_index.rs`).
 const SESSION_KEYS: [&str; 11] = [
     "s", "st", "ev", "ids", "sid", "arc", "ctx", "tok", "inv", "dl", "init",
 ];
@@ -29,6 +30,11 @@ pub(crate) const INVOCATIONS: usize = 6;
 pub(crate) const DELTAS: usize = 7;
 /// Hash: the initial state, what a rewind replays from (key `inv`).
 pub(crate) const INITIAL: usize = 8;
+
+/// Hash: the search index's watermark, `through` = the last seq indexed (key `dl`).
+pub(crate) const SEARCH_MARK: usize = 9;
+/// Set: the names of the search index's trigram keys (key `init`).
+pub(crate) const SEARCH_TRIGRAMS: usize = 10;
 
 /// `app/user` (or `app/key`) for a key name, with `/` inside either part
 /// escaped as `%2F`: names may hold `/` but never `%`, so two owners never
@@ -95,6 +101,11 @@ impl KeySpace {
                 .map(|k| format!("{}:{{{id}}}:{k}", self.prefix))
                 .collect(),
         )
+    }
+
+    /// One trigram's posting list in session `id`'s search index (LEB128 seqs).
+    pub(crate) fn trigram(&self, id: &str, trigram: u64) -> String {
+        format!("{}:{{{id}}}:x:{trigram:016x}", self.prefix)
     }
 
     /// The `user:` state of `user` in `app`.

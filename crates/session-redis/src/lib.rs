@@ -7,7 +7,8 @@
 //! - `read`: the reads (the head a write plans from, events, state, indexes);
 //! - `write`: the arguments of each write script, and cluster follow-ups;
 //! - `scripts`: the Lua scripts of `lua/` and their argument lists;
-//! - `search`: literal search and listings;
+//! - `search`: search and listings;
+//! - `search_index`: the per-session trigram index search builds and reads;
 //! - `keys`: key names (one hash tag per session) and the `app/user` escaping;
 //! - `conn`: the standalone or cluster connection;
 //! - `gate`: per-session write turns and paced compare-and-swap retries;
@@ -21,6 +22,7 @@ mod read;
 mod repo;
 mod scripts;
 mod search;
+mod search_index;
 mod write;
 
 use chrono::{DateTime, Utc};

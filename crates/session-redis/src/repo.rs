@@ -71,6 +71,7 @@ impl SessionRepository for RedisRepository {
             .with_native_ttl()
             .with_durable()
             .with_multi_process()
+            .with_ranked_search()
     }
 
     async fn create(&self, new: NewSession) -> session_core::Result<Session> {

@@ -37,6 +37,10 @@ pub(crate) struct Scripts {
     pub(crate) create: Script,
     /// A delete.
     pub(crate) delete: Script,
+    /// An extension of a session's search index (standalone, see `lua/index.lua`).
+    pub(crate) index: Script,
+    /// The search index following the session's expiry (standalone).
+    pub(crate) index_expiry: Script,
 }
 
 impl Scripts {
@@ -49,6 +53,8 @@ impl Scripts {
             update: script(include_str!("../lua/update.lua")),
             create: script(include_str!("../lua/create.lua")),
             delete: script(include_str!("../lua/delete.lua")),
+            index: Script::new(include_str!("../lua/index.lua")),
+            index_expiry: Script::new(include_str!("../lua/index_expiry.lua")),
         }
     }
 }

@@ -1,25 +1,26 @@
-//! Queries over many sessions: literal search of archives, and listings from the activity indexes.
+//! Queries over many sessions: search of archives through their indexes, and listings from the activity indexes.
 
 use session_core::{
-    contains_folded, fold_case, ErrorKind, EventView, Page, SearchHit, SearchQuery, SearchScope,
+    page_of_matches, ErrorKind, EventView, Page, RankStats, SearchHit, SearchQuery, SearchScope,
     Session, SessionId, SessionQuery,
 };
 
-use crate::read::{decode_session, CHUNK};
+use crate::read::decode_session;
 use crate::RedisRepository;
 
 impl RedisRepository {
-    /// Literal search: the archives of the scope, scanned in chunks and matched on the client.
+    /// Search: per session in scope, candidates from its trigram index
+    /// (brought up to date first), checked with the reference matcher.
     pub(crate) async fn search_archives(
         &self,
         query: &SearchQuery,
     ) -> session_core::Result<Page<SearchHit>> {
-        let needle = fold_case(&query.text);
-        let ids: Vec<String> = match &query.scope {
+        let parsed = query.parsed()?;
+        let ids: Vec<(String, u64)> = match &query.scope {
             SearchScope::Session(id) => {
                 let id = SessionId::new(id.as_str())?;
-                self.live(&id).await?;
-                vec![id.into_string()]
+                let (_, s) = self.live(&id).await?;
+                vec![(id.into_string(), s.event_count)]
             }
             SearchScope::User { app, user_id } => {
                 let now = self.now();
@@ -29,38 +30,40 @@ impl RedisRepository {
                         // The index is a hint: the session itself says who owns it.
                         let s = decode_session(&id, &f, st)?;
                         if !s.is_expired_at(now) && s.app == *app && s.user_id == *user_id {
-                            out.push(id);
+                            out.push((id, s.event_count));
                         }
                     }
                 }
                 out
             }
         };
-        let mut hits = Vec::new();
-        for id in &ids {
-            let seqs = self.seqs(id, EventView::Archive).await?;
-            for chunk in seqs.chunks(CHUNK) {
-                for e in self.fetch(id, chunk).await? {
-                    if contains_folded(&e.message.search_text(), &needle) {
-                        hits.push(e);
-                    }
-                }
+        let mut matches = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut stats = RankStats {
+            docs: 0,
+            doc_freq: vec![0; parsed.include().len()],
+        };
+        for (id, events) in &ids {
+            let found = self.candidates(id, &parsed).await?;
+            stats.docs = stats.docs.saturating_add(*events);
+            for (df, n) in stats.doc_freq.iter_mut().zip(&found.doc_freq) {
+                *df = df.saturating_add(n.unwrap_or(0));
             }
+            let seqs = match found.seqs {
+                Some(seqs) => seqs,
+                None => self.seqs(id, EventView::Archive).await?,
+            };
+            let (events, bad) = self.fetch_existing(id, &seqs).await?;
+            unreadable.extend(bad);
+            matches.extend(
+                events
+                    .into_iter()
+                    .filter(|e| parsed.matches(&e.message.search_text())),
+            );
         }
-        if ids.len() > 1 {
-            hits.sort_by(|a, b| {
-                (a.timestamp, &a.session_id, a.seq).cmp(&(b.timestamp, &b.session_id, b.seq))
-            });
-        }
-        Ok(Page::paginate(
-            hits.into_iter().map(|e| SearchHit {
-                session_id: e.session_id.clone(),
-                event: e,
-                score: None,
-            }),
-            query.page,
-            query.page_size,
-        ))
+        let mut page = page_of_matches(query, &parsed, matches, Some(&stats));
+        page.unreadable = unreadable;
+        Ok(page)
     }
 
     /// Sessions matching `query`, read through the smallest matching index.

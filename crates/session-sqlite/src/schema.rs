@@ -7,10 +7,13 @@ use crate::error::map_err;
 use crate::BACKEND;
 
 /// Every migration, in order: (version, SQL).
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_folded_index.sql")),
+];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when
 /// several processes open the same file at once (`BEGIN IMMEDIATE` serializes them).
@@ -46,6 +49,10 @@ pub(crate) fn migrate(conn: &mut Connection) -> session_core::Result<i64> {
         )
         .map_err(map_err)?;
         tracing::info!(backend = BACKEND, version, "applied schema migration");
+    }
+    if (1..2).contains(&current) {
+        // Version 2 emptied the trigram index: fill it with folded text again.
+        crate::search::index_pending(&tx, 1)?;
     }
     tx.commit().map_err(map_err)?;
     Ok(SCHEMA_VERSION)

@@ -1,4 +1,5 @@
-//! Search: the FTS5 trigram index kept in batches, literal and ranked queries.
+//! Search: the FTS5 trigram index of folded text kept in batches; candidates
+//! from it, checked with the reference matcher; chronological and ranked pages.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -6,19 +7,19 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, Transaction};
 use session_core::{
-    fold_case, Page, SearchHit, SearchMode, SearchQuery, SearchScope, SessionError, SessionEvent,
-    SessionId,
+    fold_case, page_of_matches, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope,
+    SessionEvent, SessionId, Total,
 };
 
 use crate::error::{Result, SqlResult};
 use crate::events::decode_event;
-use crate::sessions::{ensure_live, micros, sql_offset};
+use crate::sessions::{ensure_live, micros};
 use crate::BACKEND;
 
 /// The text the trigram index holds for an event. NUL is indexed as a
 /// space: the index only proposes candidates, every hit is checked on the real text.
 fn index_text(e: &SessionEvent) -> String {
-    e.message.search_text().replace('\0', " ")
+    fold_case(&e.message.search_text()).replace('\0', " ")
 }
 
 /// How appends keep the search index up to date: in batches of `batch`,
@@ -95,173 +96,216 @@ pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<i6
     Ok(max)
 }
 
-/// Whether a LIKE on the stored JSON body can pre-filter for `text`: ASCII
-/// only (LIKE folds ASCII case only) and nothing JSON escapes.
-fn like_safe(text: &str) -> bool {
-    text.chars()
-        .all(|c| c.is_ascii() && !c.is_ascii_control() && c != '"' && c != '\\')
-}
-
-fn like_pattern(text: &str) -> String {
-    let mut p = String::with_capacity(text.len() + 2);
-    p.push('%');
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '^') {
-            p.push('^');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
-}
+/// Matches counted past the end of a page before the total becomes a lower bound.
+pub(crate) const COUNT_PAST_PAGE: usize = 500;
 
 /// An FTS5 query for a literal phrase: one quoted string, quotes doubled.
 fn fts_phrase(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
 }
 
-/// One page of hits for `q`, read in one snapshot.
+/// The FTS5 expression that narrows `q` to candidates: every required term
+/// of three or more characters as a phrase, AND-ed; `None` if no term is
+/// that long (the trigram index cannot narrow shorter ones).
+fn fts_candidates(q: &ParsedQuery) -> Option<String> {
+    let phrases: Vec<String> = q
+        .index_terms()
+        .filter(|t| t.chars().count() >= 3)
+        .map(|t| fts_phrase(&t))
+        .collect();
+    (!phrases.is_empty()).then(|| phrases.join(" AND "))
+}
+
+/// The scope of a search as SQL over `events e`, its parameters, and whether it spans sessions.
+fn scope(
+    conn: &Connection,
+    q: &SearchQuery,
+    now: DateTime<Utc>,
+) -> Result<(String, Vec<SqlValue>, bool)> {
+    Ok(match &q.scope {
+        SearchScope::Session(id) => {
+            ensure_live(conn, &id.parse::<SessionId>()?, now)?;
+            (
+                "e.session_id = ?1".to_owned(),
+                vec![id.clone().into()],
+                false,
+            )
+        }
+        SearchScope::User { app, user_id } => (
+            "e.session_id IN (SELECT id FROM sessions WHERE app = ?1 AND user_id = ?2 \
+             AND (expires_at IS NULL OR expires_at > ?3))"
+                .to_owned(),
+            vec![
+                app.clone().into(),
+                user_id.clone().into(),
+                micros(now).into(),
+            ],
+            true,
+        ),
+    })
+}
+
+/// The candidate rows of `q` (session id, seq, body), in result order:
+/// through the trigram index plus the not-yet-indexed tail (at most one
+/// index batch) in one snapshot, or the whole scope when nothing narrows.
+fn candidates_sql(
+    scope_sql: &str,
+    values: &mut Vec<SqlValue>,
+    fts: Option<String>,
+    order: &str,
+) -> String {
+    match fts {
+        Some(expr) => {
+            values.push(expr.into());
+            format!(
+                "SELECT session_id, seq, body FROM ( \
+                   SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
+                     AND e.rowid IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?{n}) \
+                   UNION ALL \
+                   SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {tail_scope} \
+                     AND e.rowid > (SELECT indexed_through FROM fts_state) \
+                 ) ORDER BY {order}",
+                n = values.len(),
+                order = order.replace("e.", ""),
+                // `+` keeps the planner on the rowid range (the short tail) instead of the session index.
+                tail_scope = scope_sql.replacen("e.session_id", "+e.session_id", 1),
+            )
+        }
+        None => format!(
+            "SELECT e.session_id, e.seq, e.body FROM events e WHERE {scope_sql} ORDER BY {order}"
+        ),
+    }
+}
+
+/// One page of hits for `q`, read in one snapshot. Chronological: the
+/// candidates are checked in order, counted up to [`COUNT_PAST_PAGE`] past
+/// the page (beyond that the total is a lower bound). Ranked: FTS5's BM25
+/// order over the index (the caller indexed the tail first), every match counted.
 pub(crate) fn search(
     conn: &Connection,
     q: &SearchQuery,
     now: DateTime<Utc>,
 ) -> Result<Page<SearchHit>> {
-    let mut values: Vec<SqlValue> = Vec::new();
-    let (scope_sql, multi) = match &q.scope {
-        SearchScope::Session(id) => {
-            ensure_live(conn, &id.parse::<SessionId>()?, now)?;
-            values.push(id.clone().into());
-            ("e.session_id = ?1".to_owned(), false)
+    let parsed = q.parsed()?;
+    let (scope_sql, mut values, multi) = scope(conn, q, now)?;
+    let fts = fts_candidates(&parsed);
+    if q.mode == SearchMode::Ranked {
+        if let Some(expr) = fts {
+            return ranked_search(conn, q, &parsed, &scope_sql, values, expr);
         }
-        SearchScope::User { app, user_id } => {
-            values.push(app.clone().into());
-            values.push(user_id.clone().into());
-            values.push(micros(now).into());
-            (
-                "e.session_id IN (SELECT id FROM sessions WHERE app = ?1 AND user_id = ?2 \
-                 AND (expires_at IS NULL OR expires_at > ?3))"
-                    .to_owned(),
-                true,
-            )
-        }
-    };
+    }
     let order = if multi {
         "e.timestamp, e.session_id, e.seq"
     } else {
         "e.seq"
     };
-    if q.mode == SearchMode::Ranked {
-        return ranked_search(conn, q, &scope_sql, values);
-    }
-    let needle = fold_case(&q.text);
-    let sql = if q.text.chars().count() >= 3 && !q.text.contains('\0') {
-        // Indexed events through the trigram index, plus the not-yet-indexed
-        // tail (at most one index batch), read in the same snapshot.
-        values.push(fts_phrase(&q.text).into());
-        let order = order.replace("e.", "");
-        format!(
-            "SELECT session_id, seq, body FROM ( \
-               SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
-                 AND e.rowid IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?{n}) \
-               UNION ALL \
-               SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {tail_scope} \
-                 AND e.rowid > (SELECT indexed_through FROM fts_state) \
-             ) ORDER BY {order}",
-            n = values.len(),
-            // `+` keeps the planner on the rowid range (the short tail) instead of the session index.
-            tail_scope = scope_sql.replacen("e.session_id", "+e.session_id", 1),
-        )
-    } else if like_safe(&q.text) {
-        values.push(like_pattern(&q.text).into());
-        format!(
-            "SELECT e.session_id, e.seq, e.body FROM events e \
-             WHERE {scope_sql} AND e.body LIKE ?{} ESCAPE '^' ORDER BY {order}",
-            values.len()
-        )
-    } else {
-        format!(
-            "SELECT e.session_id, e.seq, e.body FROM events e WHERE {scope_sql} ORDER BY {order}"
-        )
-    };
-    let Some(skip) = q.page.checked_mul(q.page_size) else {
-        return Ok(Page::empty(q.page, q.page_size));
-    };
+    let sql = candidates_sql(&scope_sql, &mut values, fts, order);
     let mut stmt = conn.prepare_cached(&sql).sql()?;
     let mut rows = stmt.query(params_from_iter(values)).sql()?;
-    let mut items = Vec::new();
+    if q.mode == SearchMode::Ranked {
+        // No term long enough for the index: rank the scanned matches in process.
+        let mut matches = Vec::new();
+        let mut unreadable = Vec::new();
+        while let Some(row) = rows.next().sql()? {
+            match checked_row(row, &parsed)? {
+                Checked::Match(e) => matches.push(*e),
+                Checked::Miss => {}
+                Checked::Corrupt(id) => unreadable.push(id),
+            }
+        }
+        let mut page = page_of_matches(q, &parsed, matches, None);
+        page.unreadable = unreadable;
+        return Ok(page);
+    }
+    let skip = q.page.saturating_mul(q.page_size);
+    let stop_at = skip
+        .saturating_add(q.page_size)
+        .saturating_add(COUNT_PAST_PAGE);
+    let mut page = Page::empty(q.page, q.page_size);
     let mut seen = 0usize;
-    let mut has_more = false;
+    let mut exhausted = true;
     while let Some(row) = rows.next().sql()? {
-        let session_id: String = row.get(0).sql()?;
-        let seq: i64 = row.get(1).sql()?;
-        let body: String = row.get(2).sql()?;
-        let e = decode_event(&session_id, seq, &body)?;
-        if !session_core::contains_folded(&e.message.search_text(), &needle) {
-            continue;
-        }
+        let e = match checked_row(row, &parsed)? {
+            Checked::Match(e) => *e,
+            Checked::Miss => continue,
+            Checked::Corrupt(id) => {
+                page.unreadable.push(id);
+                continue;
+            }
+        };
         seen += 1;
-        if seen <= skip {
-            continue;
+        if seen > skip && page.items.len() < q.page_size {
+            page.items.push(SearchHit::new(e, &parsed, None));
+        } else if seen > skip {
+            page.has_more = true;
         }
-        if items.len() == q.page_size {
-            has_more = true;
+        if seen >= stop_at {
+            exhausted = rows.next().sql()?.is_none();
             break;
         }
-        items.push(SearchHit {
-            session_id,
-            event: e,
-            score: None,
-        });
     }
-    let mut page = Page::from_overfetch(items, q.page, q.page_size);
-    page.has_more = has_more;
+    page.total = Some(if exhausted {
+        Total::exact(seen)
+    } else {
+        Total::at_least(seen)
+    });
     Ok(page)
+}
+
+/// A candidate row after the reference check.
+enum Checked {
+    Match(Box<SessionEvent>),
+    Miss,
+    /// A row that does not decode: named as `session/seq`.
+    Corrupt(String),
+}
+
+fn checked_row(row: &rusqlite::Row<'_>, parsed: &ParsedQuery) -> Result<Checked> {
+    let session_id: String = row.get(0).sql()?;
+    let seq: i64 = row.get(1).sql()?;
+    let body: String = row.get(2).sql()?;
+    Ok(match decode_event(&session_id, seq, &body) {
+        Ok(e) if parsed.matches(&e.message.search_text()) => Checked::Match(Box::new(e)),
+        Ok(_) => Checked::Miss,
+        Err(err) => {
+            tracing::warn!(backend = BACKEND, session_id = %session_id, seq, kind = ?err.kind(), "unreadable event left out of search results");
+            Checked::Corrupt(format!("{session_id}/{seq}"))
+        }
+    })
 }
 
 fn ranked_search(
     conn: &Connection,
     q: &SearchQuery,
+    parsed: &ParsedQuery,
     scope_sql: &str,
     mut values: Vec<SqlValue>,
+    expr: String,
 ) -> Result<Page<SearchHit>> {
-    let terms: Vec<String> = q
-        .text
-        .split_whitespace()
-        .filter(|w| w.chars().count() >= 3)
-        .map(|w| fts_phrase(&w.replace('\0', " ")))
-        .collect();
-    if terms.is_empty() {
-        return Err(SessionError::invalid(
-            "query",
-            "ranked search needs at least one word of three or more characters",
-        ));
-    }
-    values.push(terms.join(" OR ").into());
-    let Some(offset) = sql_offset(q.page, q.page_size) else {
-        return Ok(Page::empty(q.page, q.page_size));
-    };
+    values.push(expr.into());
     let sql = format!(
         "SELECT e.session_id, e.seq, e.body, f.rank FROM events_fts f JOIN events e ON e.rowid = f.rowid \
-         WHERE {scope_sql} AND events_fts MATCH ?{} ORDER BY f.rank, e.seq LIMIT {} OFFSET {offset}",
+         WHERE {scope_sql} AND events_fts MATCH ?{} ORDER BY f.rank, e.timestamp, e.session_id, e.seq",
         values.len(),
-        q.page_size + 1
     );
     let mut stmt = conn.prepare_cached(&sql).sql()?;
     let mut rows = stmt.query(params_from_iter(values)).sql()?;
-    let mut items = Vec::new();
+    let mut matches = Vec::new();
+    let mut unreadable = Vec::new();
     while let Some(row) = rows.next().sql()? {
-        let session_id: String = row.get(0).sql()?;
-        let seq: i64 = row.get(1).sql()?;
-        let body: String = row.get(2).sql()?;
         let rank: f64 = row.get(3).sql()?;
-        let event = decode_event(&session_id, seq, &body)?;
-        items.push(SearchHit {
-            session_id,
-            event,
-            score: Some(-rank),
-        });
+        match checked_row(row, parsed)? {
+            Checked::Match(e) => matches.push((-rank, *e)),
+            Checked::Miss => {}
+            Checked::Corrupt(id) => unreadable.push(id),
+        }
     }
-    Ok(Page::from_overfetch(items, q.page, q.page_size))
+    let total = Total::exact(matches.len());
+    let mut page = Page::paginate(matches, q.page, q.page_size)
+        .map(|(score, e)| SearchHit::new(e, parsed, Some(score)));
+    page.total = Some(total);
+    page.unreadable = unreadable;
+    Ok(page)
 }
 
 #[cfg(test)]
@@ -269,11 +313,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn like_pattern_escapes_wildcards() {
-        assert_eq!(like_pattern("a%b_c^"), "%a^%b^_c^^%");
-        assert!(like_safe("ab"));
-        assert!(!like_safe("a\"b"));
-        assert!(!like_safe("é"));
+    fn only_terms_of_three_characters_narrow() {
+        let q = ParsedQuery::parse("my Locker \"4711\" -x").unwrap();
+        assert_eq!(
+            fts_candidates(&q).as_deref(),
+            Some("\"locker\" AND \"4711\"")
+        );
+        assert_eq!(fts_candidates(&ParsedQuery::parse("ab c").unwrap()), None);
     }
 
     #[test]

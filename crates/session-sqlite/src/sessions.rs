@@ -523,7 +523,24 @@ pub(crate) fn purge_expired(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<
     Ok(ids.len() as u64)
 }
 
-/// One page of live sessions matching `q`, newest activity first.
+/// A metadata filter value as `session_metadata` holds it: its JSON type
+/// (as `json_each` names it) and its atom (`None` for booleans, whose type says all).
+fn metadata_value(v: &serde_json::Value) -> (&'static str, Option<SqlValue>) {
+    match v {
+        serde_json::Value::Bool(true) => ("true", None),
+        serde_json::Value::Bool(false) => ("false", None),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => ("integer", Some(SqlValue::Integer(i))),
+            None => ("real", n.as_f64().map(SqlValue::Real)),
+        },
+        serde_json::Value::String(s) => ("text", Some(SqlValue::Text(s.clone()))),
+        // Refused by the query's check.
+        _ => ("null", None),
+    }
+}
+
+/// One page of live sessions matching `q`, newest activity first; metadata
+/// filters go through the `session_metadata` index.
 pub(crate) fn list(
     conn: &Connection,
     q: &SessionQuery,
@@ -554,6 +571,21 @@ pub(crate) fn list(
     }
     if let Some(t) = q.active_to {
         cond("updated_at <", micros(t).into());
+    }
+    for (key, value) in &q.metadata {
+        let (kind, v) = metadata_value(value);
+        values.push(key.clone().into());
+        values.push(kind.to_owned().into());
+        let n = values.len();
+        let value_cond = v.map_or(String::new(), |v| {
+            values.push(v);
+            format!(" AND m.value = ?{}", n + 1)
+        });
+        sql.push_str(&format!(
+            " AND id IN (SELECT m.session_id FROM session_metadata m \
+               WHERE m.key = ?{} AND m.type = ?{n}{value_cond})",
+            n - 1
+        ));
     }
     let Some(offset) = sql_offset(q.page, q.page_size) else {
         return Ok(Page::empty(q.page, q.page_size));

@@ -73,17 +73,26 @@ async fn ranked_search_orders_by_relevance() {
         .collect();
     repo.append(&s.id, events).await.unwrap();
     let hits = repo
-        .search(&SearchQuery::in_session(&s.id, "rust ownership").mode(SearchMode::Ranked))
+        .search(&SearchQuery::in_session(&s.id, "rust").mode(SearchMode::Ranked))
         .await
         .unwrap();
     let got: Vec<&str> = hits.items.iter().map(|h| h.event.message.text()).collect();
     assert_eq!(got, [texts[1], texts[2]]);
     assert!(hits.items[0].score > hits.items[1].score);
-    let err = repo
+    // Every word is required in ranked mode too.
+    let hits = repo
+        .search(&SearchQuery::in_session(&s.id, "rust ownership").mode(SearchMode::Ranked))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 1);
+    // Terms too short for the trigram index are ranked in process.
+    let hits = repo
         .search(&SearchQuery::in_session(&s.id, "a b").mode(SearchMode::Ranked))
         .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        .unwrap();
+    let got: Vec<&str> = hits.items.iter().map(|h| h.event.message.text()).collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(hits.items.iter().all(|h| h.score.is_some()));
 }
 
 /// Every acknowledged event is found by the next search, whether it is
@@ -117,4 +126,37 @@ async fn search_sees_indexed_and_pending_events_alike() {
         let last = hits.items.last().unwrap();
         assert_eq!(last.event.message.text(), format!("marker-{i:02} kiwi"));
     }
+}
+
+/// A version-1 database (its trigram index holding text folded for case
+/// only) is re-indexed by migration 2: accents fold, "cafe" finds "Café".
+#[tokio::test(flavor = "multi_thread")]
+async fn migration_two_refolds_the_search_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v1.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    repo.append(&s.id, vec![SessionEvent::new(Message::user("Café CRÈME"))])
+        .await
+        .unwrap();
+    drop(repo);
+    // Back to what version 1 wrote: the search text lower-cased, accents kept.
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch(
+        "DELETE FROM schema_version WHERE version = 2; \
+         INSERT INTO events_fts (events_fts) VALUES ('delete-all'); \
+         INSERT INTO events_fts (rowid, text) SELECT rowid, 'café crème' FROM events; \
+         UPDATE fts_state SET indexed_through = (SELECT MAX(rowid) FROM events);",
+    )
+    .unwrap();
+    drop(raw);
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let hits = repo
+        .search(&SearchQuery::in_session(&s.id, "cafe creme"))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 1);
 }

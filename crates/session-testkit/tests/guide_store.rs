@@ -14,10 +14,10 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    contains_folded, fold_case, AppName, AppendOutcome, Capabilities, EventFilter, EventView,
-    ImportOutcome, Limits, NewSession, Page, Result, RewindOutcome, SearchHit, SearchQuery,
-    SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery,
-    SessionRepository, SessionUpdate, SharedClock, SharedDelta, SharedState, StateMap, UserId,
+    page_of_matches, AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome,
+    Limits, NewSession, Page, Result, RewindOutcome, SearchHit, SearchQuery, SearchScope, Session,
+    SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
+    SessionUpdate, SharedClock, SharedDelta, SharedState, StateMap, UserId,
 };
 
 /// One session as the engine keeps it.
@@ -309,7 +309,7 @@ impl SessionRepository for TinyStore {
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
         query.check(&self.limits)?;
         self.capabilities().check_search(query)?;
-        let needle = fold_case(&query.text);
+        let parsed = query.parsed()?;
         let now = self.clock.now();
         let mut t = self.lock()?;
         let rows: Vec<&Row> = match &query.scope {
@@ -328,22 +328,14 @@ impl SessionRepository for TinyStore {
                 .filter(|r| !r.session.is_expired_at(now))
                 .collect(),
         };
-        let mut hits: Vec<&SessionEvent> = rows
+        // The reference matcher decides; core orders, pages and cuts snippets.
+        let matches: Vec<SessionEvent> = rows
             .iter()
             .flat_map(|r| r.archive.values())
-            .filter(|e| contains_folded(&e.message.search_text(), &needle))
+            .filter(|e| parsed.matches(&e.message.search_text()))
+            .cloned()
             .collect();
-        if rows.len() > 1 {
-            hits.sort_by(|a, b| {
-                (a.timestamp, &a.session_id, a.seq).cmp(&(b.timestamp, &b.session_id, b.seq))
-            });
-        }
-        let hits = hits.into_iter().map(|e| SearchHit {
-            session_id: e.session_id.clone(),
-            event: e.clone(),
-            score: None,
-        });
-        Ok(Page::paginate(hits, query.page, query.page_size))
+        Ok(page_of_matches(query, &parsed, matches, None))
     }
 
     async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {

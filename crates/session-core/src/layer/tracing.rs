@@ -9,12 +9,13 @@ use tracing::Instrument;
 
 use crate::error::Result;
 use crate::event::SessionEvent;
-use crate::filter::{EventFilter, Page, SearchHit, SearchQuery, SessionQuery};
+use crate::filter::{EventFilter, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
 use crate::plan::RewindTo;
 use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
+use crate::search::{SearchHit, SearchQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
 use crate::state::SharedState;
 

@@ -9,13 +9,12 @@ use async_trait::async_trait;
 use crate::clock::{system_clock, SharedClock};
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
-use crate::filter::{
-    EventFilter, EventView, Page, SearchHit, SearchQuery, SearchScope, SessionQuery,
-};
+use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::ids::{InvocationId, SessionId};
 use crate::message::Message;
 use crate::plan::RewindTo;
 use crate::repository::{AppendOutcome, SessionRepository, SessionRepositoryExt};
+use crate::search::{SearchHit, SearchQuery, SearchScope};
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::StateMap;
 use crate::state::{apply_delta, merge_scopes, take_temp};

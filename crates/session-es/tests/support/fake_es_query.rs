@@ -217,9 +217,11 @@ fn score(q: &Value, source: &Value, sets: &Sets) -> Option<f64> {
         "match" => {
             let (f, v) = body.as_object()?.iter().next()?;
             let text = v.get("query").unwrap_or(v).as_str()?;
-            let have: HashSet<String> = tokens(field(source, f)?.as_str()?).into_iter().collect();
-            let n = tokens(text).iter().filter(|t| have.contains(*t)).count();
-            (n > 0).then_some(n as f64)
+            // Lucene's classic shape: term frequency, damped by field length.
+            let have = tokens(field(source, f)?.as_str()?);
+            let wanted: HashSet<String> = tokens(text).into_iter().collect();
+            let tf = have.iter().filter(|t| wanted.contains(*t)).count();
+            (tf > 0).then(|| tf as f64 / (have.len().max(1) as f64).sqrt())
         }
         other => panic!("fake Elasticsearch: unsupported query {other}"),
     }

@@ -14,6 +14,8 @@ mod context;
 mod events;
 mod export;
 mod limits;
+mod metadata;
+mod query;
 mod resolve;
 mod search;
 mod sessions;
@@ -42,6 +44,11 @@ pub use export::export_import_round_trips;
 pub use limits::{
     clock_jumps_back_and_forward, nul_and_astral_text_round_trips, oversize_event_is_rejected,
     page_size_limits, session_of_100k_events_pages_and_searches,
+};
+pub use metadata::list_filters_by_metadata;
+pub use query::{
+    ranked_search_returns_the_same_matches, search_agrees_with_the_reference_matcher,
+    search_finds_every_word_in_any_order, search_hits_carry_seq_role_snippet_and_total,
 };
 pub use resolve::{
     end_archives_but_keeps_readable, resolve_daily_reset, resolve_group_key_is_shared,

@@ -1,7 +1,9 @@
-//! Search: case-insensitive literal matching over the archive, paging, user-wide search.
+//! Search: case-insensitive substring matching over the archive, paging, user-wide search.
 
 use chrono::Duration;
-use session_core::{Clock as _, CompactionSource, ErrorKind, Message, SearchQuery, SessionEvent};
+use session_core::{
+    Clock as _, CompactionSource, ErrorKind, Message, ParsedQuery, SearchQuery, SessionEvent,
+};
 
 use super::kind;
 use crate::{assistant, user, Fixture};
@@ -70,7 +72,8 @@ pub async fn search_is_chronological_and_paged(fx: Fixture) {
     assert!(seqs.windows(2).all(|w| w[0] < w[1]));
 }
 
-/// `%`, `_`, `*`, quotes, backslashes, parentheses, FTS and regex operators match literally.
+/// `%`, `_`, `*`, backslashes, parentheses, FTS and regex operators match
+/// literally; the results are exactly what the reference matcher says.
 pub async fn search_special_characters_match_literally(fx: Fixture) {
     let s = fx.session("alice").await;
     let hostile = [
@@ -119,6 +122,16 @@ pub async fn search_special_characters_match_literally(fx: Fixture) {
         .map(String::from)
         .collect();
     for t in hostile.iter().map(|t| (*t).to_owned()).chain(singles) {
+        // The reference matcher says what the query means (words, phrases,
+        // exclusions); nothing in it is a wildcard or engine syntax.
+        let Ok(parsed) = ParsedQuery::parse(&t) else {
+            assert_eq!(
+                kind(fx.repo.search(&SearchQuery::in_session(&s.id, &t)).await),
+                ErrorKind::InvalidInput,
+                "query {t:?}"
+            );
+            continue;
+        };
         let hits = fx
             .repo
             .search(&SearchQuery::in_session(&s.id, &t).page(0, 100))
@@ -129,20 +142,25 @@ pub async fn search_special_characters_match_literally(fx: Fixture) {
             .iter()
             .map(|h| h.event.message.text().to_owned())
             .collect();
-        let mut want: Vec<String> = stored
+        let want: Vec<String> = stored
             .iter()
-            .filter(|text| text.to_lowercase().contains(&t.to_lowercase()))
-            .cloned()
+            .map(String::as_str)
+            .chain([decoy])
+            .filter(|text| parsed.matches(text))
+            .map(str::to_owned)
             .collect();
-        if decoy.to_lowercase().contains(&t.to_lowercase()) {
-            want.push(decoy.to_owned());
-        }
         assert!(!want.is_empty(), "{t:?} is stored");
         assert_eq!(got, want, "query {t:?}");
+        for text in &want {
+            assert!(
+                session_core::fold_case(text).contains(&parsed.include()[0]),
+                "{t:?}: a hit holds the first term literally"
+            );
+        }
     }
 }
 
-/// No match is an empty page, not an error; an empty query is `InvalidInput`.
+/// No match is an empty page, not an error; an empty, blank or exclusion-only query is `InvalidInput`.
 pub async fn search_without_match_is_empty(fx: Fixture) {
     let s = fx.session("alice").await;
     fx.append(&s.id, vec![user("hello")]).await;
@@ -153,10 +171,13 @@ pub async fn search_without_match_is_empty(fx: Fixture) {
         .unwrap();
     assert!(hits.items.is_empty());
     assert!(!hits.has_more);
-    assert_eq!(
-        kind(fx.repo.search(&SearchQuery::in_session(&s.id, "")).await),
-        ErrorKind::InvalidInput
-    );
+    for empty in ["", " ", "\t\n", "\"\"", "-hello"] {
+        assert_eq!(
+            kind(fx.repo.search(&SearchQuery::in_session(&s.id, empty)).await),
+            ErrorKind::InvalidInput,
+            "{empty:?} finds nothing to look for"
+        );
+    }
 }
 
 /// A user-scoped search covers all that user's sessions in the app, and only those.

@@ -1,0 +1,167 @@
+//! `search`: hits with seq, role, time and a snippet, a total and a "more"
+//! line; `--json` for programs; `--tool` for exactly what the
+//! `conversation_search` tool returns.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use agent_session::compaction::{ConversationSearch, ToolContext};
+use agent_session::{
+    DefaultSessionService, Owner, Page, SearchHit, SearchMode, SearchQuery, SessionId,
+    SessionRepository, SessionService,
+};
+use anyhow::Result;
+use serde_json::{json, Value};
+
+/// What `search` was asked for.
+pub(crate) struct SearchArgs {
+    pub(crate) session: SessionId,
+    pub(crate) query: String,
+    pub(crate) page: usize,
+    pub(crate) page_size: usize,
+    pub(crate) ranked: bool,
+    pub(crate) across: bool,
+    pub(crate) tool: bool,
+}
+
+fn hit_json(h: &SearchHit) -> Value {
+    json!({
+        "session_id": h.session_id,
+        "seq": h.event.seq,
+        "timestamp": h.event.timestamp.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        "role": h.event.role().as_str(),
+        "score": h.score,
+        "snippet": h.snippet,
+        "text": h.event.message.text(),
+    })
+}
+
+/// The line under the hits: how many there are and how to see more.
+fn summary_line(p: &Page<SearchHit>) -> String {
+    let shown = p.items.len();
+    let first = p.page.saturating_mul(p.page_size);
+    let next = format!("use --page {}", p.page.saturating_add(1));
+    match p.total {
+        Some(t) if t.exact => {
+            let after = usize::try_from(t.count)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(first.saturating_add(shown));
+            if after > 0 {
+                format!("{shown} of {} hits — {after} more, {next}", t.count)
+            } else {
+                format!("{shown} of {} hits", t.count)
+            }
+        }
+        Some(t) => format!("{shown} of at least {} hits — more, {next}", t.count),
+        None if p.has_more => format!("{shown} hits — more, {next}"),
+        None => format!("{shown} hits"),
+    }
+}
+
+/// Runs `search`.
+pub(crate) async fn run(
+    repo: Arc<dyn SessionRepository>,
+    args: SearchArgs,
+    json_out: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let s = repo.get(&args.session).await?;
+    let owner = Owner::new(s.app.clone(), s.user_id.clone());
+    let service = Arc::new(DefaultSessionService::new(repo.clone()));
+    if args.tool {
+        let tool = ConversationSearch::new(service).with_page_size(args.page_size);
+        let ctx = ToolContext {
+            owner,
+            session_id: s.id.to_string(),
+        };
+        let page = i64::try_from(args.page).unwrap_or(i64::MAX);
+        writeln!(
+            out,
+            "{}",
+            tool.call(&ctx, &json!({"query": args.query, "page": page}))
+                .await?
+        )?;
+        return Ok(());
+    }
+    let q = if args.across {
+        SearchQuery::for_user(s.app.as_str(), s.user_id.as_str(), &args.query)
+    } else {
+        SearchQuery::in_session(s.id.as_str(), &args.query)
+    };
+    let mode = if args.ranked {
+        SearchMode::Ranked
+    } else {
+        SearchMode::Literal
+    };
+    let page = service
+        .search(&owner, &q.page(args.page, args.page_size).mode(mode))
+        .await?;
+    if json_out {
+        let total = page
+            .total
+            .map(|t| json!({"count": t.count, "exact": t.exact}));
+        let body = json!({
+            "hits": page.items.iter().map(hit_json).collect::<Vec<_>>(),
+            "page": page.page,
+            "page_size": page.page_size,
+            "has_more": page.has_more,
+            "total": total,
+        });
+        writeln!(out, "{body}")?;
+        return Ok(());
+    }
+    if page.items.is_empty() {
+        writeln!(out, "no hits for {:?}", args.query)?;
+    }
+    for h in &page.items {
+        let mut line = format!("#{:<5}", h.event.seq);
+        if args.across {
+            line.push_str(&format!(" {}", h.session_id));
+        }
+        line.push_str(&format!(
+            " {} {:<9}",
+            h.event.timestamp.format("%Y-%m-%d %H:%M:%S"),
+            h.event.role().as_str()
+        ));
+        if let Some(score) = h.score {
+            line.push_str(&format!(" {score:>6.2}"));
+        }
+        writeln!(out, "{line} {}", h.snippet)?;
+    }
+    if !page.items.is_empty() {
+        writeln!(out, "{}", summary_line(&page))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_session::Total;
+
+    fn page(page: usize, total: Option<Total>, has_more: bool) -> Page<SearchHit> {
+        let mut p = Page::empty(page, 10);
+        p.total = total;
+        p.has_more = has_more;
+        p
+    }
+
+    #[test]
+    fn the_summary_says_how_many_more_and_which_page() {
+        let p = page(1, Some(Total::exact(37)), true);
+        assert_eq!(summary_line(&p), "0 of 37 hits — 27 more, use --page 2");
+        let p = page(0, Some(Total::at_least(510)), true);
+        assert_eq!(
+            summary_line(&p),
+            "0 of at least 510 hits — more, use --page 1"
+        );
+        assert_eq!(
+            summary_line(&page(3, Some(Total::exact(30)), false)),
+            "0 of 30 hits"
+        );
+        assert_eq!(
+            summary_line(&page(0, None, true)),
+            "0 hits — more, use --page 1"
+        );
+    }
+}

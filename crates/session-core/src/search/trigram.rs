@@ -1,0 +1,234 @@
+//! A trigram index over one session's archive: which events can hold a
+//! term, so a selective query checks a few candidates instead of every event.
+
+use rustc_hash::FxHashMap;
+
+use super::fold::fold_case;
+use super::terms::ParsedQuery;
+
+/// One trigram: three characters of folded text, 21 bits each.
+pub type Trigram = u64;
+
+/// The distinct trigrams of folded text (NUL read as a space), sorted.
+pub fn trigrams_of_folded(folded: &str) -> Vec<Trigram> {
+    let mut out = Vec::with_capacity(folded.len());
+    let mut window = [0u64; 3];
+    for (n, c) in folded.chars().enumerate() {
+        let c = if c == '\0' { ' ' } else { c };
+        window = [window[1], window[2], u64::from(u32::from(c))];
+        if n >= 2 {
+            out.push((window[0] << 42) | (window[1] << 21) | window[2]);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The distinct trigrams an event's search text is indexed under.
+pub fn trigrams_of(text: &str) -> Vec<Trigram> {
+    trigrams_of_folded(&fold_case(text))
+}
+
+/// Intersects two sorted lists.
+fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        match x.cmp(y) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(*x);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The seqs holding every trigram of one (folded) term: `None` when the
+/// term is shorter than three characters (nothing narrows).
+pub fn term_candidates_from(
+    term: &str,
+    mut postings: impl FnMut(Trigram) -> Option<Vec<u64>>,
+) -> Option<Vec<u64>> {
+    let mut acc: Option<Vec<u64>> = None;
+    for t in trigrams_of_folded(&term.replace('\0', " ")) {
+        let list = postings(t).unwrap_or_default();
+        let next = match &acc {
+            None => list,
+            Some(prev) => intersect(prev, &list),
+        };
+        if next.is_empty() {
+            return Some(Vec::new());
+        }
+        acc = Some(next);
+    }
+    acc
+}
+
+/// Candidates of a query from per-trigram posting lists (sorted seqs):
+/// `None` when no required term has three characters (nothing narrows),
+/// else the seqs holding every trigram of every such term. A superset of
+/// the matches: callers check each candidate with [`ParsedQuery::matches`].
+pub fn candidates_from(
+    query: &ParsedQuery,
+    mut postings: impl FnMut(Trigram) -> Option<Vec<u64>>,
+) -> Option<Vec<u64>> {
+    let mut acc: Option<Vec<u64>> = None;
+    for term in query.include() {
+        let Some(list) = term_candidates_from(term, &mut postings) else {
+            continue;
+        };
+        let next = match &acc {
+            None => list,
+            Some(prev) => intersect(prev, &list),
+        };
+        if next.is_empty() {
+            return Some(Vec::new());
+        }
+        acc = Some(next);
+    }
+    acc
+}
+
+/// An in-process trigram index of one session's archive: trigram → the
+/// seqs (ascending) of the events holding it.
+#[derive(Debug, Clone, Default)]
+pub struct TrigramIndex {
+    postings: FxHashMap<Trigram, Vec<u64>>,
+    last_seq: Option<u64>,
+}
+
+impl TrigramIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Indexes event `seq` (above every seq indexed so far) with its search text.
+    pub fn add(&mut self, seq: u64, text: &str) {
+        self.add_trigrams(seq, &trigrams_of(text));
+    }
+
+    /// Indexes event `seq` under already computed trigrams.
+    pub fn add_trigrams(&mut self, seq: u64, trigrams: &[Trigram]) {
+        if self.last_seq.is_some_and(|last| seq <= last) {
+            // Posting lists stay sorted: an out-of-order seq is put in its place.
+            for t in trigrams {
+                let list = self.postings.entry(*t).or_default();
+                if let Err(at) = list.binary_search(&seq) {
+                    list.insert(at, seq);
+                }
+            }
+            return;
+        }
+        for t in trigrams {
+            self.postings.entry(*t).or_default().push(seq);
+        }
+        self.last_seq = Some(seq);
+    }
+
+    /// Every trigram with its seqs (ascending), in no particular order.
+    pub fn postings(&self) -> impl Iterator<Item = (Trigram, &[u64])> {
+        self.postings.iter().map(|(t, list)| (*t, list.as_slice()))
+    }
+
+    /// An index from posting lists as [`Self::postings`] gave them (each
+    /// list is sorted and deduplicated here, so a damaged source cannot
+    /// break the ordering the lookups rely on).
+    pub fn from_postings(lists: impl IntoIterator<Item = (Trigram, Vec<u64>)>) -> Self {
+        let mut out = Self::default();
+        for (t, mut list) in lists {
+            list.sort_unstable();
+            list.dedup();
+            if let Some(last) = list.last() {
+                out.last_seq = out.last_seq.max(Some(*last));
+                out.postings.entry(t).or_default().extend(list);
+            }
+        }
+        for list in out.postings.values_mut() {
+            list.sort_unstable();
+            list.dedup();
+        }
+        out
+    }
+
+    /// The highest seq indexed.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Forgets every event at or after `seq` (a rewind).
+    pub fn remove_from(&mut self, seq: u64) {
+        self.postings.retain(|_, list| {
+            let keep = list.partition_point(|s| *s < seq);
+            list.truncate(keep);
+            !list.is_empty()
+        });
+        if self.last_seq.is_some_and(|last| last >= seq) {
+            self.last_seq = seq.checked_sub(1);
+        }
+    }
+
+    /// The seqs that can match `query` (see [`candidates_from`]).
+    pub fn candidates(&self, query: &ParsedQuery) -> Option<Vec<u64>> {
+        candidates_from(query, |t| self.postings.get(&t).cloned())
+    }
+
+    /// How many events can hold one folded term (`None`: shorter than three characters).
+    pub fn doc_freq(&self, term: &str) -> Option<u64> {
+        term_candidates_from(term, |t| self.postings.get(&t).cloned())
+            .map(|c| u64::try_from(c.len()).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(text: &str) -> ParsedQuery {
+        ParsedQuery::parse(text).unwrap()
+    }
+
+    #[test]
+    fn candidates_hold_every_trigram_of_every_long_term() {
+        let mut ix = TrigramIndex::new();
+        ix.add(1, "my locker is 4711");
+        ix.add(2, "the LOCKER room");
+        ix.add(3, "Café au lait");
+        assert_eq!(ix.candidates(&q("locker 4711")), Some(vec![1]));
+        assert_eq!(ix.candidates(&q("lock")), Some(vec![1, 2]));
+        assert_eq!(ix.candidates(&q("CAFE")), Some(vec![3]));
+        assert_eq!(ix.candidates(&q("absent")), Some(vec![]));
+        assert_eq!(
+            ix.candidates(&q("my")),
+            None,
+            "two characters narrow nothing"
+        );
+        assert_eq!(ix.candidates(&q("my room")), Some(vec![2]));
+    }
+
+    #[test]
+    fn rewind_forgets_later_events() {
+        let mut ix = TrigramIndex::new();
+        for s in 1..=5 {
+            ix.add(s, "same words");
+        }
+        ix.remove_from(3);
+        assert_eq!(ix.candidates(&q("words")), Some(vec![1, 2]));
+        assert_eq!(ix.last_seq(), Some(2));
+        ix.add(7, "same words");
+        ix.add(6, "same words");
+        assert_eq!(ix.candidates(&q("words")), Some(vec![1, 2, 6, 7]));
+    }
+
+    #[test]
+    fn nul_is_indexed_as_a_space() {
+        let mut ix = TrigramIndex::new();
+        ix.add(1, "a\0bc");
+        assert_eq!(ix.candidates(&q("a\0b")), Some(vec![1]));
+    }
+}

@@ -1,0 +1,277 @@
+//! Each session's search index: one string per trigram holding the seqs of
+//! the events that contain it (LEB128, appended), under the session's hash
+//! tag, with a watermark (the last seq indexed) beside it.
+//!
+//! Appends do not touch it: a search first indexes the events above the
+//! watermark (at most [`BATCH`] per script call; a script refuses a batch
+//! whose watermark moved, so two searchers never index the same events
+//! twice), then reads the posting lists of the query's rarest trigrams,
+//! intersects them and checks the candidates with the reference matcher.
+//! Seqs are never reused, so postings of rewound events only cost a
+//! lookup. The trigram keys expire with the session (see `index_expiry.lua`).
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+use session_core::search::{trigrams_of, trigrams_of_folded, Trigram};
+use session_core::{ParsedQuery, SessionEvent};
+
+use crate::error::{bad_reply, map_err};
+use crate::keys::{ARCHIVE, EVENTS, HEAD, SEARCH_MARK, SEARCH_TRIGRAMS};
+use crate::read::CHUNK;
+use crate::RedisRepository;
+
+/// Events indexed per script call.
+const BATCH: usize = 500;
+/// Posting lists read per required term: its rarest trigrams (enough to
+/// narrow; the matcher checks what is left).
+const LISTS_PER_TERM: usize = 3;
+
+/// LEB128.
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = u8::try_from(v & 0x7f).unwrap_or(0);
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// The seqs of a posting list, sorted and deduplicated; a damaged tail is ignored.
+fn decode(bytes: &[u8]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(bytes.len() / 2);
+    let (mut v, mut shift) = (0u64, 0u32);
+    for b in bytes {
+        let Some(part) = u64::from(b & 0x7f).checked_shl(shift) else {
+            break;
+        };
+        v |= part;
+        if b & 0x80 == 0 {
+            out.push(v);
+            (v, shift) = (0, 0);
+        } else {
+            shift += 7;
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
+    a.iter()
+        .filter(|x| b.binary_search(x).is_ok())
+        .copied()
+        .collect()
+}
+
+/// Candidates of one session and, per required term, how many events hold its rarest trigrams.
+pub(crate) struct Candidates {
+    /// `None`: no term long enough to narrow (every event is a candidate).
+    pub(crate) seqs: Option<Vec<u64>>,
+    /// Per required term (in query order): an upper bound of the events holding it, if known.
+    pub(crate) doc_freq: Vec<Option<u64>>,
+}
+
+impl RedisRepository {
+    /// Brings session `id`'s index up to its archive.
+    pub(crate) async fn index_session(&self, id: &str) -> session_core::Result<()> {
+        let keys = self.keys.session(id);
+        let (head, mark, set) = (
+            keys.get(HEAD),
+            keys.get(SEARCH_MARK),
+            keys.get(SEARCH_TRIGRAMS),
+        );
+        let mut c = self.conn.clone();
+        let now_ms = self.now().timestamp_millis();
+        let _: i64 = self
+            .scripts
+            .index_expiry
+            .key(head)
+            .key(mark)
+            .key(set)
+            .arg(now_ms)
+            .invoke_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        loop {
+            let through: Option<String> = redis::cmd("HGET")
+                .arg(mark)
+                .arg("through")
+                .query_async(&mut c)
+                .await
+                .map_err(map_err)?;
+            let from = match through.as_deref() {
+                None | Some("") => "-inf".to_owned(),
+                Some(s) => format!("({s}"),
+            };
+            let seqs: Vec<u64> = redis::cmd("ZRANGEBYSCORE")
+                .arg(keys.get(ARCHIVE))
+                .arg(&from)
+                .arg("+inf")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(BATCH)
+                .query_async(&mut c)
+                .await
+                .map_err(map_err)?;
+            let Some(last) = seqs.last().copied() else {
+                return Ok(());
+            };
+            let bodies: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(keys.get(EVENTS))
+                .arg(&seqs)
+                .query_async(&mut c)
+                .await
+                .map_err(map_err)?;
+            let mut lists: BTreeMap<Trigram, Vec<u8>> = BTreeMap::new();
+            for (seq, body) in seqs.iter().zip(bodies) {
+                // A missing or corrupt body is reported by reads; the index leaves it out.
+                let Some(Ok(e)) = body.map(|b| SessionEvent::decode_stored(id, *seq, &b)) else {
+                    tracing::warn!(session_id = %id, seq, "unreadable event left out of the search index");
+                    continue;
+                };
+                for t in trigrams_of(&e.message.search_text()) {
+                    put(lists.entry(t).or_default(), *seq);
+                }
+            }
+            let mut inv = self.scripts.index.key(head);
+            inv.key(mark).key(set);
+            inv.arg(through.unwrap_or_default()).arg(last);
+            for (t, bytes) in &lists {
+                inv.key(self.keys.trigram(id, *t)).arg(bytes.as_slice());
+            }
+            let _: i64 = inv.invoke_async(&mut c).await.map_err(map_err)?;
+        }
+    }
+
+    /// The candidate seqs of `query` in session `id` (indexed first).
+    pub(crate) async fn candidates(
+        &self,
+        id: &str,
+        query: &ParsedQuery,
+    ) -> session_core::Result<Candidates> {
+        self.index_session(id).await?;
+        let terms: Vec<Vec<Trigram>> = query
+            .index_terms()
+            .map(|t| trigrams_of_folded(&t))
+            .collect();
+        let keys: Vec<String> = terms
+            .iter()
+            .flatten()
+            .map(|t| self.keys.trigram(id, *t))
+            .collect();
+        if keys.is_empty() {
+            return Ok(Candidates {
+                seqs: None,
+                doc_freq: vec![None; terms.len()],
+            });
+        }
+        let mut c = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for k in &keys {
+            pipe.cmd("STRLEN").arg(k);
+        }
+        let lens: Vec<u64> = pipe.query_async(&mut c).await.map_err(map_err)?;
+        // Per term, the indexes (into `keys`) of its rarest trigrams.
+        let mut picked: Vec<Vec<usize>> = Vec::with_capacity(terms.len());
+        let mut at = 0;
+        for term in &terms {
+            let mut idx: Vec<usize> = (at..at + term.len()).collect();
+            idx.sort_by_key(|i| lens.get(*i).copied().unwrap_or(0));
+            idx.truncate(LISTS_PER_TERM);
+            picked.push(idx);
+            at += term.len();
+        }
+        let wanted: Vec<&String> = picked
+            .iter()
+            .flatten()
+            .filter_map(|i| keys.get(*i))
+            .collect();
+        let raw: Vec<Value> = redis::cmd("MGET")
+            .arg(&wanted)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        let mut lists = raw.into_iter().map(|v| match v {
+            Value::Nil => Ok(Vec::new()),
+            other => redis::from_redis_value::<Vec<u8>>(other)
+                .map(|b| decode(&b))
+                .map_err(|e| bad_reply("search index", e)),
+        });
+        let mut seqs: Option<Vec<u64>> = None;
+        let mut doc_freq = Vec::with_capacity(terms.len());
+        for term in &picked {
+            let mut acc: Option<Vec<u64>> = None;
+            for _ in term {
+                let list = lists.next().transpose()?.unwrap_or_default();
+                acc = Some(match acc {
+                    None => list,
+                    Some(prev) => intersect(&prev, &list),
+                });
+            }
+            doc_freq.push(
+                acc.as_ref()
+                    .map(|a| u64::try_from(a.len()).unwrap_or(u64::MAX)),
+            );
+            if let Some(term_seqs) = acc {
+                seqs = Some(match seqs {
+                    None => term_seqs,
+                    Some(prev) => intersect(&prev, &term_seqs),
+                });
+            }
+        }
+        Ok(Candidates { seqs, doc_freq })
+    }
+
+    /// The events at `seqs` that still exist (a rewound seq is skipped), in
+    /// chunks, and the `session/seq` names of those that do not decode.
+    pub(crate) async fn fetch_existing(
+        &self,
+        id: &str,
+        seqs: &[u64],
+    ) -> session_core::Result<(Vec<SessionEvent>, Vec<String>)> {
+        let keys = self.keys.session(id);
+        let mut c = self.conn.clone();
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut unreadable = Vec::new();
+        for chunk in seqs.chunks(CHUNK) {
+            let bodies: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(keys.get(EVENTS))
+                .arg(chunk)
+                .query_async(&mut c)
+                .await
+                .map_err(map_err)?;
+            for (seq, body) in chunk.iter().zip(bodies) {
+                let Some(body) = body else { continue };
+                match SessionEvent::decode_stored(id, *seq, &body) {
+                    Ok(e) => out.push(e),
+                    Err(err) => {
+                        tracing::warn!(session_id = %id, seq, kind = ?err.kind(), "unreadable event left out of search results");
+                        unreadable.push(format!("{id}/{seq}"));
+                    }
+                }
+            }
+        }
+        Ok((out, unreadable))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn posting_lists_round_trip_and_merge_appends() {
+        let mut bytes = Vec::new();
+        for s in [5, 300, 70_000, 5] {
+            put(&mut bytes, s);
+        }
+        assert_eq!(decode(&bytes), [5, 300, 70_000]);
+        assert_eq!(decode(&[0x80]), Vec::<u64>::new(), "a torn tail is ignored");
+        assert_eq!(intersect(&[1, 3, 5], &[3, 4, 5]), [3, 5]);
+    }
+}
