@@ -20,7 +20,8 @@ use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
 use crate::search::{
-    page_of_matches, RankStats, SearchHit, SearchMode, SearchQuery, SearchScope, TrigramIndex,
+    matches_needed, page_of_first_matches, page_of_matches, RankStats, SearchHit, SearchMode,
+    SearchQuery, SearchScope, TrigramIndex,
 };
 use crate::session::{NewSession, Session, SessionUpdate};
 use crate::state::StateMap;
@@ -395,18 +396,27 @@ impl SessionRepository for InMemoryRepository {
                 })
                 .collect(),
         };
+        // One session, oldest first: reading can stop once the page and a count past it are known.
+        let in_order = records.len() == 1 && query.mode == SearchMode::Literal;
+        let enough = if in_order {
+            matches_needed(query)
+        } else {
+            usize::MAX
+        };
         let mut matches = Vec::new();
+        let mut complete = true;
         for r in &records {
             let candidates: Box<dyn Iterator<Item = &SessionEvent>> =
                 match r.index.candidates(&parsed) {
                     Some(seqs) => Box::new(seqs.into_iter().filter_map(|s| r.archive.get(&s))),
                     None => Box::new(r.archive.values()),
                 };
-            matches.extend(
-                candidates
-                    .filter(|e| parsed.matches(&e.message.search_text()))
-                    .cloned(),
-            );
+            let mut found = candidates.filter(|e| parsed.matches(&e.message.search_text()));
+            matches.extend(found.by_ref().take(enough).cloned());
+            complete &= found.next().is_none();
+        }
+        if in_order {
+            return Ok(page_of_first_matches(query, &parsed, matches, complete));
         }
         let stats = (query.mode == SearchMode::Ranked).then(|| RankStats {
             docs: records.iter().map(|r| r.session.event_count).sum(),

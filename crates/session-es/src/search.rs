@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use elasticsearch::http::Method;
 use serde_json::{json, Value};
+use session_core::search::COUNT_PAST_PAGE;
 use session_core::{
     page_of_matches, Page, SearchHit, SearchMode, SearchQuery, SearchScope, Session, SessionError,
     SessionEvent, SessionId, SessionQuery, Total,
@@ -17,8 +18,6 @@ use crate::EsRepository;
 
 /// Hits fetched per `_search` round trip while collecting results.
 pub(crate) const CHUNK: usize = 1000;
-/// Matches counted past the end of a page before the total becomes a lower bound.
-const COUNT_PAST_PAGE: usize = 500;
 /// Sort values fetched per round trip while skipping to a deep page.
 const SKIP_CHUNK: usize = 10_000;
 

@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use session_core::search::{matches_needed, page_of_first_matches};
 use session_core::{
-    page_of_matches, Page, ParsedQuery, RankStats, SearchHit, SearchQuery, SearchScope,
+    page_of_matches, Page, ParsedQuery, RankStats, SearchHit, SearchMode, SearchQuery, SearchScope,
     SessionEvent, SessionId,
 };
 
@@ -15,19 +16,24 @@ use crate::format::SessionFile;
 use crate::search_index::LogIndex;
 use crate::{count, log, Inner, Result};
 
-/// The events at `seqs` (candidates of the index), read by offset, that match.
+/// The events at `seqs` (candidates of the index), read by offset, that
+/// match; at most `enough` of them, and whether every candidate was read.
 fn read_candidates(
     dir: &Path,
     file: &SessionFile,
     index: &LogIndex,
     seqs: &[u64],
     parsed: &ParsedQuery,
-) -> Result<Vec<SessionEvent>> {
+    enough: usize,
+) -> Result<(Vec<SessionEvent>, bool)> {
     let log_path = log::path(dir);
     let mut reader = BufReader::new(File::open(&log_path).map_err(|e| io_err(&log_path, e))?);
     let mut out = Vec::new();
     let mut line = Vec::new();
-    for seq in seqs {
+    for (i, seq) in seqs.iter().enumerate() {
+        if out.len() >= enough {
+            return Ok((out, i == seqs.len()));
+        }
         let Some(at) = index.offset_of(*seq) else {
             continue;
         };
@@ -49,7 +55,7 @@ fn read_candidates(
             out.push(e);
         }
     }
-    Ok(out)
+    Ok((out, true))
 }
 
 impl Inner {
@@ -75,6 +81,14 @@ impl Inner {
             docs: 0,
             doc_freq: vec![0; parsed.include().len()],
         };
+        // One session, oldest first: reading can stop once the page and a count past it are known.
+        let in_order = files.len() == 1 && q.mode == SearchMode::Literal;
+        let enough = if in_order {
+            matches_needed(q)
+        } else {
+            usize::MAX
+        };
+        let mut complete = true;
         let mut indexes = self.search_indexes.lock();
         for (dir, f) in &files {
             let index = indexes.get(dir, &f.session.id, f.log_bytes, self.sync)?;
@@ -83,7 +97,9 @@ impl Inner {
                 *df = df.saturating_add(index.trigrams.doc_freq(term).unwrap_or(0));
             }
             if let Some(seqs) = index.trigrams.candidates(&parsed) {
-                matches.extend(read_candidates(dir, f, index, &seqs, &parsed)?);
+                let (found, all) = read_candidates(dir, f, index, &seqs, &parsed, enough)?;
+                matches.extend(found);
+                complete &= all;
             } else {
                 // No term long enough to narrow: a streaming scan keeps only matches.
                 let scan = log::scan(&log::path(dir), f.log_bytes, &f.session.id, |e| {
@@ -93,6 +109,9 @@ impl Inner {
             }
         }
         drop(indexes);
+        if in_order {
+            return Ok(page_of_first_matches(q, &parsed, matches, complete));
+        }
         Ok(page_of_matches(q, &parsed, matches, Some(&stats)))
     }
 }

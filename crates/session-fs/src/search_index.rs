@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use session_core::search::trigrams_of;
+use session_core::search::{push_varint, read_varint, trigrams_of};
 use session_core::{SessionEvent, SessionId, TrigramIndex};
 
 use crate::error::io_err;
@@ -111,24 +111,24 @@ impl LogIndex {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.offsets.len() * 64);
         out.extend_from_slice(MAGIC);
-        put(&mut out, self.covered);
-        put(&mut out, count(self.tail.len()));
+        push_varint(&mut out, self.covered);
+        push_varint(&mut out, count(self.tail.len()));
         out.extend_from_slice(&self.tail);
-        put(&mut out, count(self.offsets.len()));
+        push_varint(&mut out, count(self.offsets.len()));
         let mut prev = 0;
         for (seq, off) in &self.offsets {
-            put(&mut out, seq.wrapping_sub(prev));
-            put(&mut out, *off);
+            push_varint(&mut out, seq.wrapping_sub(prev));
+            push_varint(&mut out, *off);
             prev = *seq;
         }
         let lists: Vec<(u64, &[u64])> = self.trigrams.postings().collect();
-        put(&mut out, count(lists.len()));
+        push_varint(&mut out, count(lists.len()));
         for (t, list) in lists {
-            put(&mut out, t);
-            put(&mut out, count(list.len()));
+            push_varint(&mut out, t);
+            push_varint(&mut out, count(list.len()));
             let mut prev = 0;
             for s in list {
-                put(&mut out, s.wrapping_sub(prev));
+                push_varint(&mut out, s.wrapping_sub(prev));
                 prev = *s;
             }
         }
@@ -172,33 +172,11 @@ impl LogIndex {
     }
 }
 
-/// LEB128.
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = u8::try_from(v & 0x7f).unwrap_or(0);
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
 struct Reader<'a>(&'a [u8]);
 
 impl Reader<'_> {
     fn next(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = self.0.split_first()?;
-            self.0 = rest;
-            v |= u64::from(b & 0x7f).checked_shl(shift)?;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        read_varint(&mut self.0)
     }
 
     /// A count, refused when it could not fit in what is left (a damaged file).

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Client;
+use session_core::search::COUNT_PAST_PAGE;
 use session_core::{
     Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope, SessionId, Total,
 };
@@ -14,9 +15,6 @@ use crate::quiet::Quiet;
 use crate::schema::Tables;
 use crate::sessions;
 use crate::sql::{like_pattern, micros, offset, Conditions};
-
-/// Matches counted past the end of a page before the total becomes a lower bound.
-const COUNT_PAST_PAGE: usize = 500;
 
 fn hit(row: &Row, parsed: &ParsedQuery, score: Option<f64>) -> R<SearchHit> {
     let session_id: String = row.try_get(0)?;

@@ -315,12 +315,12 @@ impl RedisRepository {
         session_core::plan::readable(self.find_session(id).await?, id, self.now())
     }
 
-    /// Events by seq, fetched in bounded chunks.
-    pub(crate) async fn fetch(
+    /// The stored bodies of the events at `seqs` (`None` where absent), in bounded chunks.
+    pub(crate) async fn bodies(
         &self,
         id: &str,
         seqs: &[u64],
-    ) -> session_core::Result<Vec<SessionEvent>> {
+    ) -> session_core::Result<Vec<Option<String>>> {
         let keys = self.keys.session(id);
         let mut c = self.conn.clone();
         let mut out = Vec::with_capacity(seqs.len());
@@ -331,12 +331,23 @@ impl RedisRepository {
                 .query_async(&mut c)
                 .await
                 .map_err(map_err)?;
-            for (seq, body) in chunk.iter().zip(bodies) {
-                let body = body.ok_or_else(|| {
-                    corrupt(id, &format!("seq {seq}"), "the event body is missing")
-                })?;
-                out.push(SessionEvent::decode_stored(id, *seq, &body)?);
-            }
+            out.extend(bodies);
+        }
+        Ok(out)
+    }
+
+    /// Events by seq, fetched in bounded chunks; a missing body is corrupt data.
+    pub(crate) async fn fetch(
+        &self,
+        id: &str,
+        seqs: &[u64],
+    ) -> session_core::Result<Vec<SessionEvent>> {
+        let bodies = self.bodies(id, seqs).await?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for (seq, body) in seqs.iter().zip(bodies) {
+            let body = body
+                .ok_or_else(|| corrupt(id, &format!("seq {seq}"), "the event body is missing"))?;
+            out.push(SessionEvent::decode_stored(id, *seq, &body)?);
         }
         Ok(out)
     }

@@ -1,11 +1,12 @@
 //! Queries over many sessions: search of archives through their indexes, and listings from the activity indexes.
 
+use session_core::search::{matches_needed, page_of_first_matches};
 use session_core::{
-    page_of_matches, ErrorKind, EventView, Page, RankStats, SearchHit, SearchQuery, SearchScope,
-    Session, SessionId, SessionQuery,
+    page_of_matches, ErrorKind, EventView, Page, RankStats, SearchHit, SearchMode, SearchQuery,
+    SearchScope, Session, SessionId, SessionQuery,
 };
 
-use crate::read::decode_session;
+use crate::read::{decode_session, CHUNK};
 use crate::RedisRepository;
 
 impl RedisRepository {
@@ -43,6 +44,14 @@ impl RedisRepository {
             docs: 0,
             doc_freq: vec![0; parsed.include().len()],
         };
+        // One session, oldest first: reading can stop once the page and a count past it are known.
+        let in_order = ids.len() == 1 && query.mode == SearchMode::Literal;
+        let enough = if in_order {
+            matches_needed(query)
+        } else {
+            usize::MAX
+        };
+        let mut complete = true;
         for (id, events) in &ids {
             let found = self.candidates(id, &parsed).await?;
             stats.docs = stats.docs.saturating_add(*events);
@@ -53,15 +62,24 @@ impl RedisRepository {
                 Some(seqs) => seqs,
                 None => self.seqs(id, EventView::Archive).await?,
             };
-            let (events, bad) = self.fetch_existing(id, &seqs).await?;
-            unreadable.extend(bad);
-            matches.extend(
-                events
-                    .into_iter()
-                    .filter(|e| parsed.matches(&e.message.search_text())),
-            );
+            let mut chunks = seqs.chunks(CHUNK);
+            while matches.len() < enough {
+                let Some(chunk) = chunks.next() else { break };
+                let (events, bad) = self.fetch_existing(id, chunk).await?;
+                unreadable.extend(bad);
+                matches.extend(
+                    events
+                        .into_iter()
+                        .filter(|e| parsed.matches(&e.message.search_text())),
+                );
+            }
+            complete &= chunks.next().is_none();
         }
-        let mut page = page_of_matches(query, &parsed, matches, Some(&stats));
+        let mut page = if in_order {
+            page_of_first_matches(query, &parsed, matches, complete)
+        } else {
+            page_of_matches(query, &parsed, matches, Some(&stats))
+        };
         page.unreadable = unreadable;
         Ok(page)
     }

@@ -13,12 +13,13 @@
 use std::collections::BTreeMap;
 
 use redis::Value;
-use session_core::search::{trigrams_of, trigrams_of_folded, Trigram};
+use session_core::search::{
+    intersect_all, push_varint, read_varint, trigrams_of, trigrams_of_folded, Trigram,
+};
 use session_core::{ParsedQuery, SessionEvent};
 
 use crate::error::{bad_reply, map_err};
 use crate::keys::{ARCHIVE, EVENTS, HEAD, SEARCH_MARK, SEARCH_TRIGRAMS};
-use crate::read::CHUNK;
 use crate::RedisRepository;
 
 /// Events indexed per script call.
@@ -27,45 +28,12 @@ const BATCH: usize = 500;
 /// narrow; the matcher checks what is left).
 const LISTS_PER_TERM: usize = 3;
 
-/// LEB128.
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = u8::try_from(v & 0x7f).unwrap_or(0);
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
 /// The seqs of a posting list, sorted and deduplicated; a damaged tail is ignored.
-fn decode(bytes: &[u8]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(bytes.len() / 2);
-    let (mut v, mut shift) = (0u64, 0u32);
-    for b in bytes {
-        let Some(part) = u64::from(b & 0x7f).checked_shl(shift) else {
-            break;
-        };
-        v |= part;
-        if b & 0x80 == 0 {
-            out.push(v);
-            (v, shift) = (0, 0);
-        } else {
-            shift += 7;
-        }
-    }
+fn decode(mut bytes: &[u8]) -> Vec<u64> {
+    let mut out: Vec<u64> = std::iter::from_fn(|| read_varint(&mut bytes)).collect();
     out.sort_unstable();
     out.dedup();
     out
-}
-
-fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
-    a.iter()
-        .filter(|x| b.binary_search(x).is_ok())
-        .copied()
-        .collect()
 }
 
 /// Candidates of one session and, per required term, how many events hold its rarest trigrams.
@@ -135,7 +103,7 @@ impl RedisRepository {
                     continue;
                 };
                 for t in trigrams_of(&e.message.search_text()) {
-                    put(lists.entry(t).or_default(), *seq);
+                    push_varint(lists.entry(t).or_default(), *seq);
                 }
             }
             let mut inv = self.scripts.index.key(head);
@@ -202,28 +170,22 @@ impl RedisRepository {
                 .map(|b| decode(&b))
                 .map_err(|e| bad_reply("search index", e)),
         });
-        let mut seqs: Option<Vec<u64>> = None;
-        let mut doc_freq = Vec::with_capacity(terms.len());
+        let mut per_term: Vec<Option<Vec<u64>>> = Vec::with_capacity(picked.len());
         for term in &picked {
-            let mut acc: Option<Vec<u64>> = None;
+            let mut read = Vec::with_capacity(term.len());
             for _ in term {
-                let list = lists.next().transpose()?.unwrap_or_default();
-                acc = Some(match acc {
-                    None => list,
-                    Some(prev) => intersect(&prev, &list),
-                });
+                read.push(lists.next().transpose()?.unwrap_or_default());
             }
-            doc_freq.push(
-                acc.as_ref()
-                    .map(|a| u64::try_from(a.len()).unwrap_or(u64::MAX)),
-            );
-            if let Some(term_seqs) = acc {
-                seqs = Some(match seqs {
-                    None => term_seqs,
-                    Some(prev) => intersect(&prev, &term_seqs),
-                });
-            }
+            per_term.push(intersect_all(read));
         }
+        let doc_freq = per_term
+            .iter()
+            .map(|c| {
+                c.as_ref()
+                    .map(|a| u64::try_from(a.len()).unwrap_or(u64::MAX))
+            })
+            .collect();
+        let seqs = intersect_all(per_term.into_iter().flatten());
         Ok(Candidates { seqs, doc_freq })
     }
 
@@ -234,25 +196,16 @@ impl RedisRepository {
         id: &str,
         seqs: &[u64],
     ) -> session_core::Result<(Vec<SessionEvent>, Vec<String>)> {
-        let keys = self.keys.session(id);
-        let mut c = self.conn.clone();
+        let bodies = self.bodies(id, seqs).await?;
         let mut out = Vec::with_capacity(seqs.len());
         let mut unreadable = Vec::new();
-        for chunk in seqs.chunks(CHUNK) {
-            let bodies: Vec<Option<String>> = redis::cmd("HMGET")
-                .arg(keys.get(EVENTS))
-                .arg(chunk)
-                .query_async(&mut c)
-                .await
-                .map_err(map_err)?;
-            for (seq, body) in chunk.iter().zip(bodies) {
-                let Some(body) = body else { continue };
-                match SessionEvent::decode_stored(id, *seq, &body) {
-                    Ok(e) => out.push(e),
-                    Err(err) => {
-                        tracing::warn!(session_id = %id, seq, kind = ?err.kind(), "unreadable event left out of search results");
-                        unreadable.push(format!("{id}/{seq}"));
-                    }
+        for (seq, body) in seqs.iter().zip(bodies) {
+            let Some(body) = body else { continue };
+            match SessionEvent::decode_stored(id, *seq, &body) {
+                Ok(e) => out.push(e),
+                Err(err) => {
+                    tracing::warn!(session_id = %id, seq, kind = ?err.kind(), "unreadable event left out of search results");
+                    unreadable.push(format!("{id}/{seq}"));
                 }
             }
         }
@@ -268,10 +221,9 @@ mod tests {
     fn posting_lists_round_trip_and_merge_appends() {
         let mut bytes = Vec::new();
         for s in [5, 300, 70_000, 5] {
-            put(&mut bytes, s);
+            push_varint(&mut bytes, s);
         }
         assert_eq!(decode(&bytes), [5, 300, 70_000]);
         assert_eq!(decode(&[0x80]), Vec::<u64>::new(), "a torn tail is ignored");
-        assert_eq!(intersect(&[1, 3, 5], &[3, 4, 5]), [3, 5]);
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, Transaction};
+use session_core::search::COUNT_PAST_PAGE;
 use session_core::{
     fold_case, page_of_matches, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope,
     SessionEvent, SessionId, Total,
@@ -96,9 +97,6 @@ pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<i6
     Ok(max)
 }
 
-/// Matches counted past the end of a page before the total becomes a lower bound.
-pub(crate) const COUNT_PAST_PAGE: usize = 500;
-
 /// An FTS5 query for a literal phrase: one quoted string, quotes doubled.
 fn fts_phrase(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
@@ -145,36 +143,63 @@ fn scope(
     })
 }
 
-/// The candidate rows of `q` (session id, seq, body), in result order:
-/// through the trigram index plus the not-yet-indexed tail (at most one
-/// index batch) in one snapshot, or the whole scope when nothing narrows.
+/// Index candidates read before a search turns to reading the scope in
+/// order instead (a term that occurs nearly everywhere).
+const DENSE: usize = 2000;
+
+/// The rowids the trigram index proposes for `expr`, or `None` when there
+/// are more than [`DENSE`] (across the whole store).
+fn index_candidates(conn: &Connection, expr: &str) -> Result<Option<Vec<i64>>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT rowid FROM events_fts WHERE events_fts MATCH ?1 LIMIT ?2")
+        .sql()?;
+    let limit = i64::try_from(DENSE).unwrap_or(i64::MAX).saturating_add(1);
+    let rowids: Vec<i64> = stmt
+        .query_map(params![expr, limit], |r| r.get(0))
+        .sql()?
+        .collect::<rusqlite::Result<_>>()
+        .sql()?;
+    Ok((rowids.len() <= DENSE).then_some(rowids))
+}
+
+/// The candidate rows of `q` (session id, seq, body), in result order.
+/// Selective queries: the index's candidates (looked up by rowid) plus the
+/// not-yet-indexed tail (at most one index batch), in one snapshot. A query
+/// with no term long enough for the index, or one whose terms occur
+/// nearly everywhere, reads the scope in order: the caller stops once it
+/// has counted enough matches.
 fn candidates_sql(
+    conn: &Connection,
     scope_sql: &str,
     values: &mut Vec<SqlValue>,
     fts: Option<String>,
     order: &str,
-) -> String {
-    match fts {
-        Some(expr) => {
-            values.push(expr.into());
-            format!(
-                "SELECT session_id, seq, body FROM ( \
-                   SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {scope_sql} \
-                     AND e.rowid IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?{n}) \
-                   UNION ALL \
-                   SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {tail_scope} \
-                     AND e.rowid > (SELECT indexed_through FROM fts_state) \
-                 ) ORDER BY {order}",
-                n = values.len(),
-                order = order.replace("e.", ""),
-                // `+` keeps the planner on the rowid range (the short tail) instead of the session index.
-                tail_scope = scope_sql.replacen("e.session_id", "+e.session_id", 1),
-            )
-        }
-        None => format!(
+) -> Result<String> {
+    let Some(rowids) = fts
+        .map(|expr| index_candidates(conn, &expr))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok(format!(
             "SELECT e.session_id, e.seq, e.body FROM events e WHERE {scope_sql} ORDER BY {order}"
-        ),
-    }
+        ));
+    };
+    let list: Vec<String> = rowids.iter().map(i64::to_string).collect();
+    values.push(format!("[{}]", list.join(",")).into());
+    Ok(format!(
+        "SELECT session_id, seq, body FROM ( \
+           SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {tail_scope} \
+             AND e.rowid IN (SELECT value FROM json_each(?{n})) \
+           UNION ALL \
+           SELECT e.session_id, e.seq, e.body, e.timestamp FROM events e WHERE {tail_scope} \
+             AND e.rowid > (SELECT indexed_through FROM fts_state) \
+         ) ORDER BY {order}",
+        n = values.len(),
+        order = order.replace("e.", ""),
+        // `+` keeps the planner on the rowids (a short list, the short tail)
+        // instead of walking the session's whole index.
+        tail_scope = scope_sql.replacen("e.session_id", "+e.session_id", 1),
+    ))
 }
 
 /// One page of hits for `q`, read in one snapshot. Chronological: the
@@ -199,7 +224,7 @@ pub(crate) fn search(
     } else {
         "e.seq"
     };
-    let sql = candidates_sql(&scope_sql, &mut values, fts, order);
+    let sql = candidates_sql(conn, &scope_sql, &mut values, fts, order)?;
     let mut stmt = conn.prepare_cached(&sql).sql()?;
     let mut rows = stmt.query(params_from_iter(values)).sql()?;
     if q.mode == SearchMode::Ranked {

@@ -160,3 +160,39 @@ async fn migration_two_refolds_the_search_index() {
         .unwrap();
     assert_eq!(hits.items.len(), 1);
 }
+
+/// A word in nearly every event reads the session in order instead of
+/// the index, stops counting 500 matches past the page (the total is then
+/// a lower bound), and still pages exactly.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_word_in_every_event_pages_exactly_with_a_bounded_count() {
+    let repo = SqliteRepository::in_memory().await.unwrap();
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let events = (0..2500)
+        .map(|i| SessionEvent::new(Message::user(format!("kiwi number {i}"))))
+        .collect();
+    repo.append(&s.id, events).await.unwrap();
+    let first = repo
+        .search(&SearchQuery::in_session(&s.id, "kiwi"))
+        .await
+        .unwrap();
+    assert_eq!(first.items.len(), 10);
+    assert!(first.has_more);
+    assert_eq!(first.total, Some(session_core::Total::at_least(510)));
+    let deep = repo
+        .search(&SearchQuery::in_session(&s.id, "KIWI number").page(240, 10))
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = deep.items.iter().map(|h| h.event.seq).collect();
+    assert_eq!(seqs, (2401..=2410).collect::<Vec<u64>>());
+    assert_eq!(deep.total, Some(session_core::Total::exact(2500)));
+    let one = repo
+        .search(&SearchQuery::in_session(&s.id, "kiwi 1234"))
+        .await
+        .unwrap();
+    assert_eq!(one.items.len(), 1);
+    assert_eq!(one.total, Some(session_core::Total::exact(1)));
+}

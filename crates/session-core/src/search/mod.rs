@@ -10,10 +10,13 @@ mod trigram;
 use serde::{Deserialize, Serialize};
 
 pub use fold::{contains_folded, fold_case};
-pub use rank::{page_of_matches, RankStats};
+pub use rank::{
+    matches_needed, page_of_first_matches, page_of_matches, RankStats, COUNT_PAST_PAGE,
+};
 pub use terms::{ParsedQuery, MAX_QUERY_TERMS};
 pub use trigram::{
-    candidates_from, term_candidates_from, trigrams_of, trigrams_of_folded, Trigram, TrigramIndex,
+    candidates_from, intersect_all, push_varint, read_varint, term_candidates_from, trigrams_of,
+    trigrams_of_folded, Trigram, TrigramIndex,
 };
 
 use crate::error::Result;

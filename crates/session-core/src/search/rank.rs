@@ -78,6 +78,38 @@ fn chronological(a: &SessionEvent, b: &SessionEvent) -> std::cmp::Ordering {
     (a.timestamp, &a.session_id, a.seq).cmp(&(b.timestamp, &b.session_id, b.seq))
 }
 
+/// Matches a chronological search counts past the end of its page before
+/// it stops (its total then becomes a lower bound).
+pub const COUNT_PAST_PAGE: usize = 500;
+
+/// How many matches, in order, a chronological search of one session needs
+/// to read before it may stop: the pages before, this page, and
+/// [`COUNT_PAST_PAGE`] more to count.
+pub fn matches_needed(query: &SearchQuery) -> usize {
+    query
+        .page
+        .saturating_mul(query.page_size)
+        .saturating_add(query.page_size)
+        .saturating_add(COUNT_PAST_PAGE)
+}
+
+/// Like [`page_of_matches`] for a read that stopped after the first
+/// [`matches_needed`] matches (`complete: false`): the page is the same,
+/// the total a lower bound.
+pub fn page_of_first_matches(
+    query: &SearchQuery,
+    parsed: &ParsedQuery,
+    matches: Vec<SessionEvent>,
+    complete: bool,
+) -> Page<SearchHit> {
+    let mut page = page_of_matches(query, parsed, matches, None);
+    if !complete {
+        page.has_more = true;
+        page.total = page.total.map(|t| Total { exact: false, ..t });
+    }
+    page
+}
+
 /// One page of hits from *every* match of `query` in its scope (checked
 /// with [`ParsedQuery::matches`]): chronological in literal mode (by seq in
 /// one session; by time, session and seq across sessions), by BM25 in

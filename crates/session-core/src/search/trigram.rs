@@ -48,25 +48,35 @@ fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
     out
 }
 
+/// Intersects sorted lists one after another (the first taken as it is):
+/// `None` for no list; stops early once the intersection is empty.
+pub fn intersect_all(lists: impl IntoIterator<Item = Vec<u64>>) -> Option<Vec<u64>> {
+    let mut acc: Option<Vec<u64>> = None;
+    for list in lists {
+        let next = match &acc {
+            None => list,
+            Some(prev) => intersect(prev, &list),
+        };
+        let empty = next.is_empty();
+        acc = Some(next);
+        if empty {
+            break;
+        }
+    }
+    acc
+}
+
 /// The seqs holding every trigram of one (folded) term: `None` when the
 /// term is shorter than three characters (nothing narrows).
 pub fn term_candidates_from(
     term: &str,
     mut postings: impl FnMut(Trigram) -> Option<Vec<u64>>,
 ) -> Option<Vec<u64>> {
-    let mut acc: Option<Vec<u64>> = None;
-    for t in trigrams_of_folded(&term.replace('\0', " ")) {
-        let list = postings(t).unwrap_or_default();
-        let next = match &acc {
-            None => list,
-            Some(prev) => intersect(prev, &list),
-        };
-        if next.is_empty() {
-            return Some(Vec::new());
-        }
-        acc = Some(next);
-    }
-    acc
+    intersect_all(
+        trigrams_of_folded(&term.replace('\0', " "))
+            .into_iter()
+            .map(|t| postings(t).unwrap_or_default()),
+    )
 }
 
 /// Candidates of a query from per-trigram posting lists (sorted seqs):
@@ -77,21 +87,40 @@ pub fn candidates_from(
     query: &ParsedQuery,
     mut postings: impl FnMut(Trigram) -> Option<Vec<u64>>,
 ) -> Option<Vec<u64>> {
-    let mut acc: Option<Vec<u64>> = None;
-    for term in query.include() {
-        let Some(list) = term_candidates_from(term, &mut postings) else {
-            continue;
-        };
-        let next = match &acc {
-            None => list,
-            Some(prev) => intersect(prev, &list),
-        };
-        if next.is_empty() {
-            return Some(Vec::new());
+    intersect_all(
+        query
+            .include()
+            .iter()
+            .filter_map(|term| term_candidates_from(term, &mut postings)),
+    )
+}
+
+/// Appends `v` as LEB128 (7 bits a byte, low first): how stores write posting lists.
+pub fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = u8::try_from(v & 0x7f).unwrap_or(0);
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
         }
-        acc = Some(next);
+        out.push(byte | 0x80);
     }
-    acc
+}
+
+/// Reads one LEB128 number off the front of `bytes`; `None` if it is cut
+/// short or too long for 64 bits.
+pub fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        v |= u64::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// An in-process trigram index of one session's archive: trigram → the
@@ -223,6 +252,18 @@ mod tests {
         ix.add(7, "same words");
         ix.add(6, "same words");
         assert_eq!(ix.candidates(&q("words")), Some(vec![1, 2, 6, 7]));
+    }
+
+    #[test]
+    fn varints_round_trip_and_refuse_a_cut() {
+        let mut bytes = Vec::new();
+        for v in [0, 127, 128, 300, u64::MAX] {
+            push_varint(&mut bytes, v);
+        }
+        let mut rest = bytes.as_slice();
+        let back: Vec<u64> = std::iter::from_fn(|| read_varint(&mut rest)).collect();
+        assert_eq!(back, [0, 127, 128, 300, u64::MAX]);
+        assert_eq!(read_varint(&mut &[0x80u8][..]), None);
     }
 
     #[test]
