@@ -20,7 +20,7 @@ use crate::repository::{
     AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
 };
 use crate::search::{
-    matches_needed, page_of_first_matches, page_of_matches, RankStats, SearchHit, SearchMode,
+    page_of_first_matches, page_of_matches, read_limit, RankStats, SearchHit, SearchMode,
     SearchQuery, SearchScope, TrigramIndex,
 };
 use crate::session::{NewSession, Session, SessionUpdate};
@@ -396,13 +396,8 @@ impl SessionRepository for InMemoryRepository {
                 })
                 .collect(),
         };
-        // One session, oldest first: reading can stop once the page and a count past it are known.
-        let in_order = records.len() == 1 && query.mode == SearchMode::Literal;
-        let enough = if in_order {
-            matches_needed(query)
-        } else {
-            usize::MAX
-        };
+        let limit = read_limit(query, records.len());
+        let (in_order, enough) = (limit.is_some(), limit.unwrap_or(usize::MAX));
         let mut matches = Vec::new();
         let mut complete = true;
         for r in &records {

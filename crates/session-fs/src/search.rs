@@ -5,9 +5,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use session_core::search::{matches_needed, page_of_first_matches};
+use session_core::search::{page_of_first_matches, read_limit};
 use session_core::{
-    page_of_matches, Page, ParsedQuery, RankStats, SearchHit, SearchMode, SearchQuery, SearchScope,
+    page_of_matches, Page, ParsedQuery, RankStats, SearchHit, SearchQuery, SearchScope,
     SessionEvent, SessionId,
 };
 
@@ -77,17 +77,9 @@ impl Inner {
                 .collect::<Result<_>>()?,
         };
         let mut matches = Vec::new();
-        let mut stats = RankStats {
-            docs: 0,
-            doc_freq: vec![0; parsed.include().len()],
-        };
-        // One session, oldest first: reading can stop once the page and a count past it are known.
-        let in_order = files.len() == 1 && q.mode == SearchMode::Literal;
-        let enough = if in_order {
-            matches_needed(q)
-        } else {
-            usize::MAX
-        };
+        let mut stats = RankStats::for_query(&parsed);
+        let limit = read_limit(q, files.len());
+        let (in_order, enough) = (limit.is_some(), limit.unwrap_or(usize::MAX));
         let mut complete = true;
         let mut indexes = self.search_indexes.lock();
         for (dir, f) in &files {

@@ -1,9 +1,9 @@
 //! Queries over many sessions: search of archives through their indexes, and listings from the activity indexes.
 
-use session_core::search::{matches_needed, page_of_first_matches};
+use session_core::search::{page_of_first_matches, read_limit};
 use session_core::{
-    page_of_matches, ErrorKind, EventView, Page, RankStats, SearchHit, SearchMode, SearchQuery,
-    SearchScope, Session, SessionId, SessionQuery,
+    page_of_matches, ErrorKind, EventView, Page, RankStats, SearchHit, SearchQuery, SearchScope,
+    Session, SessionId, SessionQuery,
 };
 
 use crate::read::{decode_session, CHUNK};
@@ -40,17 +40,9 @@ impl RedisRepository {
         };
         let mut matches = Vec::new();
         let mut unreadable = Vec::new();
-        let mut stats = RankStats {
-            docs: 0,
-            doc_freq: vec![0; parsed.include().len()],
-        };
-        // One session, oldest first: reading can stop once the page and a count past it are known.
-        let in_order = ids.len() == 1 && query.mode == SearchMode::Literal;
-        let enough = if in_order {
-            matches_needed(query)
-        } else {
-            usize::MAX
-        };
+        let mut stats = RankStats::for_query(&parsed);
+        let limit = read_limit(query, ids.len());
+        let (in_order, enough) = (limit.is_some(), limit.unwrap_or(usize::MAX));
         let mut complete = true;
         for (id, events) in &ids {
             let found = self.candidates(id, &parsed).await?;

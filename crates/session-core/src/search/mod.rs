@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use fold::{contains_folded, fold_case};
 pub use rank::{
-    matches_needed, page_of_first_matches, page_of_matches, RankStats, COUNT_PAST_PAGE,
+    matches_needed, page_of_first_matches, page_of_matches, read_limit, RankStats, COUNT_PAST_PAGE,
 };
 pub use terms::{ParsedQuery, MAX_QUERY_TERMS};
 pub use trigram::{

@@ -29,6 +29,16 @@ fn float(n: u64) -> f64 {
     f64::from(capped)
 }
 
+impl RankStats {
+    /// No figures yet for `query`'s required terms: each session searched adds its own.
+    pub fn for_query(query: &ParsedQuery) -> Self {
+        Self {
+            docs: 0,
+            doc_freq: vec![0; query.include().len()],
+        }
+    }
+}
+
 fn idf(docs: u64, df: u64) -> f64 {
     let (n, df) = (float(docs.max(df)), float(df));
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
@@ -91,6 +101,14 @@ pub fn matches_needed(query: &SearchQuery) -> usize {
         .saturating_mul(query.page_size)
         .saturating_add(query.page_size)
         .saturating_add(COUNT_PAST_PAGE)
+}
+
+/// How many matches a search over `sessions` sessions reads before it may
+/// stop: [`matches_needed`] for a chronological search of one session
+/// (oldest first, so the page and a count past it are known by then),
+/// `None` (all of them) otherwise.
+pub fn read_limit(query: &SearchQuery, sessions: usize) -> Option<usize> {
+    (sessions == 1 && query.mode == SearchMode::Literal).then(|| matches_needed(query))
 }
 
 /// Like [`page_of_matches`] for a read that stopped after the first
