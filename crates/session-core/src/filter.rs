@@ -79,6 +79,9 @@ pub struct EventFilter {
     pub keyword: Option<String>,
     /// Only events of this invocation.
     pub invocation_id: Option<String>,
+    /// A keyset cursor: only events after the event with this seq in the
+    /// view's order (see [`EventFilter::after`]).
+    pub after: Option<u64>,
     /// Zero-based page.
     pub page: usize,
     /// Page size (default 10).
@@ -97,6 +100,7 @@ impl Default for EventFilter {
             synthetic: SyntheticFilter::Include,
             keyword: None,
             invocation_id: None,
+            after: None,
             page: 0,
             page_size: DEFAULT_PAGE_SIZE,
         }
@@ -175,6 +179,28 @@ impl EventFilter {
         self
     }
 
+    /// Only events after the event `seq` in the view's order: the keyset
+    /// cursor that reads a view page by page at the same cost per page
+    /// however far in, where `page` counts an offset from the start. Pass the
+    /// last seq of the page just read ([`Page::next_after`]).
+    ///
+    /// In the archive view this is every event with a larger seq. In the
+    /// context view it is every event after that one in context order
+    /// (a summary comes before the turns it kept, whatever their seqs); when
+    /// the event has left the context since the previous page (a compaction
+    /// or rewind replaced it), the read is `InvalidInput`: read the context
+    /// again from the start.
+    ///
+    /// ```
+    /// use session_core::EventFilter;
+    /// let next = EventFilter::archive().after(1000).page(0, 100);
+    /// assert_eq!(next.after, Some(1000));
+    /// ```
+    pub fn after(mut self, seq: u64) -> Self {
+        self.after = Some(seq);
+        self
+    }
+
     /// Sets page and page size.
     pub fn page(mut self, page: usize, page_size: usize) -> Self {
         self.page = page;
@@ -213,18 +239,72 @@ impl EventFilter {
         }
     }
 
-    /// Applies the whole filter to events already in view order: match, `last_n`, page.
-    pub fn apply<'a>(
-        &self,
-        events: impl IntoIterator<Item = &'a SessionEvent>,
-    ) -> Page<SessionEvent> {
+    /// Applies the whole filter to events already in view order: the
+    /// cursor, match, `last_n`, page. Reads only as far as the page needs:
+    /// forwards from the start (or the cursor) for a page, backwards from
+    /// the end for `last_n`.
+    pub fn apply<'a, I>(&self, events: I) -> Result<Page<SessionEvent>>
+    where
+        I: IntoIterator<Item = &'a SessionEvent>,
+        I::IntoIter: DoubleEndedIterator,
+    {
         let m = self.matcher();
-        let mut matched: Vec<&SessionEvent> = events.into_iter().filter(|e| m.matches(e)).collect();
+        let Some(offset) = self.page.checked_mul(self.page_size) else {
+            return Ok(Page::empty(self.page, self.page_size));
+        };
+        let is_cursor = |e: &SessionEvent| match (self.after, self.view) {
+            (None, _) => false,
+            (Some(a), EventView::Archive) => e.seq <= a,
+            (Some(a), EventView::Context) => e.seq == a,
+        };
+        let needs_cursor = self.view == EventView::Context && self.after.is_some();
         if let Some(n) = self.last_n {
-            let skip = matched.len().saturating_sub(n);
-            matched.drain(..skip);
+            let mut newest: Vec<&SessionEvent> = Vec::new();
+            let mut seen_cursor = !needs_cursor;
+            for e in events.into_iter().rev() {
+                if is_cursor(e) {
+                    seen_cursor = true;
+                    break;
+                }
+                if newest.len() < n && m.matches(e) {
+                    newest.push(e);
+                } else if newest.len() >= n && seen_cursor {
+                    break;
+                }
+            }
+            if !seen_cursor {
+                return Err(self.cursor_left_context());
+            }
+            newest.reverse();
+            return Ok(Page::paginate(
+                newest.into_iter().cloned(),
+                self.page,
+                self.page_size,
+            ));
         }
-        Page::paginate(matched.into_iter().cloned(), self.page, self.page_size)
+        let mut it = events.into_iter();
+        if needs_cursor && !it.by_ref().any(is_cursor) {
+            return Err(self.cursor_left_context());
+        }
+        let wanted = offset.saturating_add(self.page_size).saturating_add(1);
+        let matched: Vec<SessionEvent> = it
+            .filter(|e| !is_cursor(e) && m.matches(e))
+            .take(wanted)
+            .skip(offset)
+            .cloned()
+            .collect();
+        Ok(Page::from_overfetch(matched, self.page, self.page_size))
+    }
+
+    /// The error for a context cursor whose event is no longer in the context.
+    pub fn cursor_left_context(&self) -> SessionError {
+        SessionError::invalid(
+            "after",
+            format!(
+                "event {} is no longer in the context (a compaction or rewind replaced it): read the context again from the start",
+                self.after.unwrap_or_default()
+            ),
+        )
     }
 }
 
@@ -408,6 +488,21 @@ impl<T> Page<T> {
             unreadable: self.unreadable,
             total: self.total,
         }
+    }
+}
+
+impl Page<SessionEvent> {
+    /// The cursor for the next page ([`EventFilter::after`]): the seq of
+    /// this page's last event, when a later page has events.
+    ///
+    /// ```
+    /// use session_core::{Message, Page, SessionEvent};
+    /// let mut e = SessionEvent::new(Message::user("hi"));
+    /// e.seq = 7;
+    /// assert_eq!(Page::from_overfetch(vec![e.clone(), e], 0, 1).next_after(), Some(7));
+    /// ```
+    pub fn next_after(&self) -> Option<u64> {
+        self.items.last().filter(|_| self.has_more).map(|e| e.seq)
     }
 }
 

@@ -313,10 +313,30 @@ impl SessionRepository for InMemoryRepository {
         filter.check(&self.limits)?;
         let inner = self.inner.read();
         let r = live(&inner, id, self.now())?;
-        Ok(match filter.view {
-            EventView::Archive => filter.apply(r.archive.values()),
-            EventView::Context => filter.apply(r.context.iter().filter_map(|s| r.archive.get(s))),
-        })
+        match (filter.view, filter.after) {
+            (EventView::Archive, None) => filter.apply(r.archive.values()),
+            (EventView::Archive, Some(a)) => {
+                filter.apply(r.archive.range(a.saturating_add(1)..).map(|(_, e)| e))
+            }
+            (EventView::Context, after) => {
+                // Start past the cursor's position, found among the context's seqs alone.
+                let from = match after {
+                    None => 0,
+                    Some(a) => r
+                        .context
+                        .iter()
+                        .position(|s| *s == a)
+                        .map(|i| i.saturating_add(1))
+                        .ok_or_else(|| filter.cursor_left_context())?,
+                };
+                let rest = r.context.get(from..).unwrap_or_default();
+                let past_cursor = EventFilter {
+                    after: None,
+                    ..filter.clone()
+                };
+                past_cursor.apply(rest.iter().filter_map(|s| r.archive.get(s)))
+            }
+        }
     }
 
     async fn event_version(&self, id: &SessionId) -> Result<u64> {

@@ -410,19 +410,19 @@ pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
 /// Conveniences over any [`SessionRepository`].
 #[async_trait]
 pub trait SessionRepositoryExt: SessionRepository {
-    /// Every event of a view, reading page by page.
+    /// Every event of a view, reading page by page with the keyset cursor
+    /// ([`EventFilter::after`]), so the cost is linear in the view's length.
     async fn all_events(&self, id: &SessionId, view: EventView) -> Result<Vec<SessionEvent>> {
         let mut out = Vec::new();
-        let mut page = 0;
+        let mut filter = EventFilter::default().view(view).page(0, 1000);
         loop {
-            let p = self
-                .events(id, &EventFilter::default().view(view).page(page, 1000))
-                .await?;
+            let p = self.events(id, &filter).await?;
+            let next = p.next_after();
             out.extend(p.items);
-            if !p.has_more {
-                return Ok(out);
+            match next {
+                Some(seq) => filter = filter.after(seq),
+                None => return Ok(out),
             }
-            page += 1;
         }
     }
 

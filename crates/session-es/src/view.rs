@@ -114,10 +114,24 @@ impl EsRepository {
         filter: &EventFilter,
     ) -> session_core::Result<Parts> {
         let pending = head.pending_events()?;
-        let after_seq = match view {
-            EventView::Archive => 0,
-            EventView::Context => head.mark,
+        // The view past the cursor: the base entries after it, and the seq
+        // after which appended events belong to it.
+        let (base, after_seq): (&[[u64; 2]], u64) = match (view, filter.after) {
+            (EventView::Archive, after) => (&[], after.unwrap_or(0)),
+            (EventView::Context, None) => (&head.base, head.mark),
+            (EventView::Context, Some(a)) => match head.base.iter().position(|[s, _]| *s == a) {
+                Some(i) => (
+                    head.base.get(i.saturating_add(1)..).unwrap_or_default(),
+                    head.mark,
+                ),
+                None if a > head.mark => (&[], a),
+                None => return Err(filter.cursor_left_context()),
+            },
         };
+        let pending: Vec<SessionEvent> = pending
+            .into_iter()
+            .filter(|e| e.seq > after_seq || base.iter().any(|[s, _]| *s == e.seq))
+            .collect();
         let (mut filter_clauses, must_not) = body::session_events(
             &head.session.id,
             &head.inc,
@@ -134,8 +148,7 @@ impl EsRepository {
             EventView::Context => {
                 let mut by_seq: HashMap<u64, SessionEvent> =
                     pending.into_iter().map(|e| (e.seq, e)).collect();
-                let wanted: Vec<u64> = head
-                    .base
+                let wanted: Vec<u64> = base
                     .iter()
                     .map(|[s, _]| *s)
                     .filter(|s| !by_seq.contains_key(s))
@@ -143,13 +156,12 @@ impl EsRepository {
                 for e in self.events_by_seq(head, &wanted).await? {
                     by_seq.insert(e.seq, e);
                 }
-                let before = head
-                    .base
+                let before = base
                     .iter()
                     .filter_map(|[s, _]| by_seq.get(s).cloned())
                     .collect();
                 let mut after: Vec<SessionEvent> =
-                    by_seq.into_values().filter(|e| e.seq > head.mark).collect();
+                    by_seq.into_values().filter(|e| e.seq > after_seq).collect();
                 after.sort_by_key(|e| e.seq);
                 (before, after)
             }

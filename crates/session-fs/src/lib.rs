@@ -9,6 +9,8 @@
 //! - `format`: the `session.json` format;
 //! - `files`: atomic rewrites, JSON files, advisory locks;
 //! - `log`: the `events.jsonl` log, its recovery and the id index;
+//! - `log_read`: part of a log, from a seq forwards (by bisection) or from the end backwards;
+//! - `view`: a page or tail of a session's view, read from the cursor or the end;
 //! - `shared`: the `app:` and `user:` state files;
 //! - `search`: search through each session's trigram index;
 //! - `search_index`: that index, kept in memory and in `search.idx` beside the log.
@@ -18,10 +20,12 @@ mod files;
 mod format;
 mod layout;
 mod log;
+mod log_read;
 mod repo;
 mod search;
 mod search_index;
 mod shared;
+mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The [`SessionRepository`] of the file store: read the session file under
 //! its lock, ask `session_core::plan` for the plan, write the files.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome, NewSession, Page,
+    AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, NewSession, Page,
     RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump, SessionEvent, SessionId,
     SessionQuery, SessionRepository, SessionUpdate, SharedDelta, SharedState, UserId,
 };
@@ -22,7 +22,7 @@ use crate::error::io_err;
 use crate::files::{read_json, sync_dir, to_pretty, write_atomic, Lock};
 use crate::format::{ContextFile, SessionFile};
 use crate::shared::{self, Write};
-use crate::{count, log, FsRepository, Inner, Result, BACKEND};
+use crate::{count, log, view, FsRepository, Inner, Result, BACKEND};
 
 /// The owner of a session, whose shared scopes its writes change.
 fn owner(s: &Session) -> (&AppName, &UserId) {
@@ -398,17 +398,7 @@ impl Inner {
 
     fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
         let (dir, file) = self.live(id)?;
-        let archive = log::archive(&dir, &file)?;
-        Ok(match filter.view {
-            EventView::Archive => filter.apply(&archive),
-            EventView::Context => {
-                let by_seq: HashMap<u64, &SessionEvent> =
-                    archive.iter().map(|e| (e.seq, e)).collect();
-                let seqs: Vec<u64> = archive.iter().map(|e| e.seq).collect();
-                let order = file.context.resolve(&seqs);
-                filter.apply(order.iter().filter_map(|s| by_seq.get(s).copied()))
-            }
-        })
+        view::page(&dir, &file, filter)
     }
 
     fn export(&self, id: &SessionId) -> Result<SessionDump> {

@@ -269,6 +269,16 @@ pub(crate) async fn archive(
     Ok((events, context.into_iter().map(|(_, seq)| seq).collect()))
 }
 
+/// The context position of the event `seq`, if it is in the context.
+async fn context_position(c: &Client, t: &Tables, id: &SessionId, seq: i64) -> R<Option<i64>> {
+    let sql = format!(
+        "SELECT ctx_pos FROM {} WHERE session_id = $1 AND seq = $2 AND ctx_pos IS NOT NULL",
+        t.events
+    );
+    let row = c.fetch_opt(&sql, &[&id.as_str(), &seq]).await?;
+    Ok(row.map(|r| r.try_get(0)).transpose()?)
+}
+
 /// A page of one view of a live session's events through `filter`.
 pub(crate) async fn read(
     c: &Client,
@@ -287,6 +297,18 @@ pub(crate) async fn read(
     w.next_mark(id.as_str().to_owned());
     if filter.view == EventView::Context {
         w.sql.push_str(" AND ctx_pos IS NOT NULL");
+    }
+    if let Some(after) = filter.after {
+        let Ok(seq) = i64::try_from(after) else {
+            return Ok(Page::empty(filter.page, filter.page_size));
+        };
+        let key = match filter.view {
+            EventView::Archive => seq,
+            EventView::Context => context_position(c, t, id, seq)
+                .await?
+                .ok_or_else(|| filter.cursor_left_context())?,
+        };
+        w.push(&format!("{order} >"), key);
     }
     if let Some(ts) = filter.from {
         w.push("ts >=", micros(ts));

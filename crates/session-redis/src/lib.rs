@@ -23,6 +23,7 @@ mod repo;
 mod scripts;
 mod search;
 mod search_index;
+mod view;
 mod write;
 
 use chrono::{DateTime, Utc};

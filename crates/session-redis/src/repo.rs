@@ -20,7 +20,7 @@ use session_core::{
     prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, EventFilter, EventView,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
     Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedDelta, SharedState, StateMap, SyntheticFilter, UserId, MAX_SEQ, MAX_VERSION,
+    SharedDelta, SharedState, StateMap, UserId, MAX_SEQ, MAX_VERSION,
 };
 
 use crate::error::{map_err, too_contended, BACKEND};
@@ -210,43 +210,7 @@ impl SessionRepository for RedisRepository {
     ) -> session_core::Result<Page<SessionEvent>> {
         filter.check(&self.limits)?;
         self.live(id).await?;
-        let plain = filter.branch.is_none()
-            && filter.from.is_none()
-            && filter.to.is_none()
-            && filter.roles.is_empty()
-            && filter.synthetic == SyntheticFilter::Include
-            && filter.keyword.is_none()
-            && filter.invocation_id.is_none();
-        if !plain {
-            let seqs = self.seqs(id, filter.view).await?;
-            let events = self.fetch(id, &seqs).await?;
-            return Ok(filter.apply(&events));
-        }
-        // Straight from the sorted set: O(log n + page).
-        let key = self.view_key(id, filter.view);
-        if let Some(n) = filter.last_n {
-            let start = -i64::try_from(n).unwrap_or(i64::MAX);
-            let seqs: Vec<u64> = self.range(&key, start, -1).await?;
-            let events = self.fetch(id, &seqs).await?;
-            return Ok(Page::paginate(events, filter.page, filter.page_size));
-        }
-        let Some(offset) = filter
-            .page
-            .checked_mul(filter.page_size)
-            .and_then(|o| i64::try_from(o).ok())
-        else {
-            return Ok(Page::empty(filter.page, filter.page_size));
-        };
-        // ZRANGE's stop is inclusive: page_size + 1 items tell whether more follow.
-        let Some(stop) = i64::try_from(filter.page_size)
-            .ok()
-            .and_then(|size| offset.checked_add(size))
-        else {
-            return Ok(Page::empty(filter.page, filter.page_size));
-        };
-        let seqs: Vec<u64> = self.range(&key, offset, stop).await?;
-        let events = self.fetch(id, &seqs).await?;
-        Ok(Page::from_overfetch(events, filter.page, filter.page_size))
+        self.events_page(id, filter).await
     }
 
     async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, params_from_iter, Connection, Transaction};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 use session_core::plan::Stored;
 use session_core::state::{decode_state, encode_state};
 use session_core::{
@@ -209,6 +209,38 @@ pub(crate) fn archive_and_context(
     Ok((events, context.into_iter().map(|(_, seq)| seq).collect()))
 }
 
+/// Where a keyset cursor starts a read.
+enum Cursor {
+    /// Past this `seq` (archive) or `ctx_pos` (context), or from the start.
+    From(Option<i64>),
+    /// Past every seq a row can hold: nothing follows.
+    PastTheEnd,
+}
+
+/// The order key the filter's cursor ([`EventFilter::after`]) stands at:
+/// its seq in the archive, its context position in the context.
+fn cursor(conn: &Connection, id: &str, filter: &EventFilter) -> Result<Cursor> {
+    let Some(after) = filter.after else {
+        return Ok(Cursor::From(None));
+    };
+    let Ok(seq) = i64::try_from(after) else {
+        return Ok(Cursor::PastTheEnd);
+    };
+    if filter.view == EventView::Archive {
+        return Ok(Cursor::From(Some(seq)));
+    }
+    let pos: Option<i64> = conn
+        .prepare_cached(
+            "SELECT ctx_pos FROM events WHERE session_id = ?1 AND seq = ?2 AND ctx_pos IS NOT NULL",
+        )
+        .sql()?
+        .query_row(params![id, seq], |r| r.get(0))
+        .optional()
+        .sql()?;
+    pos.map(|p| Cursor::From(Some(p)))
+        .ok_or_else(|| filter.cursor_left_context())
+}
+
 /// One page of a session's events through `filter` (the session is known live).
 pub(crate) fn read(
     conn: &Connection,
@@ -224,10 +256,17 @@ pub(crate) fn read(
     if filter.view == EventView::Context {
         sql.push_str(" AND ctx_pos IS NOT NULL");
     }
+    let cursor = match cursor(conn, id, filter)? {
+        Cursor::From(c) => c,
+        Cursor::PastTheEnd => return Ok(Page::empty(filter.page, filter.page_size)),
+    };
     let mut cond = |c: &str, v: SqlValue| {
         values.push(v);
         sql.push_str(&format!(" AND {c} ?{}", values.len()));
     };
+    if let Some(c) = cursor {
+        cond(&format!("{order} >"), c.into());
+    }
     if let Some(t) = filter.from {
         cond("timestamp >=", micros(t).into());
     }

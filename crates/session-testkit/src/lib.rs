@@ -241,6 +241,7 @@ macro_rules! __with_cases {
             append_to_unknown_session_is_not_found,
             events_context_and_archive_views,
             events_last_n_returns_most_recent_oldest_first,
+            events_page_by_cursor_reads_the_whole_view,
             events_branch_visibility,
             events_time_range,
             events_role_filter,

@@ -237,12 +237,12 @@ impl SessionRepository for TinyStore {
         filter.check(&self.limits)?;
         let mut t = self.lock()?;
         let row = readable(found(t.sessions.get_mut(id.as_str())), id, self.clock.now())?;
-        Ok(match filter.view {
+        match filter.view {
             EventView::Archive => filter.apply(row.archive.values()),
             EventView::Context => {
                 filter.apply(row.context.iter().filter_map(|s| row.archive.get(s)))
             }
-        })
+        }
     }
 
     async fn event_version(&self, id: &SessionId) -> Result<u64> {

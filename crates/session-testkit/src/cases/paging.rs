@@ -1,0 +1,122 @@
+//! Keyset paging: reading a view page by page from a cursor.
+
+use session_core::{
+    Clock as _, CompactionSource, ErrorKind, EventFilter, EventView, Role, SessionEvent,
+    SessionRepositoryExt,
+};
+
+use super::numbered;
+use crate::{assistant, texts, user, Fixture};
+
+/// Reads a whole view through `filter` page by page, each page starting
+/// after the previous page's last event ([`session_core::Page::next_after`]).
+async fn by_cursor(fx: &Fixture, id: &session_core::SessionId, filter: EventFilter) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut f = filter;
+    loop {
+        let page = fx.repo.events(id, &f).await.unwrap();
+        assert!(page.items.len() <= f.page_size);
+        let next = page.next_after();
+        assert_eq!(next.is_some(), page.has_more);
+        out.extend(texts(&page.items));
+        match next {
+            Some(seq) => f = f.after(seq),
+            None => return out,
+        }
+    }
+}
+
+/// Paging by `after` reads every event of a view once, in view order,
+/// filtered or not, in the archive and in a compacted context (where a
+/// summary comes before the older turns it kept); a cursor whose event left
+/// the context is `InvalidInput`; `after` combines with `last_n` and pages.
+pub async fn events_page_by_cursor_reads_the_whole_view(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let mut events = Vec::new();
+    for i in 1..=45 {
+        let text = format!("m {i}");
+        events.push(if i % 3 == 0 {
+            assistant(&text)
+        } else {
+            user(&text)
+        });
+    }
+    fx.append(&s.id, events).await;
+    let all: Vec<String> = (1..=45).map(|i| format!("m {i}")).collect();
+
+    // The archive, unfiltered and filtered.
+    assert_eq!(
+        by_cursor(&fx, &s.id, EventFilter::archive().page(0, 7)).await,
+        all
+    );
+    let assistants: Vec<String> = (1..=15).map(|i| format!("m {}", i * 3)).collect();
+    let f = EventFilter::archive().roles([Role::Assistant]).page(0, 4);
+    assert_eq!(by_cursor(&fx, &s.id, f).await, assistants);
+
+    // Cursor with pages and with last_n.
+    let f = EventFilter::archive().after(10).page(1, 5);
+    assert_eq!(fx.texts(&s.id, &f).await, all[15..20]);
+    let f = EventFilter::archive().after(40).last_n(3);
+    assert_eq!(fx.texts(&s.id, &f).await, all[42..45]);
+    let f = EventFilter::archive().after(43).last_n(5);
+    assert_eq!(fx.texts(&s.id, &f).await, all[43..45]);
+    for past in [45, 1000, u64::MAX] {
+        let page = fx
+            .repo
+            .events(&s.id, &EventFilter::archive().after(past))
+            .await
+            .unwrap();
+        assert!(page.items.is_empty() && !page.has_more, "after {past}");
+    }
+
+    // A compacted context: summary first, then the kept turns, then appends.
+    let ctx = fx.context(&s.id).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    let [prompt, summary] = SessionEvent::summary_turn(
+        "m 1 to m 35 happened",
+        CompactionSource::RecursiveSummarization,
+        fx.clock.now(),
+    );
+    let mut compacted = vec![prompt, summary];
+    compacted.extend_from_slice(&ctx[35..]);
+    assert!(fx.repo.replace_context(&s.id, compacted, v).await.unwrap());
+    fx.append(&s.id, numbered("n", 6)).await;
+    let context = texts(&fx.repo.all_events(&s.id, EventView::Context).await.unwrap());
+    assert_eq!(context.len(), 2 + 10 + 6);
+    assert_eq!(context[2], "m 36");
+    for size in [1, 3, 5, 100] {
+        let f = EventFilter::context().page(0, size);
+        assert_eq!(by_cursor(&fx, &s.id, f).await, context, "pages of {size}");
+    }
+    let seq_of = |text: &str| {
+        ctx.iter()
+            .find(|e| e.message.text() == text)
+            .map(|e| e.seq)
+            .unwrap()
+    };
+    let f = EventFilter::context().after(seq_of("m 40")).page(0, 3);
+    assert_eq!(fx.texts(&s.id, &f).await, ["m 41", "m 42", "m 43"]);
+    let f = EventFilter::context().after(seq_of("m 36")).last_n(2);
+    assert_eq!(fx.texts(&s.id, &f).await, ["n 5", "n 6"]);
+    let f = EventFilter::context().roles([Role::User]).page(0, 4);
+    let users: Vec<String> = fx
+        .texts(
+            &s.id,
+            &EventFilter::context().roles([Role::User]).page(0, 100),
+        )
+        .await;
+    assert_eq!(by_cursor(&fx, &s.id, f).await, users);
+
+    // The archive still holds everything, in seq order.
+    let archive = by_cursor(&fx, &s.id, EventFilter::archive().page(0, 8)).await;
+    assert_eq!(archive.len(), 45 + 2 + 6);
+    assert_eq!(archive[..45], all[..]);
+
+    // m 10 left the context with the compaction: its cursor cannot continue the context.
+    let err = fx
+        .repo
+        .events(&s.id, &EventFilter::context().after(seq_of("m 10")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+}
