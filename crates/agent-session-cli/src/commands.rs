@@ -25,12 +25,29 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let url = store::url(cli.store.as_deref());
     match cli.command {
         Command::Demo => crate::demo::run(&url, out).await,
-        Command::Bench { workload, events } => {
+        Command::Bench {
+            workload,
+            events,
+            sessions,
+            clients,
+            repeat,
+            compare,
+            sizes,
+        } => {
             let repo = store::open(&url).await?;
             if workload == crate::WorkloadArg::Recall {
-                crate::bench_recall::run(&*repo, events, json, out).await
+                crate::bench::recall::run(&*repo, events, json, out).await
             } else {
-                crate::bench::run(&*repo, workload, events, json, out).await
+                let args = crate::bench::BenchArgs {
+                    workload,
+                    events,
+                    sessions,
+                    clients,
+                    repeat,
+                    compare_raw: compare.is_some(),
+                    sizes,
+                };
+                crate::bench::run(&url, repo, &args, json, out).await
             }
         }
         Command::Export {

@@ -3,7 +3,6 @@
 //! Run `agent-session demo` for a tour, `agent-session --help` for the commands.
 
 mod bench;
-mod bench_recall;
 mod commands;
 mod demo;
 mod output;
@@ -230,16 +229,45 @@ pub(crate) enum Command {
         #[arg(long, requires = "session")]
         model: Option<String>,
     },
-    /// Measures the store: append, multi-session append, reads, search.
+    /// Measures the store with the reference workloads, next to its raw
+    /// engine in the same run (`--compare raw`): W1 appends to one session,
+    /// W2 appends round robin to many, W3 reads, W4 searches, reads at
+    /// growing session lengths, compaction end to end.
     Bench {
-        /// Which workload.
+        /// Which workload (`all`: every one but `recall`).
         #[arg(long, value_enum, default_value = "all")]
         workload: WorkloadArg,
-        /// Events for the append, read and search workloads (at most 1000000).
-        #[arg(long, default_value_t = 2000,
+        /// Events W1 appends (and W3 and W4 read and search), at most 1000000.
+        #[arg(long, default_value_t = 10_000,
               value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_BENCH_EVENTS))]
         events: usize,
+        /// Sessions W2 appends 20 events each to, at most 100000.
+        #[arg(long, default_value_t = 1000,
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+        sessions: usize,
+        /// Concurrent clients of W2, at most 256.
+        #[arg(long, default_value_t = 1,
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
+        clients: usize,
+        /// Rounds per workload: each measures the store and the raw engine back to back.
+        #[arg(long, default_value_t = 5,
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..=100))]
+        repeat: usize,
+        /// Measure the raw engine beside the store (memory, sqlite, fs, redis, postgres).
+        #[arg(long, value_enum)]
+        compare: Option<CompareArg>,
+        /// Session lengths of the scaling workload, comma-separated (each at most 1000000).
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000",
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BENCH_EVENTS))]
+        sizes: Vec<usize>,
     },
+}
+
+/// What `bench` measures the store against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CompareArg {
+    /// The raw engine: the least the engine must do, written by hand.
+    Raw,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -281,12 +309,25 @@ pub(crate) enum SummarizerArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum WorkloadArg {
-    Append,
-    Multi,
-    Read,
-    Search,
+    /// Appends to one session, one call each.
+    #[value(alias = "append")]
+    W1,
+    /// 20 appends to each of many sessions, round robin.
+    #[value(alias = "multi")]
+    W2,
+    /// A full read and the last 20 of W1's session.
+    #[value(alias = "read")]
+    W3,
+    /// Single-word searches in W1's session, frequent to rare.
+    #[value(alias = "search")]
+    W4,
+    /// The last 20 and a full read at each of `--sizes` session lengths.
+    Scaling,
+    /// Compaction end to end of a 1,000-event context.
+    Compaction,
     /// Search at scale: sessions of N/10 and N events, a selective and a frequent query (not in `all`).
     Recall,
+    /// Every workload but `recall`.
     All,
 }
 

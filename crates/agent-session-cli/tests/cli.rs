@@ -301,23 +301,71 @@ fn export_import_and_migrate_reproduce_sessions() {
 }
 
 #[test]
-fn bench_reports_every_workload() {
+fn bench_reports_every_workload_next_to_the_raw_engine() {
     let s = store();
-    let v: Value =
-        serde_json::from_str(&out(cli(&s).args(["--json", "bench", "--events", "40"]))).unwrap();
-    let names: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
+    let v: Value = serde_json::from_str(&out(cli(&s).args([
+        "--json",
+        "bench",
+        "--events",
+        "40",
+        "--sessions",
+        "3",
+        "--repeat",
+        "2",
+        "--compare",
+        "raw",
+        "--sizes",
+        "30,300",
+    ])))
+    .unwrap();
+    assert_eq!(v["store"], "sqlite");
+    assert!(
+        v["raw"].as_str().unwrap().starts_with("SQLite"),
+        "{}",
+        v["raw"]
+    );
+    let results = v["results"].as_array().unwrap();
+    let names: Vec<&str> = results
         .iter()
         .map(|r| r["workload"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 5, "{names:?}");
-    assert!(v["results"][0]["events_per_s"].as_f64().unwrap() > 0.0);
-    assert!(
-        v["results"][0]["p99_ms"].as_f64().unwrap() >= v["results"][0]["p50_ms"].as_f64().unwrap()
-    );
+    for prefix in [
+        "W1 append",
+        "W2 append: 3 sessions",
+        "W3 full read",
+        "W3 last 20",
+        "W4 search",
+        "last 20 of 300",
+        "full read growth",
+        "compaction",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(prefix)),
+            "{prefix} missing from {names:?}"
+        );
+    }
+    let w1 = &results[0];
+    assert_eq!(w1["unit"], "events/s");
+    assert_eq!(w1["library_samples"].as_array().unwrap().len(), 2);
+    assert_eq!(w1["raw_samples"].as_array().unwrap().len(), 2);
+    let ratio = &w1["ratio"];
+    assert!(ratio["min"].as_f64().unwrap() <= ratio["median"].as_f64().unwrap());
+    assert!(ratio["median"].as_f64().unwrap() <= ratio["max"].as_f64().unwrap());
+    assert_eq!(ratio["pairs"], 2);
+    let searches: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["unit"] == "ms/search")
+        .collect();
+    assert_eq!(searches.len(), 4, "a frequent word and three planted ones");
+    assert!(searches[0]["extra"]["hits"].as_u64() > searches[3]["extra"]["hits"].as_u64());
     let stats: Value = serde_json::from_str(&out(cli(&s).args(["--json", "stats"]))).unwrap();
     assert_eq!(stats["sessions"], 0, "bench cleans up after itself");
+    let leftovers: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("-raw-"))
+        .collect();
+    assert!(leftovers.is_empty(), "the raw baseline removes its file");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod blocking;
 mod clock;
 mod error;
 mod event;
@@ -21,6 +22,7 @@ mod url;
 mod usage;
 mod validate;
 
+pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{

@@ -161,16 +161,15 @@ impl FsRepository {
         Self::open(path).await
     }
 
-    /// Runs `f` on tokio's blocking pool.
+    /// Runs `f`, which blocks on the file system, without stalling other
+    /// tasks ([`session_core::run_blocking`]).
     async fn blocking<T, F>(&self, f: F) -> session_core::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> session_core::Result<T> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner))
-            .await
-            .map_err(join_err)?
+        session_core::run_blocking(BACKEND, move || f(&inner)).await
     }
 }
 

@@ -77,6 +77,18 @@ local function set_head()
   if #fields > 0 then redis.call('HSET', KEYS[S], unpack(fields)) end
 end
 
+-- Whether the session already holds an id of the count of events at the
+-- next argument (read without consuming them): a plan made without reading
+-- the held ids (an append from a remembered head) must not write then.
+local function holds_any_event()
+  local i = at
+  local n = tonumber(ARGV[i])
+  for k = 0, n - 1 do
+    if redis.call('HEXISTS', KEYS[IDS], ARGV[i + 2 + k * 5]) == 1 then return true end
+  end
+  return false
+end
+
 -- Stores a count of events, each as seq, id, body, invocation ('' none)
 -- and session-scope delta JSON ('' none).
 local function write_events()

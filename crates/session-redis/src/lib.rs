@@ -17,6 +17,7 @@
 mod conn;
 mod error;
 mod gate;
+mod heads;
 mod keys;
 mod read;
 mod repo;
@@ -54,6 +55,7 @@ pub struct RedisRepository {
     limits: Limits,
     scripts: std::sync::Arc<Scripts>,
     gates: std::sync::Arc<Gates>,
+    heads: std::sync::Arc<heads::Heads>,
 }
 
 impl std::fmt::Debug for RedisRepository {
@@ -137,6 +139,7 @@ impl RedisRepositoryBuilder {
             limits: self.limits,
             scripts: std::sync::Arc::new(Scripts::load()),
             gates: std::sync::Arc::default(),
+            heads: std::sync::Arc::default(),
         };
         let mut c = repo.conn.clone();
         redis::cmd("PING")

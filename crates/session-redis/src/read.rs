@@ -73,6 +73,16 @@ impl HeadFields {
             .map(|(name, value)| (*name, value.as_deref().unwrap_or_default()))
     }
 
+    /// Every head field as name/value pairs: what an append checks is
+    /// unchanged, so a plan from a remembered head (`heads`) holds exactly
+    /// when nothing wrote the head since.
+    pub(crate) fn every_field(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        HEAD_FIELDS
+            .iter()
+            .zip(&self.values)
+            .map(|(name, value)| (*name, value.as_deref().unwrap_or_default()))
+    }
+
     /// The stored owner: app, user and resolution key, as stored (they name keys).
     pub(crate) fn owner(&self) -> (&str, &str, Option<&str>) {
         (
@@ -105,6 +115,19 @@ impl HeadFields {
             None | Some("") => Ok(None),
             Some(_) => time(id, "expires_at", self.int(id, "expires_at")?).map(Some),
         }
+    }
+
+    /// The fields after a write set `changes` (name/value pairs) on them.
+    pub(crate) fn after(&self, changes: &[(&str, String)]) -> Self {
+        let mut next = self.clone();
+        for (name, value) in changes {
+            if let Some(i) = HEAD_FIELDS.iter().position(|f| f == name) {
+                if let Some(slot) = next.values.get_mut(i) {
+                    *slot = Some(value.clone());
+                }
+            }
+        }
+        next
     }
 
     /// The head a plan builds on.

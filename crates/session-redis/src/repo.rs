@@ -132,6 +132,7 @@ impl SessionRepository for RedisRepository {
 
     async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
         let _turn = self.gates.enter(id).await;
+        self.heads.forget(id);
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let read = self.read_for_write(id, &[], false).await?.fields;
@@ -187,16 +188,37 @@ impl SessionRepository for RedisRepository {
         let batch = EventBatch::new(events, &self.limits)?;
         let ids = batch.ids();
         let _turn = self.gates.enter(id).await;
+        // First from the head this repository's last append left, if any
+        // (see `heads`); the script refuses a wrong guess and the loop reads.
+        if let Some(fields) = self.heads.take(id) {
+            let now = self.now();
+            let guess = writable(fields, id, now).and_then(|fields| {
+                let head = fields.head(id)?;
+                Ok((AppendPlan::new(&head, &batch, &HashMap::new())?, fields))
+            });
+            if let Ok((plan, fields)) = guess {
+                if let Some(left) = self
+                    .persist_events(id, &fields, &batch, (&plan).into(), now)
+                    .await?
+                {
+                    self.heads.remember(id, left);
+                    return Ok(plan.outcome());
+                }
+            }
+        }
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
             let (fields, head, stored) = self.read_batch(id, &ids, false, now).await?;
             let plan = AppendPlan::new(&head, &batch, &stored)?;
-            if plan.is_noop()
-                || self
-                    .persist_events(id, &fields, &batch, (&plan).into(), now)
-                    .await?
+            if plan.is_noop() {
+                return Ok(plan.outcome());
+            }
+            if let Some(left) = self
+                .persist_events(id, &fields, &batch, (&plan).into(), now)
+                .await?
             {
+                self.heads.remember(id, left);
                 return Ok(plan.outcome());
             }
         }
@@ -234,10 +256,11 @@ impl SessionRepository for RedisRepository {
                 return Ok(false);
             };
             // A head that moved is read again: the plan then says `false`.
-            if self
+            if let Some(left) = self
                 .persist_events(id, &fields, &batch, (&plan).into(), now)
                 .await?
             {
+                self.heads.remember(id, left);
                 return Ok(true);
             }
         }

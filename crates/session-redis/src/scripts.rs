@@ -23,6 +23,10 @@ fn script(body: &str) -> Script {
 /// What a write script answers when the session's head moved since the client read it.
 pub(crate) const MOVED: i64 = -1;
 
+/// What the append script answers when the session already holds the id of
+/// an event the plan took for new (a plan made from a remembered head).
+pub(crate) const HELD: i64 = -2;
+
 /// The scripts, loaded once.
 pub(crate) struct Scripts {
     /// The head fields and held event ids a write depends on.

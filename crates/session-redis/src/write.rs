@@ -13,7 +13,7 @@ use session_core::{Session, SessionEvent, SessionId, SessionUpdate, SharedDelta,
 use crate::error::map_err;
 use crate::keys::OwnerKeys;
 use crate::read::HeadFields;
-use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, MOVED};
+use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, HELD, MOVED};
 use crate::RedisRepository;
 
 fn micros(t: DateTime<Utc>) -> i64 {
@@ -188,7 +188,9 @@ impl RedisRepository {
         self.keys.owner(app, user, key)
     }
 
-    /// Persists an append or context plan made from `read`.
+    /// Persists an append or context plan made from `read`: the head fields
+    /// it leaves, or `None` when the head moved or the session already holds
+    /// one of the new events (read again and re-plan).
     pub(crate) async fn persist_events(
         &self,
         id: &SessionId,
@@ -196,7 +198,7 @@ impl RedisRepository {
         batch: &EventBatch,
         plan: EventsPlan<'_>,
         now: DateTime<Utc>,
-    ) -> session_core::Result<bool> {
+    ) -> session_core::Result<Option<HeadFields>> {
         let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let next_pos = read.counter(id, "next_ctx_pos", u64::MAX)?;
         let (reset, joining): (bool, Vec<u64>) = match plan.context {
@@ -229,7 +231,7 @@ impl RedisRepository {
         let owner = self.stored_owner(read);
         let keys = self.keys.session(id);
         let mut call = Call::new(&self.scripts.append, &keys);
-        call.begin(now, read.fingerprint())
+        call.begin(now, read.every_field())
             .arg(id.as_str())
             .owner(self.script_owner(&owner))
             .events(&new_records(batch, plan.new)?)
@@ -245,12 +247,12 @@ impl RedisRepository {
         call.fields(&head)
             .index(updated, ExpiryIndex::Keep)
             .touch(plan.touch);
-        if call.run::<i64>(&self.conn, "append").await? == MOVED {
-            return Ok(false);
+        if matches!(call.run::<i64>(&self.conn, "append").await?, MOVED | HELD) {
+            return Ok(None);
         }
         self.follow_up(id, &owner, &plan.state.shared, updated, ExpiryIndex::Keep)
             .await?;
-        Ok(true)
+        Ok(Some(read.after(&head)))
     }
 
     /// Persists a rewind from `from_seq` made from `read`: `None` when the head moved, else how many events left.

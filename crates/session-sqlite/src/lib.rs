@@ -280,16 +280,15 @@ impl SqliteRepository {
             .await
     }
 
-    /// Runs `f` on tokio's blocking pool.
+    /// Runs `f`, which blocks on SQLite, without stalling other tasks
+    /// ([`session_core::run_blocking`]).
     async fn blocking<T, F>(&self, f: F) -> session_core::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> session_core::Result<T> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner))
-            .await
-            .map_err(|e| SessionError::backend(BACKEND, e))?
+        session_core::run_blocking(BACKEND, move || f(&inner)).await
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer, with the clock's `now`.

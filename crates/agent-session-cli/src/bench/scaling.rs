@@ -1,0 +1,204 @@
+//! The read workloads: W3 (full read, last 20), W4 (searches, frequent to
+//! rare), reads at growing session lengths, and compaction end to end.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agent_session::compaction::{
+    CompactionOutcome, CompactionPolicy, RecursiveSummarization, SummarizerChoice, Trigger,
+};
+use agent_session::{EventFilter, EventView, SearchQuery, SessionId, SessionRepositoryExt};
+use anyhow::{bail, Result};
+use serde_json::json;
+
+use super::events::{event, FREQUENT, PLANTED};
+use super::stats::{median, ms_per, progress, Row, Unit};
+use super::{BenchArgs, Scratch};
+
+/// Reads of the last 20 events timed together in one sample.
+const TAIL_READS: usize = 20;
+
+/// Events per append call when filling a session for a read workload.
+const FILL_BATCH: usize = 500;
+
+/// W3: a full read and the last 20 events of W1's session, paired with the raw engine.
+pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> Result<Vec<Row>> {
+    let n = scratch.repo.get(id).await?.event_count;
+    let rounds = args.repeat.max(1);
+    let mut full = Row::new(format!("W3 full read of {n} events"), Unit::MsPerOp);
+    let mut tail = Row::new(format!("W3 last 20 of {n} events"), Unit::MsPerOp);
+    let bar = progress(rounds * 2, "W3 read");
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for raw_side in order {
+            match (raw_side, &scratch.raw) {
+                (false, _) => {
+                    let t = Instant::now();
+                    scratch.repo.all_events(id, EventView::Archive).await?;
+                    full.library.push(ms_per(1, t.elapsed()));
+                    let t = Instant::now();
+                    for _ in 0..TAIL_READS {
+                        scratch.repo.events(id, &EventFilter::last(20)).await?;
+                    }
+                    tail.library.push(ms_per(TAIL_READS, t.elapsed()));
+                }
+                (true, Some(raw)) => {
+                    let t = Instant::now();
+                    raw.read(id.as_str(), None).await?;
+                    full.raw.push(ms_per(1, t.elapsed()));
+                    let t = Instant::now();
+                    for _ in 0..TAIL_READS {
+                        raw.read(id.as_str(), Some(20)).await?;
+                    }
+                    tail.raw.push(ms_per(TAIL_READS, t.elapsed()));
+                }
+                (true, None) => {}
+            }
+        }
+        bar.inc(2);
+    }
+    bar.finish_and_clear();
+    Ok(vec![full, tail])
+}
+
+/// W4: the first page of a single-word search in W1's session, for a
+/// word most events hold down to one in a thousand (store only: the raw
+/// engines have no search to compare with).
+pub(crate) async fn w4(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> Result<Vec<Row>> {
+    let words: Vec<&str> = std::iter::once(FREQUENT)
+        .chain(PLANTED.iter().map(|(w, _)| *w))
+        .collect();
+    let rounds = args.repeat.max(1);
+    let bar = progress(words.len() * rounds, "W4 search");
+    let mut rows = Vec::new();
+    for word in words {
+        let q = SearchQuery::in_session(id, word);
+        let total = scratch.repo.search(&q).await?.total.map(|t| t.count);
+        let mut row = Row::new(
+            format!("W4 search {word:?} ({} hits)", total.unwrap_or(0)),
+            Unit::MsPerSearch,
+        );
+        for _ in 0..rounds {
+            let t = Instant::now();
+            for _ in 0..5 {
+                scratch.repo.search(&q).await?;
+            }
+            row.library.push(ms_per(5, t.elapsed()));
+            bar.inc(1);
+        }
+        row.extra = json!({"word": word, "hits": total});
+        rows.push(row);
+    }
+    bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// Fills a new session of the store with `n` reference events, in batches.
+async fn filled(scratch: &mut Scratch, n: usize, what: &str) -> Result<SessionId> {
+    let id = scratch.session().await?;
+    let bar = progress(n, what);
+    let mut i = 0;
+    while i < n {
+        let end = (i + FILL_BATCH).min(n);
+        scratch
+            .repo
+            .append(&id, (i..end).map(event).collect())
+            .await?;
+        bar.inc(u64::try_from(end - i).unwrap_or(0));
+        i = end;
+    }
+    bar.finish_and_clear();
+    Ok(id)
+}
+
+/// The last 20 and a full read at each of `--sizes` session lengths; then
+/// how the largest compares with the smallest (last 20) and with the one
+/// ten times smaller (full read).
+pub(crate) async fn scaling(scratch: &mut Scratch, args: &BenchArgs) -> Result<Vec<Row>> {
+    let rounds = args.repeat.max(1);
+    let mut rows = Vec::new();
+    let mut tails = Vec::new();
+    let mut fulls = Vec::new();
+    for &n in &args.sizes {
+        let id = filled(scratch, n, &format!("scaling: filling {n} events")).await?;
+        let mut tail = Row::new(format!("last 20 of {n} events"), Unit::MsPerOp);
+        let mut full = Row::new(format!("full read of {n} events"), Unit::MsPerOp);
+        let bar = progress(rounds, &format!("scaling: reading {n} events"));
+        for _ in 0..rounds {
+            let t = Instant::now();
+            for _ in 0..TAIL_READS {
+                scratch.repo.events(&id, &EventFilter::last(20)).await?;
+            }
+            tail.library.push(ms_per(TAIL_READS, t.elapsed()));
+            let t = Instant::now();
+            let all = scratch.repo.all_events(&id, EventView::Context).await?;
+            full.library.push(ms_per(1, t.elapsed()));
+            if all.len() != n {
+                bail!("a full read of {n} events returned {}", all.len());
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        scratch.drop_session(&id).await?;
+        tail.extra = json!({"session_events": n});
+        full.extra = json!({"session_events": n});
+        tails.push((n, median(&tail.library)));
+        fulls.push((n, median(&full.library)));
+        rows.push(tail);
+        rows.push(full);
+    }
+    let ratio =
+        |points: &[(usize, Option<f64>)], from: usize, to: usize, target: f64, what: &str| {
+            let at = |n: usize| points.iter().find(|(m, _)| *m == n).and_then(|(_, v)| *v);
+            let (a, b) = (at(from)?, at(to)?);
+            let mut row = Row::new(format!("{what}: {to} ÷ {from} events"), Unit::Times);
+            row.library.push(b / a.max(1e-9));
+            row.extra = json!({"target_at_most": target});
+            Some(row)
+        };
+    let sizes = &args.sizes;
+    if let (Some(&small), Some(&large)) = (sizes.iter().min(), sizes.iter().max()) {
+        rows.extend(ratio(&tails, small, large, 1.5, "last 20 growth"));
+        if sizes.contains(&(large / 10)) {
+            rows.extend(ratio(&fulls, large / 10, large, 12.0, "full read growth"));
+        }
+    }
+    Ok(rows)
+}
+
+/// Compaction end to end (plan, extractive summary, store write) of a
+/// fresh 1,000-event context, `--repeat` times.
+pub(crate) async fn compaction(scratch: &mut Scratch, args: &BenchArgs) -> Result<Row> {
+    let rounds = args.repeat.max(1);
+    let mut row = Row::new(
+        "compaction: summarize 1000 events, keep 2 turns",
+        Unit::MsPerOp,
+    );
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(0),
+        Arc::new(RecursiveSummarization::new(
+            2,
+            SummarizerChoice::Extractive.build(),
+        )),
+    );
+    for r in 0..rounds {
+        let id = filled(
+            scratch,
+            1000,
+            &format!("compaction: session {}/{rounds}", r + 1),
+        )
+        .await?;
+        let t = Instant::now();
+        let outcome = policy.compact_now(&*scratch.repo, &id).await?;
+        row.library.push(ms_per(1, t.elapsed()));
+        if !matches!(outcome, CompactionOutcome::Compacted(_)) {
+            bail!("the compaction workload compacted nothing: {outcome:?}");
+        }
+        scratch.drop_session(&id).await?;
+    }
+    Ok(row)
+}
