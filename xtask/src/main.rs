@@ -1,5 +1,7 @@
 //! `cargo xtask <task>`: the one entry point for checks, used by CI and by hand.
 
+mod bench_report;
+
 use std::env;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -33,6 +35,10 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("test", "every test of the workspace with all features"),
     ("docs", "cargo doc with warnings denied"),
+    (
+        "bench-report",
+        "draw docs/bench/*.svg from the bench JSON in docs/bench/; not in ci",
+    ),
     (
         "fuzz",
         "cargo fuzz on every target (or `fuzz <target>`) for FUZZ_SECONDS each (default 60); not in ci",
@@ -281,7 +287,7 @@ fn run(steps: Vec<Step>) -> ExitCode {
 fn usage() -> ExitCode {
     eprintln!("usage: cargo xtask <task>\n\ntasks:");
     for (name, what) in TASKS {
-        eprintln!("  {name:<6} {what}");
+        eprintln!("  {name:<12} {what}");
     }
     ExitCode::SUCCESS
 }
@@ -301,6 +307,15 @@ fn main() -> ExitCode {
         Some("lint") => lint_steps(),
         Some("test") => test_steps(),
         Some("docs") => docs_steps(),
+        Some("bench-report") => {
+            return match bench_report::run() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("xtask: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Some("fuzz") => match fuzz_steps(env::args().nth(2).as_deref()) {
             Ok(steps) => steps,
             Err(e) => {

@@ -214,6 +214,8 @@ async fn hot_queries_use_indexes() {
         ("last 20 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq DESC LIMIT 20")),
         ("last 20 of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL ORDER BY ctx_pos DESC LIMIT 20")),
         ("page 3 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq LIMIT 11 OFFSET 30")),
+        ("a keyset page of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND seq > 100 ORDER BY seq LIMIT 1001")),
+        ("a keyset page of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL AND ctx_pos > 100 ORDER BY ctx_pos LIMIT 1001")),
         ("search one session", format!("SELECT session_id, seq, body FROM {e} WHERE session_id = $1 AND search_text LIKE '%topic17%' ESCAPE '\\' ORDER BY seq LIMIT 11")),
         ("held ids of a batch", format!("SELECT id, seq, token_estimate FROM {e} WHERE session_id = $1 AND id = ANY(ARRAY['x', 'y'])")),
         ("sessions of a user", format!("SELECT id FROM {sessions} WHERE app = 'app' AND user_id = 'user1' ORDER BY updated_at DESC, id LIMIT 11")),

@@ -29,17 +29,37 @@ pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
     let mut tail = Row::new(format!("W3 last 20 of {n} events"), Unit::MsPerOp);
     let bar = progress(rounds * 2, "W3 read");
     for r in 0..rounds {
-        let order = if r % 2 == 0 {
+        for raw_side in if r % 2 == 0 {
             [false, true]
         } else {
             [true, false]
-        };
-        for raw_side in order {
+        } {
             match (raw_side, &scratch.raw) {
                 (false, _) => {
                     let t = Instant::now();
                     scratch.repo.all_events(id, EventView::Archive).await?;
                     full.library.push(ms_per(1, t.elapsed()));
+                }
+                (true, Some(raw)) => {
+                    let t = Instant::now();
+                    raw.read(id.as_str(), None).await?;
+                    full.raw.push(ms_per(1, t.elapsed()));
+                }
+                (true, None) => {}
+            }
+        }
+        bar.inc(1);
+    }
+    // Tails after the full reads, each sample after an untimed read (as in `scaling`).
+    for r in 0..rounds {
+        for raw_side in if r % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        } {
+            match (raw_side, &scratch.raw) {
+                (false, _) => {
+                    scratch.repo.events(id, &EventFilter::last(20)).await?;
                     let t = Instant::now();
                     for _ in 0..TAIL_READS {
                         scratch.repo.events(id, &EventFilter::last(20)).await?;
@@ -47,9 +67,7 @@ pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
                     tail.library.push(ms_per(TAIL_READS, t.elapsed()));
                 }
                 (true, Some(raw)) => {
-                    let t = Instant::now();
-                    raw.read(id.as_str(), None).await?;
-                    full.raw.push(ms_per(1, t.elapsed()));
+                    raw.read(id.as_str(), Some(20)).await?;
                     let t = Instant::now();
                     for _ in 0..TAIL_READS {
                         raw.read(id.as_str(), Some(20)).await?;
@@ -59,7 +77,7 @@ pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
                 (true, None) => {}
             }
         }
-        bar.inc(2);
+        bar.inc(1);
     }
     bar.finish_and_clear();
     Ok(vec![full, tail])
@@ -77,11 +95,12 @@ pub(crate) async fn w4(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
     let mut rows = Vec::new();
     for word in words {
         let q = SearchQuery::in_session(id, word);
-        let total = scratch.repo.search(&q).await?.total.map(|t| t.count);
-        let mut row = Row::new(
-            format!("W4 search {word:?} ({} hits)", total.unwrap_or(0)),
-            Unit::MsPerSearch,
+        let total = scratch.repo.search(&q).await?.total;
+        let hits = total.map_or_else(
+            || "hits not counted".to_owned(),
+            |t| format!("{}{} hits", t.count, if t.exact { "" } else { "+" }),
         );
+        let mut row = Row::new(format!("W4 search {word:?} ({hits})"), Unit::MsPerSearch);
         for _ in 0..rounds {
             let t = Instant::now();
             for _ in 0..5 {
@@ -90,7 +109,8 @@ pub(crate) async fn w4(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
             row.library.push(ms_per(5, t.elapsed()));
             bar.inc(1);
         }
-        row.extra = json!({"word": word, "hits": total});
+        row.extra =
+            json!({"word": word, "hits": total.map(|t| t.count), "exact": total.map(|t| t.exact)});
         rows.push(row);
     }
     bar.finish_and_clear();
@@ -127,13 +147,19 @@ pub(crate) async fn scaling(scratch: &mut Scratch, args: &BenchArgs) -> Result<V
         let id = filled(scratch, n, &format!("scaling: filling {n} events")).await?;
         let mut tail = Row::new(format!("last 20 of {n} events"), Unit::MsPerOp);
         let mut full = Row::new(format!("full read of {n} events"), Unit::MsPerOp);
-        let bar = progress(rounds, &format!("scaling: reading {n} events"));
+        let bar = progress(rounds * 2, &format!("scaling: reading {n} events"));
+        // Tails first, each sample after an untimed read: a full read in
+        // between would evict the tail from the caches at large sizes only.
         for _ in 0..rounds {
+            scratch.repo.events(&id, &EventFilter::last(20)).await?;
             let t = Instant::now();
             for _ in 0..TAIL_READS {
                 scratch.repo.events(&id, &EventFilter::last(20)).await?;
             }
             tail.library.push(ms_per(TAIL_READS, t.elapsed()));
+            bar.inc(1);
+        }
+        for _ in 0..rounds {
             let t = Instant::now();
             let all = scratch.repo.all_events(&id, EventView::Context).await?;
             full.library.push(ms_per(1, t.elapsed()));
