@@ -154,22 +154,25 @@ pub(crate) async fn held_with(
 }
 
 /// Makes the context exactly the events at `seqs`, in order, at positions
-/// `first..`: every other event leaves it. Events not stored yet are
-/// inserted afterwards with their positions.
+/// `first..` (above every earlier position): the session's context base
+/// moves to `first`, so every other event leaves the context without its
+/// row being written. Events not stored yet are inserted afterwards with
+/// their positions.
 pub(crate) async fn place_context(
     tx: &Transaction<'_>,
     t: &Tables,
     session_id: &SessionId,
     seqs: &[i64],
     positions: &[i64],
+    first: i64,
 ) -> R<()> {
-    let clear = tx
+    let base = tx
         .prepare_cached(&format!(
-            "UPDATE {} SET ctx_pos = NULL WHERE session_id = $1 AND ctx_pos IS NOT NULL",
-            t.events
+            "UPDATE {} SET ctx_base = $2 WHERE id = $1",
+            t.sessions
         ))
         .await?;
-    tx.run(&clear, &[&session_id.as_str()]).await?;
+    tx.run(&base, &[&session_id.as_str(), &first]).await?;
     if seqs.is_empty() {
         return Ok(());
     }
@@ -252,8 +255,10 @@ pub(crate) async fn archive(
 ) -> R<(Vec<SessionEvent>, Vec<u64>)> {
     let stmt = c
         .prepare_cached(&format!(
-            "SELECT seq, body, ctx_pos FROM {} WHERE session_id = $1 ORDER BY seq",
-            t.events
+            "SELECT seq, body, CASE WHEN ctx_pos >= ({base}) THEN ctx_pos END \
+             FROM {} WHERE session_id = $1 ORDER BY seq",
+            t.events,
+            base = in_context_base(t)
         ))
         .await?;
     let mut events = Vec::new();
@@ -269,11 +274,18 @@ pub(crate) async fn archive(
     Ok((events, context.into_iter().map(|(_, seq)| seq).collect()))
 }
 
+/// The subquery of a session's context base (`$1` is the session id): an
+/// event is in the context when its `ctx_pos` is at least this.
+pub(crate) fn in_context_base(t: &Tables) -> String {
+    format!("SELECT ctx_base FROM {} WHERE id = $1", t.sessions)
+}
+
 /// The context position of the event `seq`, if it is in the context.
 async fn context_position(c: &Client, t: &Tables, id: &SessionId, seq: i64) -> R<Option<i64>> {
     let sql = format!(
-        "SELECT ctx_pos FROM {} WHERE session_id = $1 AND seq = $2 AND ctx_pos IS NOT NULL",
-        t.events
+        "SELECT ctx_pos FROM {} WHERE session_id = $1 AND seq = $2 AND ctx_pos >= ({})",
+        t.events,
+        in_context_base(t)
     );
     let row = c.fetch_opt(&sql, &[&id.as_str(), &seq]).await?;
     Ok(row.map(|r| r.try_get(0)).transpose()?)
@@ -296,7 +308,10 @@ pub(crate) async fn read(
     ));
     w.next_mark(id.as_str().to_owned());
     if filter.view == EventView::Context {
-        w.sql.push_str(" AND ctx_pos IS NOT NULL");
+        w.sql.push_str(&format!(
+            " AND ctx_pos IS NOT NULL AND ctx_pos >= ({})",
+            in_context_base(t)
+        ));
     }
     if let Some(after) = filter.after {
         let Ok(seq) = i64::try_from(after) else {

@@ -208,7 +208,7 @@ async fn replace_context(
         .filter(|(seq, _)| **seq <= locked.head.last_seq)
         .map(|(seq, pos)| (sql_int(*seq), pos))
         .unzip();
-    events::place_context(tx, t, id, &seqs, &positions).await?;
+    events::place_context(tx, t, id, &seqs, &positions, first).await?;
     let mut rows = new_rows(batch, &plan.new, None);
     for row in &mut rows {
         row.ctx_pos = position.get(&row.seq).copied();

@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../migrations/0002_folded_text_and_metadata.sql"),
     ),
+    (3, include_str!("../migrations/0003_context_base.sql")),
 ];
 
 /// The qualified table names of one schema.

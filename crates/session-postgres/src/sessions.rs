@@ -417,7 +417,7 @@ pub(crate) async fn rewound(
             "UPDATE {s} SET state = $2, version = $4, \
              event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1), \
              context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM {e} \
-                               WHERE session_id = $1 AND ctx_pos IS NOT NULL), \
+                               WHERE session_id = $1 AND ctx_pos >= {s}.ctx_base), \
              updated_at = GREATEST(updated_at, $3) WHERE id = $1",
             s = t.sessions,
             e = t.events

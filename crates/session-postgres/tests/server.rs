@@ -212,10 +212,10 @@ async fn hot_queries_use_indexes() {
     let sessions = format!("\"{schema}\".sessions");
     let queries = [
         ("last 20 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq DESC LIMIT 20")),
-        ("last 20 of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL ORDER BY ctx_pos DESC LIMIT 20")),
+        ("last 20 of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL AND ctx_pos >= (SELECT ctx_base FROM {sessions} WHERE id = $1) ORDER BY ctx_pos DESC LIMIT 20")),
         ("page 3 of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 ORDER BY seq LIMIT 11 OFFSET 30")),
         ("a keyset page of the archive", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND seq > 100 ORDER BY seq LIMIT 1001")),
-        ("a keyset page of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL AND ctx_pos > 100 ORDER BY ctx_pos LIMIT 1001")),
+        ("a keyset page of the context", format!("SELECT seq, body FROM {e} WHERE session_id = $1 AND ctx_pos IS NOT NULL AND ctx_pos >= (SELECT ctx_base FROM {sessions} WHERE id = $1) AND ctx_pos > 100 ORDER BY ctx_pos LIMIT 1001")),
         ("search one session", format!("SELECT session_id, seq, body FROM {e} WHERE session_id = $1 AND search_text LIKE '%topic17%' ESCAPE '\\' ORDER BY seq LIMIT 11")),
         ("held ids of a batch", format!("SELECT id, seq, token_estimate FROM {e} WHERE session_id = $1 AND id = ANY(ARRAY['x', 'y'])")),
         ("sessions of a user", format!("SELECT id FROM {sessions} WHERE app = 'app' AND user_id = 'user1' ORDER BY updated_at DESC, id LIMIT 11")),
@@ -380,5 +380,63 @@ async fn server_errors_keep_their_sqlstate_as_the_source() {
         "{}",
         err.report()
     );
+    repo.drop_schema().await.unwrap();
+}
+
+/// A context replace writes only the events it keeps: the events that
+/// leave the context keep their rows untouched (same `xmin`), because the
+/// session's context base moves past them instead; reads and exports see
+/// exactly the new context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_replace_leaves_the_rows_it_drops_untouched() {
+    let schema = schema();
+    let Some(repo) = repo(&schema).await else {
+        return;
+    };
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let events: Vec<SessionEvent> = (0..200)
+        .map(|i| SessionEvent::new(Message::user(format!("m {i}"))))
+        .collect();
+    repo.append(&s.id, events).await.unwrap();
+    let db = admin().await;
+    let sql = format!(
+        "SELECT seq, xmin::text FROM \"{schema}\".events WHERE session_id = $1 ORDER BY seq"
+    );
+    let id = s.id.to_string();
+    let xmins = || async {
+        db.query(&sql, &[&id])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
+            .collect::<Vec<_>>()
+    };
+    let before = xmins().await;
+    let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    let version = repo.event_version(&s.id).await.unwrap();
+    let kept = context[190..].to_vec();
+    assert!(repo
+        .replace_context(&s.id, kept.clone(), version)
+        .await
+        .unwrap());
+    let after = xmins().await;
+    let untouched = before.iter().zip(&after).filter(|(b, a)| b == a).count();
+    assert_eq!(untouched, 190, "only the 10 kept events are rewritten");
+    let now = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    assert_eq!(now, kept);
+    let dump = repo.export_session(&s.id).await.unwrap();
+    let kept_seqs: Vec<u64> = kept.iter().map(|e| e.seq).collect();
+    assert_eq!(dump.context, kept_seqs);
+    assert_eq!(dump.events.len(), 200);
+    // Appends join the context after the kept events.
+    repo.append(&s.id, vec![SessionEvent::new(Message::user("next"))])
+        .await
+        .unwrap();
+    let last = repo.events(&s.id, &EventFilter::last(11)).await.unwrap();
+    assert_eq!(last.items.len(), 11);
+    assert_eq!(last.items[..10], kept[..]);
     repo.drop_schema().await.unwrap();
 }
