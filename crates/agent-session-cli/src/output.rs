@@ -1,7 +1,7 @@
 //! What the command line prints: events as lines or JSON, errors with their causes.
 
 use std::fmt::Display;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 
 use agent_session::{Message, SessionEvent};
 use serde_json::{json, Value};
@@ -24,6 +24,26 @@ pub(crate) fn describe(e: &anyhow::Error) -> String {
         previous = text;
     }
     line
+}
+
+/// A progress bar of `len` steps on stderr when it is a terminal (hidden
+/// otherwise, so pipes and tests see nothing), drawn with `template`
+/// (indicatif's syntax; `{msg}` is `what`).
+pub(crate) fn progress_bar(len: usize, what: &str, template: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let bar = ProgressBar::with_draw_target(
+        Some(u64::try_from(len).unwrap_or(u64::MAX)),
+        if io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        },
+    );
+    bar.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_owned());
+    bar
 }
 
 /// One line on stderr; a closed stderr is not worth a panic.

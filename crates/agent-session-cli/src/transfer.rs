@@ -8,31 +8,18 @@
 use std::collections::hash_map::DefaultHasher;
 use std::fmt::Display;
 use std::hash::{Hash, Hasher};
-use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::io::{BufReader, BufWriter, Write};
 
 use agent_session::{
     ErrorKind, ExportReader, ExportWriter, ImportOutcome, SessionDump, SessionError, SessionId,
     SessionQuery, SessionRepository,
 };
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 
 fn progress(len: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(
-        Some(u64::try_from(len).unwrap_or(u64::MAX)),
-        if std::io::stderr().is_terminal() {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        },
-    );
-    bar.set_style(
-        ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} sessions ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_message(what.to_owned());
-    bar
+    crate::output::progress_bar(len, what, "{msg} {bar:30} {pos}/{len} sessions ({eta})")
 }
 
 /// Every session id of the store (optionally of one app), newest activity first.

@@ -102,30 +102,13 @@ pub(crate) fn scan(
         events: Vec::new(),
         valid_bytes: 0,
     };
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(io_err(path, e)),
-    };
-    let mut reader = BufReader::new(file.take(limit));
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_err(path, e))?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
-        let Ok(mut e) = serde_json::from_slice::<SessionEvent>(&line[..line.len() - 1]) else {
-            break;
-        };
-        session_id.as_str().clone_into(&mut e.session_id);
-        out.valid_bytes = out.valid_bytes.saturating_add(count(n));
+    crate::log_read::forwards(path, 0, limit, session_id, |e, bytes| {
+        out.valid_bytes = out.valid_bytes.saturating_add(bytes);
         if let Some(e) = keep(e) {
             out.events.push(e);
         }
-    }
+        std::ops::ControlFlow::Continue(())
+    })?;
     Ok(out)
 }
 

@@ -88,14 +88,14 @@ pub(crate) fn offset_after(path: &Path, limit: u64, seq: u64) -> Result<u64> {
 }
 
 /// Visits the records from byte `from` (a record's start) up to `limit`, in
-/// seq order, until `visit` breaks; stops at the first line that does not
-/// parse, as a full scan does.
+/// seq order, each with its length in bytes, until `visit` breaks; stops at
+/// the first incomplete line or line that does not parse (a torn tail).
 pub(crate) fn forwards(
     path: &Path,
     from: u64,
     limit: u64,
     session_id: &SessionId,
-    mut visit: impl FnMut(SessionEvent) -> ControlFlow<()>,
+    mut visit: impl FnMut(SessionEvent, u64) -> ControlFlow<()>,
 ) -> Result<()> {
     let Some(mut f) = open(path)? else {
         return Ok(());
@@ -115,7 +115,7 @@ pub(crate) fn forwards(
             return Ok(());
         };
         session_id.as_str().clone_into(&mut e.session_id);
-        if visit(e).is_break() {
+        if visit(e, crate::count(n)).is_break() {
             return Ok(());
         }
     }
@@ -196,7 +196,7 @@ mod tests {
     fn seqs_forwards(path: &Path, from: u64, limit: u64) -> Vec<u64> {
         let mut out = Vec::new();
         let id = SessionId::new("s").unwrap();
-        forwards(path, from, limit, &id, |e| {
+        forwards(path, from, limit, &id, |e, _| {
             out.push(e.seq);
             ControlFlow::Continue(())
         })

@@ -81,7 +81,7 @@ pub(crate) fn page(
             0 => 0,
             after => log_read::offset_after(&path, file.log_bytes, after)?,
         };
-        log_read::forwards(&path, from, file.log_bytes, id, |e| {
+        log_read::forwards(&path, from, file.log_bytes, id, |e, _| {
             if e.seq > tail_after && m.matches(&e) {
                 found.push(e);
             }
@@ -123,7 +123,7 @@ fn by_seq(path: &Path, file: &SessionFile, seqs: &[u64]) -> Result<Vec<SessionEv
     let wanted: HashSet<u64> = seqs.iter().copied().collect();
     let mut held: HashMap<u64, SessionEvent> = HashMap::with_capacity(seqs.len());
     let from = log_read::offset_after(path, file.log_bytes, min.saturating_sub(1))?;
-    log_read::forwards(path, from, file.log_bytes, &file.session.id, |e| {
+    log_read::forwards(path, from, file.log_bytes, &file.session.id, |e, _| {
         if e.seq > *max {
             return ControlFlow::Break(());
         }

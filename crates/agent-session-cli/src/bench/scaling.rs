@@ -12,7 +12,8 @@ use anyhow::{bail, Result};
 use serde_json::json;
 
 use super::events::{event, FREQUENT, PLANTED};
-use super::stats::{median, ms_per, progress, Row, Unit};
+use super::raw::Raw;
+use super::stats::{interleaved, median, ms_per, progress, Row, Unit};
 use super::{BenchArgs, Scratch};
 
 /// Reads of the last 20 events timed together in one sample.
@@ -28,57 +29,50 @@ pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
     let mut full = Row::new(format!("W3 full read of {n} events"), Unit::MsPerOp);
     let mut tail = Row::new(format!("W3 last 20 of {n} events"), Unit::MsPerOp);
     let bar = progress(rounds * 2, "W3 read");
-    for r in 0..rounds {
-        for raw_side in if r % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        } {
-            match (raw_side, &scratch.raw) {
-                (false, _) => {
-                    let t = Instant::now();
-                    scratch.repo.all_events(id, EventView::Archive).await?;
-                    full.library.push(ms_per(1, t.elapsed()));
-                }
-                (true, Some(raw)) => {
-                    let t = Instant::now();
-                    raw.read(id.as_str(), None).await?;
-                    full.raw.push(ms_per(1, t.elapsed()));
-                }
-                (true, None) => {}
-            }
-        }
-        bar.inc(1);
-    }
+    let raw = scratch.raw.as_deref();
+    let repo = &scratch.repo;
+    interleaved(
+        rounds,
+        raw,
+        &mut full,
+        async |_| {
+            let t = Instant::now();
+            repo.all_events(id, EventView::Archive).await?;
+            bar.inc(1);
+            Ok(ms_per(1, t.elapsed()))
+        },
+        async |raw: &Raw, _| {
+            let t = Instant::now();
+            raw.read(id.as_str(), None).await?;
+            Ok(ms_per(1, t.elapsed()))
+        },
+    )
+    .await?;
     // Tails after the full reads, each sample after an untimed read (as in `scaling`).
-    for r in 0..rounds {
-        for raw_side in if r % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        } {
-            match (raw_side, &scratch.raw) {
-                (false, _) => {
-                    scratch.repo.events(id, &EventFilter::last(20)).await?;
-                    let t = Instant::now();
-                    for _ in 0..TAIL_READS {
-                        scratch.repo.events(id, &EventFilter::last(20)).await?;
-                    }
-                    tail.library.push(ms_per(TAIL_READS, t.elapsed()));
-                }
-                (true, Some(raw)) => {
-                    raw.read(id.as_str(), Some(20)).await?;
-                    let t = Instant::now();
-                    for _ in 0..TAIL_READS {
-                        raw.read(id.as_str(), Some(20)).await?;
-                    }
-                    tail.raw.push(ms_per(TAIL_READS, t.elapsed()));
-                }
-                (true, None) => {}
+    interleaved(
+        rounds,
+        raw,
+        &mut tail,
+        async |_| {
+            repo.events(id, &EventFilter::last(20)).await?;
+            let t = Instant::now();
+            for _ in 0..TAIL_READS {
+                repo.events(id, &EventFilter::last(20)).await?;
             }
-        }
-        bar.inc(1);
-    }
+            let took = t.elapsed();
+            bar.inc(1);
+            Ok(ms_per(TAIL_READS, took))
+        },
+        async |raw: &Raw, _| {
+            raw.read(id.as_str(), Some(20)).await?;
+            let t = Instant::now();
+            for _ in 0..TAIL_READS {
+                raw.read(id.as_str(), Some(20)).await?;
+            }
+            Ok(ms_per(TAIL_READS, t.elapsed()))
+        },
+    )
+    .await?;
     bar.finish_and_clear();
     Ok(vec![full, tail])
 }

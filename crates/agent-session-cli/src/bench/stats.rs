@@ -1,10 +1,11 @@
 //! Figures of a benchmark run: paired samples of the store and its raw
 //! engine, reported as medians and as the store's speed relative to raw.
 
-use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
+
+use super::raw::Raw;
 use serde_json::{json, Value};
 
 /// What a sample measures, and so which way is faster.
@@ -167,24 +168,41 @@ pub(crate) fn ms_per(ops: usize, took: Duration) -> f64 {
     took.as_secs_f64() * 1e3 / n
 }
 
-/// A progress bar on a terminal's stderr (hidden otherwise).
-pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(
-        Some(u64::try_from(len).unwrap_or(u64::MAX)),
-        if std::io::stderr().is_terminal() {
-            ProgressDrawTarget::stderr()
+/// Runs `rounds` pairs: a sample of the store (`on_store`) and, when there
+/// is a raw engine, one of it (`on_raw`), alternating which goes first so
+/// that both sides of a pair meet the same machine load; each closure gets
+/// the round and returns its sample.
+pub(crate) async fn interleaved(
+    rounds: usize,
+    raw: Option<&Raw>,
+    row: &mut Row,
+    mut on_store: impl AsyncFnMut(usize) -> anyhow::Result<f64>,
+    mut on_raw: impl AsyncFnMut(&Raw, usize) -> anyhow::Result<f64>,
+) -> anyhow::Result<()> {
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            [false, true]
         } else {
-            ProgressDrawTarget::hidden()
-        },
-    );
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{msg:<40} {bar:30} {pos}/{len} (elapsed {elapsed}, left ~{eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_message(what.to_owned());
-    bar
+            [true, false]
+        };
+        for raw_side in order {
+            match (raw_side, raw) {
+                (false, _) => row.library.push(on_store(r).await?),
+                (true, Some(raw)) => row.raw.push(on_raw(raw, r).await?),
+                (true, None) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A bench progress bar on a terminal's stderr (hidden otherwise).
+pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
+    crate::output::progress_bar(
+        len,
+        what,
+        "{msg:<40} {bar:30} {pos}/{len} (elapsed {elapsed}, left ~{eta})",
+    )
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use super::events::event;
 use super::raw::Raw;
-use super::stats::{progress, rate, Row, Unit};
+use super::stats::{interleaved, progress, rate, Row, Unit};
 use super::{BenchArgs, Scratch};
 
 /// Appends events `range` one call each, over `clients` concurrent tasks,
@@ -58,8 +58,8 @@ enum Target {
     Raw(Arc<Raw>),
 }
 
-/// Runs `rounds` pairs of the same appends on the store and the raw engine,
-/// alternating which goes first; records events/s per pair.
+/// Runs `rounds` pairs of the same appends on the store and the raw engine
+/// ([`interleaved`]); records events/s per pair.
 async fn paired_appends(
     scratch: &Scratch,
     row: &mut Row,
@@ -70,29 +70,24 @@ async fn paired_appends(
 ) -> Result<()> {
     let sides = if scratch.raw.is_some() { 2 } else { 1 };
     let bar = progress(per_round * rounds * sides, &row.workload);
-    for r in 0..rounds {
-        let range = r * per_round..(r + 1) * per_round;
-        let store = Target::Store(scratch.repo.clone());
-        let raw = scratch.raw.clone().map(Target::Raw);
-        let (mut lib, mut base) = (None, None);
-        for side in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
-            match (side, &raw) {
-                (0, _) => {
-                    lib = Some(appends(store.clone(), ids, range.clone(), clients, &bar).await?);
-                }
-                (_, Some(raw)) => {
-                    base = Some(appends(raw.clone(), ids, range.clone(), clients, &bar).await?);
-                }
-                (_, None) => {}
-            }
-        }
-        if let Some(t) = lib {
-            row.library.push(rate(per_round, t));
-        }
-        if let Some(t) = base {
-            row.raw.push(rate(per_round, t));
-        }
-    }
+    let range = |r: usize| r * per_round..(r + 1) * per_round;
+    let store = Target::Store(scratch.repo.clone());
+    let raw = scratch.raw.clone().map(Target::Raw);
+    interleaved(
+        rounds,
+        scratch.raw.as_deref(),
+        row,
+        async |r| {
+            let took = appends(store.clone(), ids, range(r), clients, &bar).await?;
+            Ok(rate(per_round, took))
+        },
+        async |_, r| {
+            let raw = raw.clone().ok_or_else(|| anyhow!("no raw engine"))?;
+            let took = appends(raw, ids, range(r), clients, &bar).await?;
+            Ok(rate(per_round, took))
+        },
+    )
+    .await?;
     bar.finish_and_clear();
     Ok(())
 }
