@@ -108,6 +108,7 @@ impl SessionRepository for RedisRepository {
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> session_core::Result<Session> {
         update.validate(self.now())?;
         let _turn = self.gates.enter(id).await;
+        self.heads.forget(id);
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
@@ -275,6 +276,7 @@ impl SessionRepository for RedisRepository {
         // A rewind to a seq looks up no invocation (the empty field is never set).
         let invocation = to.invocation().map_or("", |i| i.as_str());
         let _turn = self.gates.enter(id).await;
+        self.heads.forget(id);
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
@@ -348,6 +350,7 @@ impl SessionRepository for RedisRepository {
     async fn import_session(&self, mut dump: SessionDump) -> session_core::Result<ImportOutcome> {
         let id = dump.session.id.clone();
         let _turn = self.gates.enter(&id).await;
+        self.heads.forget(&id);
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
