@@ -4,8 +4,13 @@
 //! sort and `search_after`, `_count`, `_delete_by_query`, `_refresh`, index
 //! and template creation) and the query DSL subset it sends (`bool`, `term`,
 //! `terms`, `range`, `exists`, `wildcard`, `match`), answering with the
-//! response shapes of Elasticsearch 8 (see `tests/fixtures`). Every write is
-//! visible at once, as after a refresh.
+//! response shapes of Elasticsearch 8 (see `tests/fixtures`).
+//!
+//! Visibility is near-real-time, as on a cluster: `GET` and `_mget` see a
+//! write at once, but `_search`, `_count` and `_delete_by_query` see only
+//! what the last refresh made searchable — a write sent with
+//! `refresh=true|wait_for` (or an empty `refresh`), or an `_refresh` of the
+//! index.
 //!
 //! It lets the whole conformance suite exercise the backend's protocol
 //! (commit points, pending batches, rewinds, paging) on every CI run; the
@@ -39,14 +44,15 @@ struct Doc {
     version: i64,
 }
 
-#[derive(Debug, Default)]
-struct Index {
+/// Documents and their per-session id sets.
+#[derive(Debug, Default, Clone)]
+struct Layer {
     docs: BTreeMap<String, Doc>,
     /// Doc ids by their `session_id` field: queries filtering on it scan only those.
     by_session: HashMap<String, BTreeSet<String>>,
 }
 
-impl Index {
+impl Layer {
     fn insert(&mut self, id: &str, doc: Doc) {
         self.remove(id);
         if let Some(sid) = doc.source.get("session_id").and_then(Value::as_str) {
@@ -92,6 +98,45 @@ impl Index {
     }
 }
 
+/// An index: its live documents (what `GET` sees) and the searchable copy
+/// as of the last refresh (what `_search` sees).
+#[derive(Debug, Default)]
+struct Index {
+    live: Layer,
+    searchable: Layer,
+    /// Ids written or deleted since the last refresh.
+    dirty: BTreeSet<String>,
+}
+
+impl Index {
+    fn insert(&mut self, id: &str, doc: Doc) {
+        self.live.insert(id, doc);
+        self.dirty.insert(id.to_owned());
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Doc> {
+        self.dirty.insert(id.to_owned());
+        self.live.remove(id)
+    }
+
+    /// Makes every write so far searchable.
+    fn refresh(&mut self) {
+        for id in std::mem::take(&mut self.dirty) {
+            match self.live.docs.get(&id) {
+                Some(d) => self.searchable.insert(&id, d.clone()),
+                None => {
+                    self.searchable.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// The searchable documents a query can match.
+    fn candidates<'a>(&'a self, q: &Value) -> Vec<(&'a String, &'a Doc)> {
+        self.searchable.candidates(q)
+    }
+}
+
 /// A scripted failure: the next `times` requests whose method and path match get `status` and `body`.
 #[derive(Debug, Clone)]
 struct Fault {
@@ -109,7 +154,16 @@ struct State {
     next_seq_no: i64,
     faults: Vec<Fault>,
     record: bool,
-    requests: Vec<(String, String, String)>,
+    requests: Vec<Recorded>,
+}
+
+/// One request the node saw while recording.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) query: HashMap<String, String>,
+    pub(crate) body: String,
 }
 
 /// The fake node: clone it to inspect state or inject faults while the backend talks to it.
@@ -189,7 +243,47 @@ impl FakeEs {
 
     /// Every request seen since [`FakeEs::record`]: (method, path, body).
     pub(crate) fn requests(&self) -> Vec<(String, String, String)> {
+        self.state
+            .lock()
+            .requests
+            .iter()
+            .map(|r| (r.method.clone(), r.path.clone(), r.body.clone()))
+            .collect()
+    }
+
+    /// Every request seen since [`FakeEs::record`], with its query parameters.
+    pub(crate) fn recorded(&self) -> Vec<Recorded> {
         self.state.lock().requests.clone()
+    }
+
+    /// Answers one request as the node would (for tests of the node itself).
+    pub(crate) fn call(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: &Value,
+    ) -> (u16, Value) {
+        let query: HashMap<String, String> = query
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.handle(method, path, &query, &body.to_string())
+    }
+
+    /// Like [`FakeEs::call`] with a body sent as is (NDJSON for `_bulk`).
+    pub(crate) fn call_raw(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, Value) {
+        let query: HashMap<String, String> = query
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.handle(method, path, &query, body)
     }
 
     /// How many documents an index holds.
@@ -198,7 +292,7 @@ impl FakeEs {
             .lock()
             .indices
             .get(index)
-            .map_or(0, |i| i.docs.len())
+            .map_or(0, |i| i.live.docs.len())
     }
 
     /// A document's source, if present.
@@ -207,7 +301,7 @@ impl FakeEs {
             .lock()
             .indices
             .get(index)
-            .and_then(|i| i.docs.get(id))
+            .and_then(|i| i.live.docs.get(id))
             .map(|d| d.source.clone())
     }
 
@@ -216,7 +310,8 @@ impl FakeEs {
         let mut st = self.state.lock();
         st.next_seq_no += 1;
         let seq_no = st.next_seq_no;
-        st.indices.entry(index.to_owned()).or_default().insert(
+        let i = st.indices.entry(index.to_owned()).or_default();
+        i.insert(
             id,
             Doc {
                 source,
@@ -224,12 +319,14 @@ impl FakeEs {
                 version: 1,
             },
         );
+        i.refresh();
     }
 
     /// Deletes a document behind the backend's back.
     pub(crate) fn remove(&self, index: &str, id: &str) {
         if let Some(i) = self.state.lock().indices.get_mut(index) {
             i.remove(id);
+            i.refresh();
         }
     }
 
@@ -242,8 +339,12 @@ impl FakeEs {
     ) -> (u16, Value) {
         let mut st = self.state.lock();
         if st.record {
-            st.requests
-                .push((method.to_owned(), path.to_owned(), body.to_owned()));
+            st.requests.push(Recorded {
+                method: method.to_owned(),
+                path: path.to_owned(),
+                query: query.clone(),
+                body: body.to_owned(),
+            });
         }
         if let Some(f) = st
             .faults
@@ -259,7 +360,7 @@ impl FakeEs {
             .map(percent_decode)
             .collect();
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        match (method, segs.as_slice()) {
+        let out = match (method, segs.as_slice()) {
             ("PUT", ["_index_template", name]) => {
                 st.templates.insert((*name).to_owned());
                 (200, json!({"acknowledged": true}))
@@ -300,7 +401,7 @@ impl FakeEs {
             }
             ("GET", [index, "_doc", id]) => match st.indices.get(*index) {
                 None => index_missing(index),
-                Some(i) => match i.docs.get(*id) {
+                Some(i) => match i.live.docs.get(*id) {
                     Some(d) => (200, doc_json(index, id, d)),
                     None => (404, json!({"_index": index, "_id": id, "found": false})),
                 },
@@ -327,7 +428,7 @@ impl FakeEs {
                 let Some(i) = st.indices.get_mut(*index) else {
                     return index_missing(index);
                 };
-                match (i.docs.get(*id), cas) {
+                match (i.live.docs.get(*id), cas) {
                     (None, Some(want)) => conflict_missing(id, want),
                     (None, None) => (
                         404,
@@ -346,13 +447,13 @@ impl FakeEs {
                     }
                 }
             }
-            ("POST", [index, "_refresh"]) => {
-                if st.indices.contains_key(*index) {
+            ("POST", [index, "_refresh"]) => match st.indices.get_mut(*index) {
+                Some(i) => {
+                    i.refresh();
                     (200, json!({"_shards": shards()}))
-                } else {
-                    index_missing(index)
                 }
-            }
+                None => index_missing(index),
+            },
             ("POST" | "GET", [index, "_search"]) => {
                 let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
                 search(&st, index, &req)
@@ -368,9 +469,9 @@ impl FakeEs {
                     .unwrap_or(json!({"match_all": {}}));
                 let prepared = Prepared::new(&q);
                 let n = i
-                    .docs
-                    .values()
-                    .filter(|d| prepared.score(&d.source).is_some())
+                    .candidates(&q)
+                    .into_iter()
+                    .filter(|(_, d)| prepared.score(&d.source).is_some())
                     .count();
                 (
                     200,
@@ -389,7 +490,7 @@ impl FakeEs {
                     .iter()
                     .map(|id| {
                         let id = id.as_str().unwrap_or_default();
-                        match i.docs.get(id) {
+                        match i.live.docs.get(id) {
                             Some(d) => doc_json(index, id, d),
                             None => json!({"_index": index, "_id": id, "found": false}),
                         }
@@ -429,7 +530,26 @@ impl FakeEs {
                 "illegal_argument_exception",
                 &format!("no handler for {method} {path}"),
             ),
+        };
+        // A write asking for a refresh makes the indices it wrote searchable.
+        if matches!(
+            query.get("refresh").map(String::as_str),
+            Some("true" | "wait_for" | "")
+        ) {
+            let written: Vec<String> = if segs.first() == Some(&"_bulk") {
+                bulk_indices(body)
+            } else {
+                segs.first()
+                    .map(|s| vec![(*s).to_owned()])
+                    .unwrap_or_default()
+            };
+            for name in written {
+                if let Some(i) = st.indices.get_mut(&name) {
+                    i.refresh();
+                }
+            }
         }
+        out
     }
 }
 
@@ -507,7 +627,7 @@ fn write_doc(
     st.next_seq_no += 1;
     let seq_no = st.next_seq_no;
     let i = st.indices.entry(index.to_owned()).or_default();
-    let existing = i.docs.get(id).cloned();
+    let existing = i.live.docs.get(id).cloned();
     if create {
         if let Some(d) = &existing {
             return error(
@@ -546,6 +666,19 @@ fn write_doc(
         json!({"_index": index, "_id": id, "_version": version, "result": result,
         "_shards": shards(), "_seq_no": seq_no, "_primary_term": 1}),
     )
+}
+
+/// The indices a `_bulk` body names.
+fn bulk_indices(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            let (_, meta) = v.as_object()?.iter().next()?;
+            meta.get("_index")?.as_str().map(str::to_owned)
+        })
+        .collect::<BTreeSet<String>>()
+        .into_iter()
+        .collect()
 }
 
 fn bulk(st: &mut State, body: &str) -> (u16, Value) {
