@@ -264,3 +264,113 @@ async fn requests_have_the_documented_shape() {
         "e3"
     );
 }
+
+/// After a fault that hid a write's outcome from the backend, the same
+/// append again and the next one converge: every event once in the archive
+/// and in the index, the head's counters and version consistent.
+async fn converges_after(node: &fake_es::FakeServer, repo: &EsRepository, id: &SessionId) {
+    let out = repo.append(id, vec![event("e2", "second")]).await.unwrap();
+    assert_eq!(out.seqs, vec![2], "a retried append keeps its seq");
+    let next = repo.append(id, vec![event("e3", "third")]).await.unwrap();
+    assert_eq!(next.seqs, vec![3]);
+    assert_eq!(archive_texts(repo, id).await, ["first", "second", "third"]);
+    let s = repo.get(id).await.unwrap();
+    assert_eq!(s.event_count, 3);
+    assert_eq!(repo.event_version(id).await.unwrap(), s.version);
+    let hits = repo
+        .search(&SearchQuery::in_session(id, "second"))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 1, "found once");
+    // One more write indexes anything still pending; then each event is indexed once.
+    repo.append(id, vec![event("e4", "fourth")]).await.unwrap();
+    assert_eq!(
+        node.fake.doc_count("f-events"),
+        4,
+        "every event indexed once"
+    );
+}
+
+/// The commit (the head's compare-and-swap write) is applied, but the
+/// answer is lost: a proxy answers 504. The append reports a retryable
+/// error or its result; retrying converges.
+#[tokio::test]
+async fn a_commit_applied_then_answered_504_converges() {
+    let (node, repo, id) = setup().await;
+    node.fake.fail_after_apply(
+        "PUT",
+        "f-sessions/_doc",
+        504,
+        serde_json::json!({"error": "gateway timeout"}),
+        1,
+        None,
+    );
+    if let Err(e) = repo.append(&id, vec![event("e2", "second")]).await {
+        assert!(e.is_retryable(), "{e}");
+    }
+    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
+    converges_after(&node, &repo, &id).await;
+}
+
+/// The same, with the answer arriving only after the client's timeout.
+#[tokio::test]
+async fn a_commit_applied_then_timed_out_converges() {
+    let node = fake_es::FakeServer::start().await;
+    let repo = EsRepository::builder(node.url())
+        .prefix("f")
+        .timeout(std::time::Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    repo.append(&s.id, vec![SessionEvent::new(Message::user("first"))])
+        .await
+        .unwrap();
+    node.fake.fail_after_apply(
+        "PUT",
+        "f-sessions/_doc",
+        200,
+        Value::Null,
+        1,
+        Some(std::time::Duration::from_millis(1500)),
+    );
+    if let Err(e) = repo.append(&s.id, vec![event("e2", "second")]).await {
+        assert!(e.is_retryable(), "{e}");
+    }
+    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
+    converges_after(&node, &repo, &s.id).await;
+}
+
+/// Indexing a committed batch is applied, but answered 504.
+#[tokio::test]
+async fn an_index_batch_applied_then_answered_504_converges() {
+    let (node, repo, id) = setup().await;
+    node.fake.fail_after_apply(
+        "POST",
+        "_bulk",
+        504,
+        serde_json::json!({"error": "gateway timeout"}),
+        1,
+        None,
+    );
+    if let Err(e) = repo.append(&id, vec![event("e2", "second")]).await {
+        assert!(e.is_retryable(), "{e}");
+    }
+    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
+    converges_after(&node, &repo, &id).await;
+}
+
+/// A `_bulk` whose last item is rejected with 429 while the others are written.
+#[tokio::test]
+async fn a_bulk_with_its_last_item_rejected_converges() {
+    let (node, repo, id) = setup().await;
+    node.fake.reject_last_bulk_item(1);
+    if let Err(e) = repo.append(&id, vec![event("e2", "second")]).await {
+        assert!(e.is_retryable(), "{e}");
+    }
+    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
+    converges_after(&node, &repo, &id).await;
+}

@@ -145,6 +145,11 @@ struct Fault {
     status: u16,
     body: Value,
     times: usize,
+    /// The request is applied first, and only its answer is replaced (a
+    /// timeout at a proxy after the node wrote).
+    after_apply: bool,
+    /// The answer comes this late (past the client's timeout, say).
+    delay: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -153,6 +158,10 @@ struct State {
     templates: HashSet<String>,
     next_seq_no: i64,
     faults: Vec<Fault>,
+    /// `_bulk` requests whose last item is rejected (429) without being written.
+    reject_last_bulk_item: usize,
+    /// The delay the answer being built must wait (set by a slow fault).
+    delay: Option<std::time::Duration>,
     record: bool,
     requests: Vec<Recorded>,
 }
@@ -233,7 +242,44 @@ impl FakeEs {
             status,
             body,
             times,
+            after_apply: false,
+            delay: None,
         });
+    }
+
+    /// Applies the next `times` matching requests, then answers each with
+    /// `status` and `body` instead of the result, after `delay` if given:
+    /// the write happened, the client does not know it.
+    pub(crate) fn fail_after_apply(
+        &self,
+        method: &str,
+        path_contains: &str,
+        status: u16,
+        body: Value,
+        times: usize,
+        delay: Option<std::time::Duration>,
+    ) {
+        self.state.lock().faults.push(Fault {
+            method: method.to_owned(),
+            path_contains: path_contains.to_owned(),
+            status,
+            body,
+            times,
+            after_apply: true,
+            delay,
+        });
+    }
+
+    /// How many injected faults have not fired yet.
+    pub(crate) fn faults_left(&self) -> usize {
+        let st = self.state.lock();
+        st.faults.iter().map(|f| f.times).sum::<usize>() + st.reject_last_bulk_item
+    }
+
+    /// Rejects the last item of the next `times` `_bulk` requests with 429
+    /// (`es_rejected_execution_exception`), writing every other item.
+    pub(crate) fn reject_last_bulk_item(&self, times: usize) {
+        self.state.lock().reject_last_bulk_item = times;
     }
 
     /// Starts keeping every request (see [`FakeEs::requests`]).
@@ -346,13 +392,18 @@ impl FakeEs {
                 body: body.to_owned(),
             });
         }
+        st.delay = None;
+        let mut replaced = None;
         if let Some(f) = st
             .faults
             .iter_mut()
             .find(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains))
         {
             f.times -= 1;
-            return (f.status, f.body.clone());
+            if !f.after_apply {
+                return (f.status, f.body.clone());
+            }
+            replaced = Some((f.status, f.body.clone(), f.delay));
         }
         let segs: Vec<String> = path
             .trim_start_matches('/')
@@ -549,7 +600,13 @@ impl FakeEs {
                 }
             }
         }
-        out
+        match replaced {
+            Some((status, body, delay)) => {
+                st.delay = delay;
+                (status, body)
+            }
+            None => out,
+        }
     }
 }
 
@@ -559,11 +616,15 @@ impl Respond for FakeEs {
         let body = String::from_utf8_lossy(&request.body).into_owned();
         let (status, json) =
             self.handle(request.method.as_str(), request.url.path(), &query, &body);
-        if json.is_null() {
+        let mut answer = if json.is_null() {
             ResponseTemplate::new(status)
         } else {
             ResponseTemplate::new(status).set_body_json(json)
+        };
+        if let Some(delay) = self.state.lock().delay.take() {
+            answer = answer.set_delay(delay);
         }
+        answer
     }
 }
 
@@ -682,10 +743,29 @@ fn bulk_indices(body: &str) -> Vec<String> {
 }
 
 fn bulk(st: &mut State, body: &str) -> (u16, Value) {
+    let actions = body
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                v.as_object().is_some_and(|o| {
+                    o.len() == 1
+                        && o.keys()
+                            .all(|k| matches!(k.as_str(), "create" | "index" | "delete"))
+                })
+            })
+        })
+        .count();
+    let reject_last = st.reject_last_bulk_item > 0;
+    if reject_last {
+        st.reject_last_bulk_item -= 1;
+    }
     let mut lines = body.lines().filter(|l| !l.trim().is_empty());
     let mut items = Vec::new();
     let mut errors = false;
+    let mut n = 0;
     while let Some(action_line) = lines.next() {
+        n += 1;
         let action: Value = serde_json::from_str(action_line).unwrap();
         let (op, meta) = action
             .as_object()
@@ -696,6 +776,19 @@ fn bulk(st: &mut State, body: &str) -> (u16, Value) {
             .unwrap();
         let index = meta["_index"].as_str().unwrap().to_owned();
         let id = meta["_id"].as_str().unwrap().to_owned();
+        if reject_last && n == actions {
+            if op != "delete" {
+                lines.next();
+            }
+            errors = true;
+            let (status, body) = error(
+                429,
+                "es_rejected_execution_exception",
+                "rejected execution of coordinating operation",
+            );
+            items.push(json!({ op: {"_index": index, "_id": id, "status": status, "error": body["error"]} }));
+            continue;
+        }
         let (status, mut result) = match op.as_str() {
             "create" | "index" => {
                 let doc: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
