@@ -374,3 +374,59 @@ async fn a_bulk_with_its_last_item_rejected_converges() {
     assert_eq!(node.fake.faults_left(), 0, "the fault fired");
     converges_after(&node, &repo, &id).await;
 }
+
+/// Compare-and-swap as a cluster does it: the shard numbers operations from
+/// 0 (the first head is written at `_seq_no` 0 and still swapped), and a
+/// write must name the primary term as well as the seq no; after a new
+/// primary takes over (a higher term) the backend keeps writing, and a
+/// swap naming a stale term is refused.
+#[tokio::test]
+async fn compare_and_swap_checks_the_primary_term_across_a_fail_over() {
+    let node = fake_es::FakeServer::start().await;
+    let repo = EsRepository::builder(node.url())
+        .prefix("f")
+        .connect()
+        .await
+        .unwrap();
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let head_path = format!("/f-sessions/_doc/{}", s.id);
+    let (_, head) = node.fake.call("GET", &head_path, &[], &Value::Null);
+    assert_eq!(
+        (head["_seq_no"].as_i64(), head["_primary_term"].as_i64()),
+        (Some(0), Some(1))
+    );
+    repo.append(&s.id, vec![event("e1", "first")])
+        .await
+        .unwrap();
+    node.fake.fail_over();
+    repo.append(&s.id, vec![event("e2", "second")])
+        .await
+        .unwrap();
+    let (_, head) = node.fake.call("GET", &head_path, &[], &Value::Null);
+    assert_eq!(
+        head["_primary_term"].as_i64(),
+        Some(2),
+        "written in the new term"
+    );
+    let seq_no = head["_seq_no"].as_i64().unwrap().to_string();
+    let source = head["_source"].clone();
+    node.fake.fail_over();
+    let stale = node.fake.call(
+        "PUT",
+        &head_path,
+        &[("if_seq_no", &seq_no), ("if_primary_term", "1")],
+        &source,
+    );
+    assert_eq!(stale.0, 409, "a stale primary term is refused: {}", stale.1);
+    repo.append(&s.id, vec![event("e3", "third")])
+        .await
+        .unwrap();
+    assert_eq!(
+        archive_texts(&repo, &s.id).await,
+        ["first", "second", "third"]
+    );
+    assert_eq!(repo.get(&s.id).await.unwrap().event_count, 3);
+}

@@ -41,6 +41,8 @@ use query::{search, Prepared};
 struct Doc {
     source: Value,
     seq_no: i64,
+    /// The primary term the document was written in.
+    term: i64,
     version: i64,
 }
 
@@ -106,6 +108,8 @@ struct Index {
     searchable: Layer,
     /// Ids written or deleted since the last refresh.
     dirty: BTreeSet<String>,
+    /// The index's one shard assigns sequence numbers from 0, as a cluster does.
+    next_seq_no: i64,
 }
 
 impl Index {
@@ -117,6 +121,13 @@ impl Index {
     fn remove(&mut self, id: &str) -> Option<Doc> {
         self.dirty.insert(id.to_owned());
         self.live.remove(id)
+    }
+
+    /// The sequence number of the shard's next operation.
+    fn take_seq_no(&mut self) -> i64 {
+        let n = self.next_seq_no;
+        self.next_seq_no += 1;
+        n
     }
 
     /// Makes every write so far searchable.
@@ -156,7 +167,8 @@ struct Fault {
 struct State {
     indices: HashMap<String, Index>,
     templates: HashSet<String>,
-    next_seq_no: i64,
+    /// The current primary term: 1, raised by [`FakeEs::fail_over`].
+    primary_term: i64,
     faults: Vec<Fault>,
     /// `_bulk` requests whose last item is rejected (429) without being written.
     reject_last_bulk_item: usize,
@@ -351,17 +363,25 @@ impl FakeEs {
             .map(|d| d.source.clone())
     }
 
+    /// A new primary takes over (as after a node failure): the primary term
+    /// goes up; documents keep the term they were written in.
+    pub(crate) fn fail_over(&self) {
+        let mut st = self.state.lock();
+        st.primary_term = st.term() + 1;
+    }
+
     /// Overwrites a document's source (to plant corrupt data).
     pub(crate) fn put_source(&self, index: &str, id: &str, source: Value) {
         let mut st = self.state.lock();
-        st.next_seq_no += 1;
-        let seq_no = st.next_seq_no;
+        let term = st.term();
         let i = st.indices.entry(index.to_owned()).or_default();
+        let seq_no = i.take_seq_no();
         i.insert(
             id,
             Doc {
                 source,
                 seq_no,
+                term,
                 version: 1,
             },
         );
@@ -464,18 +484,18 @@ impl FakeEs {
                     Ok(v) => v,
                     Err(e) => return error(400, "parse_exception", &e.to_string()),
                 };
-                let cas = query
-                    .get("if_seq_no")
-                    .map(|s| s.parse::<i64>().unwrap())
-                    .zip(
-                        query
-                            .get("if_primary_term")
-                            .map(|s| s.parse::<i64>().unwrap()),
+                if query.contains_key("if_seq_no") != query.contains_key("if_primary_term") {
+                    return error(
+                        400,
+                        "action_request_validation_exception",
+                        "Validation Failed: 1: ifSeqNo is set, but primary term is [0];",
                     );
-                write_doc(&mut st, index, id, source, create, cas)
+                }
+                write_doc(&mut st, index, id, source, create, cas_of(query))
             }
             ("DELETE", [index, "_doc", id]) => {
-                let cas = query.get("if_seq_no").map(|s| s.parse::<i64>().unwrap());
+                let cas = cas_of(query);
+                let term = st.term();
                 let Some(i) = st.indices.get_mut(*index) else {
                     return index_missing(index);
                 };
@@ -485,15 +505,15 @@ impl FakeEs {
                         404,
                         json!({"_index": index, "_id": id, "result": "not_found", "_shards": shards()}),
                     ),
-                    (Some(d), Some(want)) if d.seq_no != want => conflict(id, want, d.seq_no),
+                    (Some(d), Some(want)) if (d.seq_no, d.term) != want => conflict(id, want, d),
                     (Some(d), _) => {
                         let version = d.version + 1;
                         i.remove(id);
-                        st.next_seq_no += 1;
+                        let seq_no = i.take_seq_no();
                         (
                             200,
                             json!({"_index": index, "_id": id, "_version": version, "result": "deleted",
-                            "_shards": shards(), "_seq_no": st.next_seq_no, "_primary_term": 1}),
+                            "_shards": shards(), "_seq_no": seq_no, "_primary_term": term}),
                         )
                     }
                 }
@@ -656,25 +676,41 @@ fn index_missing(index: &str) -> (u16, Value) {
     (s, v)
 }
 
-fn conflict(id: &str, want: i64, have: i64) -> (u16, Value) {
+fn conflict(id: &str, (seq_no, term): (i64, i64), have: &Doc) -> (u16, Value) {
     error(
         409,
         "version_conflict_engine_exception",
-        &format!("[{id}]: version conflict, required seqNo [{want}], primary term [1]. current document has seqNo [{have}] and primary term [1]"),
+        &format!(
+            "[{id}]: version conflict, required seqNo [{seq_no}], primary term [{term}]. current document has seqNo [{}] and primary term [{}]",
+            have.seq_no, have.term
+        ),
     )
 }
 
-fn conflict_missing(id: &str, want: i64) -> (u16, Value) {
+fn conflict_missing(id: &str, (seq_no, term): (i64, i64)) -> (u16, Value) {
     error(
         409,
         "version_conflict_engine_exception",
-        &format!("[{id}]: version conflict, required seqNo [{want}], primary term [1]. but no document was found"),
+        &format!("[{id}]: version conflict, required seqNo [{seq_no}], primary term [{term}]. but no document was found"),
     )
 }
 
 fn doc_json(index: &str, id: &str, d: &Doc) -> Value {
     json!({"_index": index, "_id": id, "_version": d.version, "_seq_no": d.seq_no,
-        "_primary_term": 1, "found": true, "_source": d.source})
+        "_primary_term": d.term, "found": true, "_source": d.source})
+}
+
+/// A write's compare-and-swap condition: `if_seq_no` and `if_primary_term`.
+fn cas_of(query: &HashMap<String, String>) -> Option<(i64, i64)> {
+    let n = |k: &str| query.get(k).map(|s| s.parse::<i64>().unwrap());
+    n("if_seq_no").zip(n("if_primary_term"))
+}
+
+impl State {
+    /// The current primary term (1 until a fail-over).
+    fn term(&self) -> i64 {
+        self.primary_term.max(1)
+    }
 }
 
 fn write_doc(
@@ -685,8 +721,7 @@ fn write_doc(
     create: bool,
     cas: Option<(i64, i64)>,
 ) -> (u16, Value) {
-    st.next_seq_no += 1;
-    let seq_no = st.next_seq_no;
+    let term = st.term();
     let i = st.indices.entry(index.to_owned()).or_default();
     let existing = i.live.docs.get(id).cloned();
     if create {
@@ -701,19 +736,21 @@ fn write_doc(
             );
         }
     }
-    if let Some((want, _term)) = cas {
+    if let Some(want) = cas {
         match &existing {
             None => return conflict_missing(id, want),
-            Some(d) if d.seq_no != want => return conflict(id, want, d.seq_no),
+            Some(d) if (d.seq_no, d.term) != want => return conflict(id, want, d),
             _ => {}
         }
     }
     let version = existing.as_ref().map_or(1, |d| d.version + 1);
+    let seq_no = i.take_seq_no();
     i.insert(
         id,
         Doc {
             source,
             seq_no,
+            term,
             version,
         },
     );
@@ -725,7 +762,7 @@ fn write_doc(
     (
         status,
         json!({"_index": index, "_id": id, "_version": version, "result": result,
-        "_shards": shards(), "_seq_no": seq_no, "_primary_term": 1}),
+        "_shards": shards(), "_seq_no": seq_no, "_primary_term": term}),
     )
 }
 
