@@ -21,9 +21,15 @@ fn fixture(name: &str) -> Value {
 }
 
 async fn setup() -> (fake_es::FakeServer, EsRepository, SessionId) {
+    setup_with(|b| b).await
+}
+
+/// A node, a repository built with `tweak`, and a session holding one event.
+async fn setup_with(
+    tweak: impl FnOnce(session_es::EsRepositoryBuilder) -> session_es::EsRepositoryBuilder,
+) -> (fake_es::FakeServer, EsRepository, SessionId) {
     let node = fake_es::FakeServer::start().await;
-    let repo = EsRepository::builder(node.url())
-        .prefix("f")
+    let repo = tweak(EsRepository::builder(node.url()).prefix("f"))
         .connect()
         .await
         .unwrap();
@@ -265,6 +271,16 @@ async fn requests_have_the_documented_shape() {
     );
 }
 
+/// Appends `e2` with the injected fault in the way (the append may fail,
+/// retryably), checks the fault fired, then that retrying converges.
+async fn append_through_the_fault(node: &fake_es::FakeServer, repo: &EsRepository, id: &SessionId) {
+    if let Err(e) = repo.append(id, vec![event("e2", "second")]).await {
+        assert!(e.is_retryable(), "{e}");
+    }
+    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
+    converges_after(node, repo, id).await;
+}
+
 /// After a fault that hid a write's outcome from the backend, the same
 /// append again and the next one converge: every event once in the archive
 /// and in the index, the head's counters and version consistent.
@@ -305,30 +321,13 @@ async fn a_commit_applied_then_answered_504_converges() {
         1,
         None,
     );
-    if let Err(e) = repo.append(&id, vec![event("e2", "second")]).await {
-        assert!(e.is_retryable(), "{e}");
-    }
-    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
-    converges_after(&node, &repo, &id).await;
+    append_through_the_fault(&node, &repo, &id).await;
 }
 
 /// The same, with the answer arriving only after the client's timeout.
 #[tokio::test]
 async fn a_commit_applied_then_timed_out_converges() {
-    let node = fake_es::FakeServer::start().await;
-    let repo = EsRepository::builder(node.url())
-        .prefix("f")
-        .timeout(std::time::Duration::from_millis(300))
-        .connect()
-        .await
-        .unwrap();
-    let s = repo
-        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
-    repo.append(&s.id, vec![SessionEvent::new(Message::user("first"))])
-        .await
-        .unwrap();
+    let (node, repo, id) = setup_with(|b| b.timeout(std::time::Duration::from_millis(300))).await;
     node.fake.fail_after_apply(
         "PUT",
         "f-sessions/_doc",
@@ -337,11 +336,7 @@ async fn a_commit_applied_then_timed_out_converges() {
         1,
         Some(std::time::Duration::from_millis(1500)),
     );
-    if let Err(e) = repo.append(&s.id, vec![event("e2", "second")]).await {
-        assert!(e.is_retryable(), "{e}");
-    }
-    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
-    converges_after(&node, &repo, &s.id).await;
+    append_through_the_fault(&node, &repo, &id).await;
 }
 
 /// Indexing a committed batch is applied, but answered 504.
@@ -356,11 +351,7 @@ async fn an_index_batch_applied_then_answered_504_converges() {
         1,
         None,
     );
-    if let Err(e) = repo.append(&id, vec![event("e2", "second")]).await {
-        assert!(e.is_retryable(), "{e}");
-    }
-    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
-    converges_after(&node, &repo, &id).await;
+    append_through_the_fault(&node, &repo, &id).await;
 }
 
 /// A `_bulk` whose last item is rejected with 429 while the others are written.
@@ -368,11 +359,7 @@ async fn an_index_batch_applied_then_answered_504_converges() {
 async fn a_bulk_with_its_last_item_rejected_converges() {
     let (node, repo, id) = setup().await;
     node.fake.reject_last_bulk_item(1);
-    if let Err(e) = repo.append(&id, vec![event("e2", "second")]).await {
-        assert!(e.is_retryable(), "{e}");
-    }
-    assert_eq!(node.fake.faults_left(), 0, "the fault fired");
-    converges_after(&node, &repo, &id).await;
+    append_through_the_fault(&node, &repo, &id).await;
 }
 
 /// Compare-and-swap as a cluster does it: the shard numbers operations from

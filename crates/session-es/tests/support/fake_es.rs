@@ -322,11 +322,7 @@ impl FakeEs {
         query: &[(&str, &str)],
         body: &Value,
     ) -> (u16, Value) {
-        let query: HashMap<String, String> = query
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        self.handle(method, path, &query, &body.to_string())
+        self.call_raw(method, path, query, &body.to_string())
     }
 
     /// Like [`FakeEs::call`] with a body sent as is (NDJSON for `_bulk`).
