@@ -425,6 +425,34 @@ mod tests {
         assert!(s.ends_with('\n'));
     }
 
+    /// Every field an event document can carry (all optional ones set) is in
+    /// the events mapping: a strict mapping would refuse the document.
+    #[test]
+    fn every_event_document_field_is_mapped() {
+        let e = SessionEvent::builder(session_core::Message::user("hi"))
+            .branch("a.b")
+            .invocation_id("inv")
+            .state("k", 1)
+            .build()
+            .unwrap();
+        let owner = DocOwner {
+            session_id: "s",
+            inc: "i",
+            app: "a",
+            user_id: "u",
+        };
+        let doc = event_doc(owner, 1, &e, "{}").unwrap();
+        let mapping = events_mapping();
+        let props = mapping["mappings"]["properties"].as_object().unwrap();
+        for key in doc.as_object().unwrap().keys() {
+            assert!(
+                props.contains_key(key),
+                "{key} is not in the events mapping"
+            );
+        }
+        assert!(doc.get("branch").is_some() && doc.get("delta").is_some());
+    }
+
     #[test]
     fn mappings_are_strict_and_keep_user_data_unindexed() {
         for m in [sessions_mapping(), events_mapping(), state_mapping()] {

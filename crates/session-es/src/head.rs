@@ -388,6 +388,38 @@ mod tests {
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
+    /// Every field a head document can carry (key and expiry set) is in the
+    /// sessions mapping: a strict mapping would refuse the document.
+    #[test]
+    fn every_head_document_field_is_mapped() {
+        let s = NewSession::new("a", "u", Utc::now())
+            .unwrap()
+            .with_key("k")
+            .unwrap()
+            .to_session(Utc::now());
+        assert!(s.expires_at.is_some() && s.key.is_some());
+        let head = Head {
+            session: s,
+            initial_state: StateMap::new(),
+            inc: "i".into(),
+            last_seq: 0,
+            dead: Vec::new(),
+            base: Vec::new(),
+            mark: 0,
+            pending: Vec::new(),
+        };
+        let doc = head.doc().unwrap();
+        let mapping = crate::body::sessions_mapping();
+        let props = mapping["mappings"]["properties"].as_object().unwrap();
+        for key in doc.as_object().unwrap().keys() {
+            assert!(
+                props.contains_key(key),
+                "{key} is not in the sessions mapping"
+            );
+        }
+        assert!(doc.get("key").is_some() && doc.get("expires_us").is_some());
+    }
+
     #[test]
     fn a_get_answer_gives_the_compare_and_swap_coordinates() {
         let s = NewSession::new("a", "u", Utc::now())

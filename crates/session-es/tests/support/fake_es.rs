@@ -28,7 +28,7 @@
 #[path = "fake_es_query.rs"]
 mod query;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -110,6 +110,8 @@ struct Index {
     dirty: BTreeSet<String>,
     /// The index's one shard assigns sequence numbers from 0, as a cluster does.
     next_seq_no: i64,
+    /// The `mappings` the index was created with (or took from a template).
+    mappings: Option<Value>,
 }
 
 impl Index {
@@ -121,6 +123,22 @@ impl Index {
     fn remove(&mut self, id: &str) -> Option<Doc> {
         self.dirty.insert(id.to_owned());
         self.live.remove(id)
+    }
+
+    /// Whether a document fits a strict mapping: the first top-level field
+    /// the mapping does not name, if any (fields of an object with
+    /// `enabled: false` are not parsed, so anything may go there).
+    fn unmapped_field(&self, source: &Value) -> Option<String> {
+        let m = self.mappings.as_ref()?;
+        if m.get("dynamic").and_then(Value::as_str) != Some("strict") {
+            return None;
+        }
+        let props = m.get("properties").and_then(Value::as_object)?;
+        source
+            .as_object()?
+            .keys()
+            .find(|k| !props.contains_key(*k))
+            .cloned()
     }
 
     /// The sequence number of the shard's next operation.
@@ -166,7 +184,8 @@ struct Fault {
 #[derive(Debug, Default)]
 struct State {
     indices: HashMap<String, Index>,
-    templates: HashSet<String>,
+    /// Index templates by name: their `index_patterns` and `template`.
+    templates: HashMap<String, Value>,
     /// The current primary term: 1, raised by [`FakeEs::fail_over`].
     primary_term: i64,
     faults: Vec<Fault>,
@@ -429,11 +448,12 @@ impl FakeEs {
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
         let out = match (method, segs.as_slice()) {
             ("PUT", ["_index_template", name]) => {
-                st.templates.insert((*name).to_owned());
+                let template: Value = serde_json::from_str(body).unwrap_or(json!({}));
+                st.templates.insert((*name).to_owned(), template);
                 (200, json!({"acknowledged": true}))
             }
             ("DELETE", ["_index_template", name]) => {
-                if st.templates.remove(*name) {
+                if st.templates.remove(*name).is_some() {
                     (200, json!({"acknowledged": true}))
                 } else {
                     error(
@@ -452,7 +472,18 @@ impl FakeEs {
                         &format!("index [{index}/abc] already exists"),
                     )
                 } else {
-                    st.indices.insert((*index).to_owned(), Index::default());
+                    let given: Value = serde_json::from_str(body).unwrap_or(json!({}));
+                    let mappings = given
+                        .get("mappings")
+                        .cloned()
+                        .or_else(|| template_mappings(&st, index));
+                    st.indices.insert(
+                        (*index).to_owned(),
+                        Index {
+                            mappings,
+                            ..Index::default()
+                        },
+                    );
                     (
                         200,
                         json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
@@ -696,6 +727,20 @@ fn doc_json(index: &str, id: &str, d: &Doc) -> Value {
         "_primary_term": d.term, "found": true, "_source": d.source})
 }
 
+/// The mappings of the template whose pattern matches `index` (`*` as a wildcard).
+fn template_mappings(st: &State, index: &str) -> Option<Value> {
+    st.templates.values().find_map(|t| {
+        let matches = t["index_patterns"].as_array()?.iter().any(|p| {
+            let p = p.as_str().unwrap_or_default();
+            match p.strip_suffix('*') {
+                Some(prefix) => index.starts_with(prefix),
+                None => p == index,
+            }
+        });
+        matches.then(|| t["template"]["mappings"].clone())
+    })
+}
+
 /// A write's compare-and-swap condition: `if_seq_no` and `if_primary_term`.
 fn cas_of(query: &HashMap<String, String>) -> Option<(i64, i64)> {
     let n = |k: &str| query.get(k).map(|s| s.parse::<i64>().unwrap());
@@ -718,7 +763,25 @@ fn write_doc(
     cas: Option<(i64, i64)>,
 ) -> (u16, Value) {
     let term = st.term();
+    if !st.indices.contains_key(index) {
+        // Created by its first write, with the mapping of a matching template.
+        let mappings = template_mappings(st, index);
+        st.indices.insert(
+            index.to_owned(),
+            Index {
+                mappings,
+                ..Index::default()
+            },
+        );
+    }
     let i = st.indices.entry(index.to_owned()).or_default();
+    if let Some(field) = i.unmapped_field(&source) {
+        return error(
+            400,
+            "strict_dynamic_mapping_exception",
+            &format!("[1:2] mapping set to strict, dynamic introduction of [{field}] within [_doc] is not allowed"),
+        );
+    }
     let existing = i.live.docs.get(id).cloned();
     if create {
         if let Some(d) = &existing {
