@@ -383,6 +383,20 @@ mod tests {
     use super::*;
     use session_core::NewSession;
 
+    /// The head of a new session with nothing appended.
+    fn fresh_head(session: session_core::Session) -> Head {
+        Head {
+            session,
+            initial_state: StateMap::new(),
+            inc: "i".into(),
+            last_seq: 0,
+            dead: Vec::new(),
+            base: Vec::new(),
+            mark: 0,
+            pending: Vec::new(),
+        }
+    }
+
     fn fixture(name: &str) -> Value {
         let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -398,16 +412,7 @@ mod tests {
             .unwrap()
             .to_session(Utc::now());
         assert!(s.expires_at.is_some() && s.key.is_some());
-        let head = Head {
-            session: s,
-            initial_state: StateMap::new(),
-            inc: "i".into(),
-            last_seq: 0,
-            dead: Vec::new(),
-            base: Vec::new(),
-            mark: 0,
-            pending: Vec::new(),
-        };
+        let head = fresh_head(s);
         let doc = head.doc().unwrap();
         let mapping = crate::body::sessions_mapping();
         let props = mapping["mappings"]["properties"].as_object().unwrap();
@@ -425,16 +430,7 @@ mod tests {
         let s = NewSession::new("a", "u", Utc::now())
             .unwrap()
             .to_session(Utc::now());
-        let head = Head {
-            session: s,
-            initial_state: StateMap::new(),
-            inc: "i".into(),
-            last_seq: 0,
-            dead: Vec::new(),
-            base: Vec::new(),
-            mark: 0,
-            pending: Vec::new(),
-        };
+        let head = fresh_head(s);
         // The documented GET answer, with our head document as its source.
         let mut doc = fixture("get_found.json");
         doc["_source"] = head.doc().unwrap();

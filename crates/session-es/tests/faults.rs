@@ -271,6 +271,11 @@ async fn requests_have_the_documented_shape() {
     );
 }
 
+/// What a proxy answers when the node took too long.
+fn gateway_timeout() -> Value {
+    serde_json::json!({"error": "gateway timeout"})
+}
+
 /// Appends `e2` with the injected fault in the way (the append may fail,
 /// retryably), checks the fault fired, then that retrying converges.
 async fn append_through_the_fault(node: &fake_es::FakeServer, repo: &EsRepository, id: &SessionId) {
@@ -313,14 +318,8 @@ async fn converges_after(node: &fake_es::FakeServer, repo: &EsRepository, id: &S
 #[tokio::test]
 async fn a_commit_applied_then_answered_504_converges() {
     let (node, repo, id) = setup().await;
-    node.fake.fail_after_apply(
-        "PUT",
-        "f-sessions/_doc",
-        504,
-        serde_json::json!({"error": "gateway timeout"}),
-        1,
-        None,
-    );
+    node.fake
+        .fail_after_apply("PUT", "f-sessions/_doc", 504, gateway_timeout(), 1, None);
     append_through_the_fault(&node, &repo, &id).await;
 }
 
@@ -343,14 +342,8 @@ async fn a_commit_applied_then_timed_out_converges() {
 #[tokio::test]
 async fn an_index_batch_applied_then_answered_504_converges() {
     let (node, repo, id) = setup().await;
-    node.fake.fail_after_apply(
-        "POST",
-        "_bulk",
-        504,
-        serde_json::json!({"error": "gateway timeout"}),
-        1,
-        None,
-    );
+    node.fake
+        .fail_after_apply("POST", "_bulk", 504, gateway_timeout(), 1, None);
     append_through_the_fault(&node, &repo, &id).await;
 }
 

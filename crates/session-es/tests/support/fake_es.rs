@@ -267,15 +267,7 @@ impl FakeEs {
         body: Value,
         times: usize,
     ) {
-        self.state.lock().faults.push(Fault {
-            method: method.to_owned(),
-            path_contains: path_contains.to_owned(),
-            status,
-            body,
-            times,
-            after_apply: false,
-            delay: None,
-        });
+        self.push_fault(method, path_contains, status, body, times, false, None);
     }
 
     /// Applies the next `times` matching requests, then answers each with
@@ -290,13 +282,27 @@ impl FakeEs {
         times: usize,
         delay: Option<std::time::Duration>,
     ) {
+        self.push_fault(method, path_contains, status, body, times, true, delay);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_fault(
+        &self,
+        method: &str,
+        path_contains: &str,
+        status: u16,
+        body: Value,
+        times: usize,
+        after_apply: bool,
+        delay: Option<std::time::Duration>,
+    ) {
         self.state.lock().faults.push(Fault {
             method: method.to_owned(),
             path_contains: path_contains.to_owned(),
             status,
             body,
             times,
-            after_apply: true,
+            after_apply,
             delay,
         });
     }
