@@ -105,26 +105,32 @@ impl EsRepository {
         if wanted.is_empty() || head.indexed_max() == 0 {
             return Ok(held);
         }
-        let (mut filter, must_not) = body::session_events(
+        let mut hits = Vec::new();
+        for (filter, must_not) in body::session_events(
             &head.session.id,
             &head.inc,
             0,
             head.indexed_max(),
             &head.dead,
-        );
-        filter.push(json!({"terms": {"event_id": wanted}}));
-        let hits = self
-            .collect(
-                "events",
-                &body::bool_query(filter, must_not),
-                &json!([{"seq": "asc"}]),
-                &json!(["seq", "event_id", "tokens"]),
-                0,
-                wanted.len(),
-                &mut |_| true,
-                &head.session.id,
-            )
-            .await?;
+        ) {
+            for chunk in wanted.chunks(body::MAX_TERMS) {
+                let mut filter = filter.clone();
+                filter.push(json!({"terms": {"event_id": chunk}}));
+                hits.extend(
+                    self.collect(
+                        "events",
+                        &body::bool_query(filter, must_not.clone()),
+                        &json!([{"seq": "asc"}]),
+                        &json!(["seq", "event_id", "tokens"]),
+                        0,
+                        chunk.len(),
+                        &mut |_| true,
+                        &head.session.id,
+                    )
+                    .await?,
+                );
+            }
+        }
         for h in hits {
             let what = format!("session {} event", head.session.id);
             let seq = u64_field(&h.source, "seq", &what)?;

@@ -162,24 +162,72 @@ pub(crate) fn literal_text(text: &str) -> Value {
     json!({"wildcard": {"text_lc": {"value": format!("*{}*", escape_wildcard(&fold_case(text)))}}})
 }
 
-/// The clauses of one incarnation of one session, seqs in `(after, up_to]`, rewound ranges out.
+/// The most terms one `terms` query of the backend holds: the default
+/// `index.max_terms_count` of Elasticsearch and OpenSearch.
+pub(crate) const MAX_TERMS: usize = 65_536;
+
+/// The most rewound ranges one query leaves out. A cluster refuses a query
+/// of more than 1,024 leaf clauses (`indices.query.bool.max_clause_count`);
+/// this leaves room for the filter's own clauses.
+pub(crate) const DEAD_RANGES_PER_QUERY: usize = 512;
+
+/// `ranges` sorted, with overlapping and adjacent ones merged.
+pub(crate) fn merge_ranges(ranges: &[[u64; 2]]) -> Vec<[u64; 2]> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<[u64; 2]> = Vec::with_capacity(sorted.len());
+    for [a, b] in sorted {
+        match out.last_mut() {
+            Some(last) if a <= last[1].saturating_add(1) => last[1] = last[1].max(b),
+            _ => out.push([a, b]),
+        }
+    }
+    out
+}
+
+/// The filter and must-not clauses of one incarnation of one session, seqs
+/// in `(after, up_to]`, rewound ranges out: one query per
+/// [`DEAD_RANGES_PER_QUERY`] rewound ranges in the window, their seq
+/// windows consecutive, so that reading them in order reads the window in
+/// order. At least one.
 pub(crate) fn session_events(
     session_id: &str,
     inc: &str,
     after: u64,
     up_to: u64,
     dead: &[[u64; 2]],
-) -> (Vec<Value>, Vec<Value>) {
-    let filter = vec![
-        json!({"term": {"session_id": session_id}}),
-        json!({"term": {"inc": inc}}),
-        json!({"range": {"seq": {"gt": after, "lte": up_to}}}),
-    ];
-    let must_not = dead
-        .iter()
-        .map(|[a, b]| json!({"range": {"seq": {"gte": a, "lte": b}}}))
+) -> Vec<(Vec<Value>, Vec<Value>)> {
+    let segment = |lo: u64, hi: u64, dead: &[[u64; 2]]| {
+        let filter = vec![
+            json!({"term": {"session_id": session_id}}),
+            json!({"term": {"inc": inc}}),
+            json!({"range": {"seq": {"gt": lo, "lte": hi}}}),
+        ];
+        let must_not = dead
+            .iter()
+            .map(|[a, b]| json!({"range": {"seq": {"gte": a, "lte": b}}}))
+            .collect();
+        (filter, must_not)
+    };
+    let ranges: Vec<[u64; 2]> = merge_ranges(dead)
+        .into_iter()
+        .filter(|[a, b]| *b > after && *a <= up_to)
         .collect();
-    (filter, must_not)
+    let groups: Vec<&[[u64; 2]]> = ranges.chunks(DEAD_RANGES_PER_QUERY).collect();
+    let mut out = Vec::with_capacity(groups.len().max(1));
+    let mut lo = after;
+    for (i, group) in groups.iter().enumerate() {
+        let hi = match group.last() {
+            Some([_, b]) if i.saturating_add(1) < groups.len() => (*b).min(up_to),
+            _ => up_to,
+        };
+        out.push(segment(lo, hi, group));
+        lo = hi;
+    }
+    if out.is_empty() {
+        out.push(segment(after, up_to, &[]));
+    }
+    out
 }
 
 /// The per-event criteria of an [`EventFilter`] (branch, time, roles,
@@ -375,10 +423,44 @@ mod tests {
 
     #[test]
     fn session_events_leave_out_rewound_ranges() {
-        let (filter, must_not) = session_events("s", "i", 2, 9, &[[4, 5], [7, 7]]);
+        let queries = session_events("s", "i", 2, 9, &[[7, 7], [4, 5], [12, 13]]);
+        assert_eq!(queries.len(), 1);
+        let (filter, must_not) = &queries[0];
         assert_eq!(filter[2]["range"]["seq"], json!({"gt": 2, "lte": 9}));
-        assert_eq!(must_not.len(), 2);
+        assert_eq!(must_not.len(), 2, "only the ranges inside the window");
+        assert_eq!(must_not[0]["range"]["seq"], json!({"gte": 4, "lte": 5}));
         assert_eq!(must_not[1]["range"]["seq"], json!({"gte": 7, "lte": 7}));
+    }
+
+    #[test]
+    fn rewound_ranges_merge_when_they_touch_or_overlap() {
+        assert_eq!(
+            merge_ranges(&[[9, 12], [3, 4], [5, 6], [10, 20], [30, 30]]),
+            vec![[3, 6], [9, 20], [30, 30]]
+        );
+    }
+
+    #[test]
+    fn many_rewound_ranges_split_the_window_into_consecutive_queries() {
+        let dead: Vec<[u64; 2]> = (1..=1_100u64).map(|k| [2 * k, 2 * k]).collect();
+        let queries = session_events("s", "i", 0, 2_201, &dead);
+        assert_eq!(queries.len(), 3);
+        let windows: Vec<Value> = queries
+            .iter()
+            .map(|(f, _)| f[2]["range"]["seq"].clone())
+            .collect();
+        assert_eq!(
+            windows,
+            [
+                json!({"gt": 0, "lte": 1_024}),
+                json!({"gt": 1_024, "lte": 2_048}),
+                json!({"gt": 2_048, "lte": 2_201})
+            ]
+        );
+        for (filter, must_not) in &queries {
+            assert!(filter.len() + must_not.len() <= 1_024);
+        }
+        assert_eq!(queries.iter().map(|(_, m)| m.len()).sum::<usize>(), 1_100);
     }
 
     #[test]

@@ -202,6 +202,7 @@ impl Head {
             .sum();
         self.session.context_tokens = self.base.iter().map(|[_, t]| *t).sum::<u64>() + tail_tokens;
         self.dead.push([from, self.last_seq]);
+        self.dead = crate::body::merge_ranges(&self.dead);
         self.pending.clear();
     }
 

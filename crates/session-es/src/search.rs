@@ -251,7 +251,14 @@ impl EsRepository {
             .iter()
             .map(|t| body::literal_text(t))
             .collect();
-        must.push(json!({"terms": {"inc": incs}}));
+        if incs.len() <= body::MAX_TERMS {
+            must.push(json!({"terms": {"inc": incs}}));
+        } else if let SearchScope::User { app, user_id } = &query.scope {
+            // More sessions than one `terms` query may name: the owner's
+            // events, the live incarnations picked out by `keep` below.
+            must.push(json!({"term": {"app": app}}));
+            must.push(json!({"term": {"user_id": user_id}}));
+        }
         let must_not: Vec<Value> = parsed
             .exclude()
             .iter()

@@ -10,9 +10,10 @@ use crate::events::decode_event;
 use crate::head::Head;
 use crate::EsRepository;
 
-/// A view segment whose events come from a search, in seq order.
+/// A view segment whose events come from searches: one query per
+/// consecutive seq window (see [`body::session_events`]), in seq order.
 struct Remote {
-    query: Value,
+    queries: Vec<Value>,
 }
 
 /// The parts of a view, in order: events already in hand, then searched ones, then in hand.
@@ -29,31 +30,61 @@ impl EsRepository {
         head: &Head,
         remote: &Remote,
         reverse: bool,
-        skip: usize,
+        mut skip: usize,
         take: usize,
     ) -> session_core::Result<Vec<SessionEvent>> {
-        if take == 0 {
-            return Ok(Vec::new());
-        }
         let sort = if reverse {
             json!([{"seq": "desc"}])
         } else {
             json!([{"seq": "asc"}])
         };
         let id = &head.session.id;
-        let hits = self
-            .collect(
-                "events",
-                &remote.query,
-                &sort,
-                &json!(["seq", "body"]),
-                skip,
-                take,
-                &mut |_| true,
-                id,
-            )
-            .await?;
-        hits.iter().map(|h| decode_event(id, &h.source)).collect()
+        let mut queries: Vec<&Value> = remote.queries.iter().collect();
+        if reverse {
+            queries.reverse();
+        }
+        let several = queries.len() > 1;
+        let mut out = Vec::new();
+        for query in queries {
+            let want = take.saturating_sub(out.len());
+            if want == 0 {
+                break;
+            }
+            if several && skip > 0 {
+                // Skip whole windows by their count.
+                let n = self.count_events(query, id).await?;
+                if n <= skip {
+                    skip -= n;
+                    continue;
+                }
+            }
+            let hits = self
+                .collect(
+                    "events",
+                    query,
+                    &sort,
+                    &json!(["seq", "body"]),
+                    skip,
+                    want,
+                    &mut |_| true,
+                    id,
+                )
+                .await?;
+            skip = 0;
+            for h in &hits {
+                out.push(decode_event(id, &h.source)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many events the searched part of a view holds.
+    async fn count_remote(&self, head: &Head, remote: &Remote) -> session_core::Result<usize> {
+        let mut total = 0usize;
+        for q in &remote.queries {
+            total = total.saturating_add(self.count_events(q, &head.session.id).await?);
+        }
+        Ok(total)
     }
 
     /// Cuts the window a filter asks for out of `parts`.
@@ -91,9 +122,7 @@ impl EsRepository {
                 .await?;
             if remote.is_empty() && skip > 0 {
                 // Everything remote was skipped (or there was nothing): count it to skip into `after`.
-                let counted = self
-                    .count_events(&parts.remote.query, &head.session.id)
-                    .await?;
+                let counted = self.count_remote(head, &parts.remote).await?;
                 skip = skip.saturating_sub(counted);
             } else {
                 skip = 0;
@@ -132,17 +161,21 @@ impl EsRepository {
             .into_iter()
             .filter(|e| e.seq > after_seq || base.iter().any(|[s, _]| *s == e.seq))
             .collect();
-        let (mut filter_clauses, must_not) = body::session_events(
+        let criteria = body::filter_clauses(filter);
+        let queries = body::session_events(
             &head.session.id,
             &head.inc,
             after_seq,
             head.indexed_max(),
             &head.dead,
-        );
-        filter_clauses.extend(body::filter_clauses(filter));
-        let remote = Remote {
-            query: body::bool_query(filter_clauses, must_not),
-        };
+        )
+        .into_iter()
+        .map(|(mut clauses, must_not)| {
+            clauses.extend(criteria.iter().cloned());
+            body::bool_query(clauses, must_not)
+        })
+        .collect();
+        let remote = Remote { queries };
         let (before, after) = match view {
             EventView::Archive => (Vec::new(), pending),
             EventView::Context => {

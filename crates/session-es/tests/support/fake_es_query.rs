@@ -90,140 +90,274 @@ fn tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A query prepared for matching many documents: each `terms` list of
-/// strings becomes a set, keyed by where the list sits in the query.
+/// The most terms one `terms` query may hold (`index.max_terms_count`).
+pub(super) const MAX_TERMS_COUNT: usize = 65_536;
+/// The most leaf queries one query may hold, nested `bool`s included
+/// (`indices.query.bool.max_clause_count`, Lucene's `maxClauseCount`).
+pub(super) const MAX_CLAUSE_COUNT: usize = 1_024;
+
+/// How an index's mapping holds a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mapped {
+    /// Indexed: queries can match it.
+    Indexed,
+    /// Mapped with `index: false`: a query on it is refused.
+    NotIndexed,
+    /// Not in the mapping (or inside an `enabled: false` object): a query on it matches nothing.
+    Unmapped,
+}
+
+/// How `mappings` holds the (dotted) field `name`; no mappings: dynamic, everything indexed.
+fn mapped(mappings: Option<&Value>, name: &str) -> Mapped {
+    let Some(mut props) = mappings.and_then(|m| m.get("properties")) else {
+        return Mapped::Indexed;
+    };
+    let mut parts = name.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let Some(m) = props.get(part) else {
+            return Mapped::Unmapped;
+        };
+        if m.get("enabled") == Some(&Value::Bool(false)) {
+            return Mapped::Unmapped;
+        }
+        if parts.peek().is_none() {
+            return if m.get("index") == Some(&Value::Bool(false)) {
+                Mapped::NotIndexed
+            } else if m.get("properties").is_some() && m.get("type").is_none() {
+                Mapped::Unmapped // an object itself holds no terms
+            } else {
+                Mapped::Indexed
+            };
+        }
+        match m.get("properties") {
+            Some(p) => props = p,
+            None => return Mapped::Unmapped,
+        }
+    }
+    Mapped::Unmapped
+}
+
+/// A refusal of a query, as the node answers it.
+type Refusal = (u16, Value);
+
+/// A query checked against the index's mapping and the cluster's limits,
+/// prepared for matching many documents: each `terms` list of strings
+/// becomes a set, keyed by where the list sits in the query; fields the
+/// mapping does not index match nothing.
 pub(super) struct Prepared<'q> {
     root: &'q Value,
     sets: Sets,
+    /// The fields the query names that the mapping does not hold.
+    unmapped: HashSet<String>,
 }
 
 type Sets = HashMap<*const Value, HashSet<String>>;
 
+/// The field a leaf query names (`exists` names it in `field`).
+fn leaf_field<'a>(kind: &str, body: &'a Value) -> Option<&'a str> {
+    if kind == "exists" {
+        return body.get("field").and_then(Value::as_str);
+    }
+    body.as_object()?.keys().next().map(String::as_str)
+}
+
 impl<'q> Prepared<'q> {
-    pub(super) fn new(root: &'q Value) -> Self {
-        fn walk(v: &Value, sets: &mut Sets) {
-            match v {
-                Value::Object(m) => {
-                    if let Some(Value::Object(t)) = m.get("terms") {
-                        for list in t.values() {
-                            if let Some(a) = list.as_array() {
-                                if a.iter().all(Value::is_string) {
-                                    let set = a.iter().filter_map(Value::as_str).map(str::to_owned);
-                                    sets.insert(std::ptr::from_ref(list), set.collect());
-                                }
-                            }
+    /// Checks `root` as a node would before running it: at most
+    /// [`MAX_CLAUSE_COUNT`] leaf queries, at most [`MAX_TERMS_COUNT`] terms
+    /// in one `terms`, no query on a field mapped `index: false`.
+    pub(super) fn new(root: &'q Value, mappings: Option<&Value>) -> Result<Self, Refusal> {
+        let mut p = Self {
+            root,
+            sets: HashMap::new(),
+            unmapped: HashSet::new(),
+        };
+        let mut leaves = 0usize;
+        p.check(root, mappings, &mut leaves)?;
+        Ok(p)
+    }
+
+    fn check(
+        &mut self,
+        q: &Value,
+        mappings: Option<&Value>,
+        leaves: &mut usize,
+    ) -> Result<(), Refusal> {
+        let Some((kind, body)) = q.as_object().and_then(|m| m.iter().next()) else {
+            return Ok(());
+        };
+        if kind == "bool" {
+            for occur in ["filter", "must", "should", "must_not"] {
+                match body.get(occur) {
+                    Some(Value::Array(a)) => {
+                        for c in a {
+                            self.check(c, mappings, leaves)?;
                         }
                     }
-                    m.values().for_each(|x| walk(x, sets));
+                    Some(c @ Value::Object(_)) => self.check(c, mappings, leaves)?,
+                    _ => {}
                 }
-                Value::Array(a) => a.iter().for_each(|x| walk(x, sets)),
-                _ => {}
+            }
+            return Ok(());
+        }
+        *leaves += 1;
+        if *leaves > MAX_CLAUSE_COUNT {
+            return Err(error(
+                400,
+                "too_many_nested_clauses",
+                &format!("Query contains too many nested clauses; maxClauseCount is set to {MAX_CLAUSE_COUNT}"),
+            ));
+        }
+        if kind == "match_all" {
+            return Ok(());
+        }
+        if let Some(f) = leaf_field(kind, body) {
+            match mapped(mappings, f) {
+                Mapped::Indexed => {}
+                Mapped::NotIndexed => {
+                    return Err(error(
+                        400,
+                        "query_shard_exception",
+                        &format!("failed to create query: Cannot search on field [{f}] since it is not indexed."),
+                    ))
+                }
+                Mapped::Unmapped => {
+                    self.unmapped.insert(f.to_owned());
+                }
             }
         }
-        let mut sets = HashMap::new();
-        walk(root, &mut sets);
-        Self { root, sets }
+        if kind == "terms" {
+            for list in body.as_object().into_iter().flat_map(|t| t.values()) {
+                let Some(a) = list.as_array() else { continue };
+                if a.len() > MAX_TERMS_COUNT {
+                    return Err(error(
+                        400,
+                        "illegal_argument_exception",
+                        &format!(
+                            "The number of terms [{}] used in the Terms Query request has exceeded the allowed maximum of [{MAX_TERMS_COUNT}]. This maximum can be set by changing the [index.max_terms_count] index level setting.",
+                            a.len()
+                        ),
+                    ));
+                }
+                if a.iter().all(Value::is_string) {
+                    let set = a.iter().filter_map(Value::as_str).map(str::to_owned);
+                    self.sets.insert(std::ptr::from_ref(list), set.collect());
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn score(&self, source: &Value) -> Option<f64> {
-        score(self.root, source, &self.sets)
+        self.score_of(self.root, source)
     }
-}
 
-/// `Some(score)` if `source` matches `q`.
-fn score(q: &Value, source: &Value, sets: &Sets) -> Option<f64> {
-    let (kind, body) = q.as_object()?.iter().next()?;
-    match kind.as_str() {
-        "match_all" => Some(1.0),
-        "bool" => {
-            let list = |k: &str| -> &[Value] {
-                match body.get(k) {
-                    Some(Value::Array(a)) => a.as_slice(),
-                    Some(v @ Value::Object(_)) => std::slice::from_ref(v),
-                    _ => &[],
-                }
-            };
-            let mut total = 0.0;
-            for c in list("filter") {
-                score(c, source, sets)?;
-            }
-            for c in list("must") {
-                total += score(c, source, sets)?;
-            }
-            for c in list("must_not") {
-                if score(c, source, sets).is_some() {
-                    return None;
-                }
-            }
-            let should = list("should");
-            if !should.is_empty() {
-                let matched: Vec<f64> = should
-                    .iter()
-                    .filter_map(|c| score(c, source, sets))
-                    .collect();
-                let min = body
-                    .get("minimum_should_match")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(u64::from(
-                        list("must").is_empty() && list("filter").is_empty(),
-                    ));
-                if (matched.len() as u64) < min {
-                    return None;
-                }
-                total += matched.iter().sum::<f64>();
-            }
-            Some(total)
+    /// The value of a field a query names: none where the mapping does not index it.
+    fn field<'a>(&self, source: &'a Value, name: &str) -> Option<&'a Value> {
+        if self.unmapped.contains(name) {
+            return None;
         }
-        "term" => {
-            let (f, v) = body.as_object()?.iter().next()?;
-            let v = v.get("value").unwrap_or(v);
-            eq_values(field(source, f)?, v).then_some(1.0)
-        }
-        "terms" => {
-            let (f, vs) = body.as_object()?.iter().next()?;
-            let have = field(source, f)?;
-            if let (Some(set), Some(have)) = (sets.get(&std::ptr::from_ref(vs)), have.as_str()) {
-                return set.contains(have).then_some(1.0);
-            }
-            vs.as_array()?
-                .iter()
-                .any(|v| eq_values(have, v))
-                .then_some(1.0)
-        }
-        "range" => {
-            let (f, r) = body.as_object()?.iter().next()?;
-            let have = field(source, f)?;
-            for (op, v) in r.as_object()? {
-                let o = cmp_values(have, v);
-                let ok = match op.as_str() {
-                    "gt" => o == Ordering::Greater,
-                    "gte" => o != Ordering::Less,
-                    "lt" => o == Ordering::Less,
-                    "lte" => o != Ordering::Greater,
-                    _ => true,
+        field(source, name)
+    }
+
+    /// `Some(score)` if `source` matches `q`.
+    fn score_of(&self, q: &Value, source: &Value) -> Option<f64> {
+        let (kind, body) = q.as_object()?.iter().next()?;
+        match kind.as_str() {
+            "match_all" => Some(1.0),
+            "bool" => {
+                let list = |k: &str| -> &[Value] {
+                    match body.get(k) {
+                        Some(Value::Array(a)) => a.as_slice(),
+                        Some(v @ Value::Object(_)) => std::slice::from_ref(v),
+                        _ => &[],
+                    }
                 };
-                if !ok {
-                    return None;
+                let mut total = 0.0;
+                for c in list("filter") {
+                    self.score_of(c, source)?;
                 }
+                for c in list("must") {
+                    total += self.score_of(c, source)?;
+                }
+                for c in list("must_not") {
+                    if self.score_of(c, source).is_some() {
+                        return None;
+                    }
+                }
+                let should = list("should");
+                if !should.is_empty() {
+                    let matched: Vec<f64> = should
+                        .iter()
+                        .filter_map(|c| self.score_of(c, source))
+                        .collect();
+                    let min = body
+                        .get("minimum_should_match")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(u64::from(
+                            list("must").is_empty() && list("filter").is_empty(),
+                        ));
+                    if (matched.len() as u64) < min {
+                        return None;
+                    }
+                    total += matched.iter().sum::<f64>();
+                }
+                Some(total)
             }
-            Some(1.0)
+            "term" => {
+                let (f, v) = body.as_object()?.iter().next()?;
+                let v = v.get("value").unwrap_or(v);
+                eq_values(self.field(source, f)?, v).then_some(1.0)
+            }
+            "terms" => {
+                let (f, vs) = body.as_object()?.iter().next()?;
+                let have = self.field(source, f)?;
+                if let (Some(set), Some(have)) =
+                    (self.sets.get(&std::ptr::from_ref(vs)), have.as_str())
+                {
+                    return set.contains(have).then_some(1.0);
+                }
+                vs.as_array()?
+                    .iter()
+                    .any(|v| eq_values(have, v))
+                    .then_some(1.0)
+            }
+            "range" => {
+                let (f, r) = body.as_object()?.iter().next()?;
+                let have = self.field(source, f)?;
+                for (op, v) in r.as_object()? {
+                    let o = cmp_values(have, v);
+                    let ok = match op.as_str() {
+                        "gt" => o == Ordering::Greater,
+                        "gte" => o != Ordering::Less,
+                        "lt" => o == Ordering::Less,
+                        "lte" => o != Ordering::Greater,
+                        _ => true,
+                    };
+                    if !ok {
+                        return None;
+                    }
+                }
+                Some(1.0)
+            }
+            "exists" => self
+                .field(source, body.get("field")?.as_str()?)
+                .map(|_| 1.0),
+            "wildcard" => {
+                let (f, v) = body.as_object()?.iter().next()?;
+                let pattern = v.get("value").unwrap_or(v).as_str()?;
+                wildcard(pattern, self.field(source, f)?.as_str()?).then_some(1.0)
+            }
+            "match" => {
+                let (f, v) = body.as_object()?.iter().next()?;
+                let text = v.get("query").unwrap_or(v).as_str()?;
+                // Lucene's classic shape: term frequency, damped by field length.
+                let have = tokens(self.field(source, f)?.as_str()?);
+                let wanted: HashSet<String> = tokens(text).into_iter().collect();
+                let tf = have.iter().filter(|t| wanted.contains(*t)).count();
+                (tf > 0).then(|| tf as f64 / (have.len().max(1) as f64).sqrt())
+            }
+            other => panic!("fake Elasticsearch: unsupported query {other}"),
         }
-        "exists" => field(source, body.get("field")?.as_str()?).map(|_| 1.0),
-        "wildcard" => {
-            let (f, v) = body.as_object()?.iter().next()?;
-            let pattern = v.get("value").unwrap_or(v).as_str()?;
-            wildcard(pattern, field(source, f)?.as_str()?).then_some(1.0)
-        }
-        "match" => {
-            let (f, v) = body.as_object()?.iter().next()?;
-            let text = v.get("query").unwrap_or(v).as_str()?;
-            // Lucene's classic shape: term frequency, damped by field length.
-            let have = tokens(field(source, f)?.as_str()?);
-            let wanted: HashSet<String> = tokens(text).into_iter().collect();
-            let tf = have.iter().filter(|t| wanted.contains(*t)).count();
-            (tf > 0).then(|| tf as f64 / (have.len().max(1) as f64).sqrt())
-        }
-        other => panic!("fake Elasticsearch: unsupported query {other}"),
     }
 }
 
@@ -287,7 +421,19 @@ pub(super) fn search(st: &State, index: &str, req: &Value) -> (u16, Value) {
                 .collect()
         })
         .unwrap_or_else(|| vec![("_score".to_owned(), true)]);
-    let prepared = Prepared::new(&q);
+    let prepared = match Prepared::new(&q, i.mappings.as_ref()) {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    if let Some((f, _)) = sort.iter().find(|(f, _)| {
+        f != "_score" && f != "_id" && mapped(i.mappings.as_ref(), f) == Mapped::Unmapped
+    }) {
+        return error(
+            400,
+            "query_shard_exception",
+            &format!("No mapping found for [{f}] in order to sort on"),
+        );
+    }
     let mut hits: Vec<(Vec<Value>, &String, &Doc, f64)> = i
         .candidates(&q)
         .into_iter()
