@@ -96,14 +96,19 @@ pub(crate) fn insert(
     Ok(())
 }
 
-/// Takes every event of the session out of the context.
-pub(crate) fn clear_context(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE events SET ctx_pos = NULL WHERE session_id = ?1 AND ctx_pos IS NOT NULL",
-    )
-    .sql()?
-    .execute([session_id])
-    .sql()?;
+/// The condition that an event row (of the session `?1`) is in the
+/// context: a position at or above the session's `ctx_base`.
+pub(crate) const IN_CONTEXT: &str =
+    "ctx_pos IS NOT NULL AND ctx_pos >= (SELECT ctx_base FROM sessions WHERE id = ?1)";
+
+/// Takes every event of the session out of the context at once: the
+/// context starts at `base` (above every position so far), the rows that
+/// leave it are not touched.
+pub(crate) fn set_context_base(tx: &Transaction<'_>, session_id: &str, base: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE sessions SET ctx_base = ?2 WHERE id = ?1")
+        .sql()?
+        .execute(params![session_id, base])
+        .sql()?;
     Ok(())
 }
 
@@ -192,7 +197,10 @@ pub(crate) fn archive_and_context(
     let mut events = Vec::new();
     let mut context: Vec<(i64, u64)> = Vec::new();
     let mut stmt = conn
-        .prepare_cached("SELECT seq, body, ctx_pos FROM events WHERE session_id = ?1 ORDER BY seq")
+        .prepare_cached(&format!(
+            "SELECT seq, body, CASE WHEN {IN_CONTEXT} THEN ctx_pos END \
+             FROM events WHERE session_id = ?1 ORDER BY seq"
+        ))
         .sql()?;
     let mut rows = stmt.query([session_id]).sql()?;
     while let Some(row) = rows.next().sql()? {
@@ -230,9 +238,9 @@ fn cursor(conn: &Connection, id: &str, filter: &EventFilter) -> Result<Cursor> {
         return Ok(Cursor::From(Some(seq)));
     }
     let pos: Option<i64> = conn
-        .prepare_cached(
-            "SELECT ctx_pos FROM events WHERE session_id = ?1 AND seq = ?2 AND ctx_pos IS NOT NULL",
-        )
+        .prepare_cached(&format!(
+            "SELECT ctx_pos FROM events WHERE session_id = ?1 AND seq = ?2 AND {IN_CONTEXT}"
+        ))
         .sql()?
         .query_row(params![id, seq], |r| r.get(0))
         .optional()
@@ -254,7 +262,8 @@ pub(crate) fn read(
     let mut sql = String::from("SELECT seq, body FROM events WHERE session_id = ?1");
     let mut values: Vec<SqlValue> = vec![id.to_owned().into()];
     if filter.view == EventView::Context {
-        sql.push_str(" AND ctx_pos IS NOT NULL");
+        sql.push_str(" AND ");
+        sql.push_str(IN_CONTEXT);
     }
     let cursor = match cursor(conn, id, filter)? {
         Cursor::From(c) => c,

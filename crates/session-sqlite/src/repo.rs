@@ -153,7 +153,9 @@ impl SessionRepository for SqliteRepository {
             let Some(plan) = ContextPlan::new(&h.head, expected_version, &batch, &held)? else {
                 return Ok(false);
             };
-            events::clear_context(tx, &id)?;
+            // The new context starts above every position so far; the
+            // events that leave it keep their rows as they are.
+            events::set_context_base(tx, &id, h.next_ctx_pos)?;
             // The context in batch order: held events move, new ones are written there.
             let mut new = plan.new.iter().peekable();
             let mut pos = h.next_ctx_pos;

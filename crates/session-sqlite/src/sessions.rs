@@ -418,13 +418,14 @@ pub(crate) fn rewound(
     version: u64,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    tx.prepare_cached(
+    tx.prepare_cached(&format!(
         "UPDATE sessions SET state = ?2, version = ?3, \
          event_count = (SELECT COUNT(*) FROM events WHERE session_id = ?1), \
          context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM events \
-                           WHERE session_id = ?1 AND ctx_pos IS NOT NULL), \
+                           WHERE session_id = ?1 AND {}), \
          updated_at = MAX(updated_at, ?4) WHERE id = ?1",
-    )
+        crate::events::IN_CONTEXT
+    ))
     .sql()?
     .execute(params![
         id,

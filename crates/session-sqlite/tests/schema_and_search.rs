@@ -146,7 +146,8 @@ async fn migration_two_refolds_the_search_index() {
     // Back to what version 1 wrote: the search text lower-cased, accents kept.
     let raw = rusqlite::Connection::open(&db).unwrap();
     raw.execute_batch(
-        "DELETE FROM schema_version WHERE version = 2; \
+        "DELETE FROM schema_version WHERE version >= 2; \
+         ALTER TABLE sessions DROP COLUMN ctx_base; \
          INSERT INTO events_fts (events_fts) VALUES ('delete-all'); \
          INSERT INTO events_fts (rowid, text) SELECT rowid, 'café crème' FROM events; \
          UPDATE fts_state SET indexed_through = (SELECT MAX(rowid) FROM events);",
