@@ -82,14 +82,6 @@ impl Plan {
                 real.push(e.clone());
             }
         }
-        let mut turns: Vec<Vec<SessionEvent>> = session_core::split_turns(&real)
-            .into_iter()
-            .map(<[SessionEvent]>::to_vec)
-            .collect();
-        let preamble = match turns.first() {
-            Some(first) if !first.first().is_some_and(SessionEvent::starts_turn) => turns.remove(0),
-            _ => Vec::new(),
-        };
         let done = answered(&real);
         let pending: HashSet<String> = real
             .iter()
@@ -98,6 +90,21 @@ impl Plan {
             .filter(|c| !done.contains(c.id.as_str()))
             .map(|c| c.id.clone())
             .collect();
+        drop(done);
+        // The turns are consecutive runs of `real`: move the events into them.
+        let lengths: Vec<usize> = session_core::split_turns(&real)
+            .iter()
+            .map(|t| t.len())
+            .collect();
+        let mut rest = real.into_iter();
+        let mut turns: Vec<Vec<SessionEvent>> = lengths
+            .into_iter()
+            .map(|n| rest.by_ref().take(n).collect())
+            .collect();
+        let preamble = match turns.first() {
+            Some(first) if !first.first().is_some_and(SessionEvent::starts_turn) => turns.remove(0),
+            _ => Vec::new(),
+        };
         let waits = |e: &SessionEvent| {
             e.message
                 .tool_calls()
@@ -131,9 +138,29 @@ impl Plan {
     }
 
     /// Keeps the pinned messages, then `synthetic`, the preamble and the
-    /// turns from `cut` on; superseded system messages and earlier turns leave.
-    pub(crate) fn cut(&self, cut: usize, synthetic: Vec<SessionEvent>) -> Cut {
-        self.cut_with(cut, synthetic, true)
+    /// turns from `cut` on; superseded system messages and earlier turns
+    /// leave. Moves the events: no copy of the context is made.
+    pub(crate) fn cut(self, cut: usize, synthetic: Vec<SessionEvent>) -> Cut {
+        let cut = cut.min(self.max_cut());
+        let Self {
+            pinned,
+            superseded,
+            preamble,
+            turns,
+            ..
+        } = self;
+        let mut context = pinned;
+        context.extend(synthetic);
+        context.extend(preamble);
+        let mut archived = superseded;
+        let mut turns = turns.into_iter();
+        for turn in turns.by_ref().take(cut) {
+            archived.extend(turn);
+        }
+        for turn in turns {
+            context.extend(turn);
+        }
+        Cut { context, archived }
     }
 
     /// [`Plan::cut`], keeping the preamble or not.
@@ -264,7 +291,7 @@ impl Plan {
     ) -> Cut {
         let last = self.turns.len().saturating_sub(1);
         let Some(turn) = self.turns.last() else {
-            return self.cut(0, synthetic);
+            return self.cut_with(0, synthetic, true);
         };
         let all = steps(turn);
         let end = all

@@ -337,7 +337,7 @@ impl CompactionStrategy for SlidingWindow {
                 ctx.len().saturating_sub(fixed) <= self.max_events
             })
         } else {
-            plan.cut(cut, plan.synthetic.clone())
+            plan.cut_with(cut, plan.synthetic.clone(), true)
         };
         Ok(
             CompactionResult::build(request, c.context, c.archived, None).explained(|| {
@@ -417,7 +417,7 @@ impl CompactionStrategy for TurnWindow {
             );
         }
         let cut = plan.turns.len().saturating_sub(self.max_turns.max(1));
-        let c = plan.cut(cut, plan.synthetic.clone());
+        let c = plan.cut_with(cut, plan.synthetic.clone(), true);
         Ok(CompactionResult::build(
             request, c.context, c.archived, None,
         ))
@@ -486,7 +486,7 @@ impl CompactionStrategy for TokenBudget {
         let c = if cut == plan.turns.len() && plan.can_cut_last_turn() {
             plan.cut_inside_last_turn(&plan.synthetic, |ctx| tokens(ctx) <= self.max_tokens)
         } else {
-            plan.cut(cut, plan.synthetic.clone())
+            plan.cut_with(cut, plan.synthetic.clone(), true)
         };
         let total = request.token_count;
         Ok(

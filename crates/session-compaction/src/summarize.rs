@@ -71,30 +71,41 @@ impl SummaryPrompts {
 
     /// Renders the user prompt with the previous summary and the events' transcript.
     pub fn render(&self, previous: Option<&str>, events: &[SessionEvent]) -> String {
-        let mut transcript = String::new();
+        let size: usize = events
+            .iter()
+            .map(|e| e.message.text().len().saturating_add(32))
+            .sum();
+        let mut transcript = String::with_capacity(size);
         if let Some(p) = previous {
             transcript.push_str("Previous summary:\n");
             transcript.push_str(p);
             transcript.push_str("\n\nNew messages:\n");
         }
         for e in events {
-            transcript.push_str(&transcript_line(e));
+            push_transcript_line(&mut transcript, e);
             transcript.push('\n');
         }
         self.user.replace(SESSION_MESSAGES, transcript.trim_end())
     }
 }
 
-fn transcript_line(e: &SessionEvent) -> String {
-    let who = match (&e.branch, e.role()) {
-        (Some(b), r) => format!("{r} [{b}]"),
-        (None, r) => r.to_string(),
-    };
-    let mut line = format!("{who}: {}", e.message.text());
-    for c in e.message.tool_calls() {
-        line.push_str(&format!(" [calls {}({})]", c.name, c.arguments));
+/// Appends one event's transcript line to `out` (no newline).
+fn push_transcript_line(out: &mut String, e: &SessionEvent) {
+    out.push_str(e.role().as_str());
+    if let Some(b) = &e.branch {
+        out.push_str(" [");
+        out.push_str(b);
+        out.push(']');
     }
-    line
+    out.push_str(": ");
+    out.push_str(e.message.text());
+    for c in e.message.tool_calls() {
+        out.push_str(" [calls ");
+        out.push_str(&c.name);
+        out.push('(');
+        out.push_str(&c.arguments);
+        out.push_str(")]");
+    }
 }
 
 /// The latest synthetic summary text of `source` in the context.
