@@ -13,6 +13,7 @@ mod message;
 pub mod plan;
 pub use plan::RewindTo;
 mod repository;
+mod resolution_key;
 pub mod search;
 mod service;
 mod session;
@@ -41,6 +42,7 @@ pub use repository::{
     check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome, RewindOutcome,
     SessionDump, SessionRepository, SessionRepositoryExt,
 };
+pub use resolution_key::{ResolutionKey, GROUP_SURFACE};
 pub use search::{
     contains_folded, fold_case, page_of_matches, ParsedQuery, RankStats, SearchHit, SearchMode,
     SearchQuery, SearchScope, TrigramIndex,
