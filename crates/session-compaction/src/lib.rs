@@ -78,7 +78,8 @@ pub use strategy::{
 };
 pub use summarize::{
     default_summary_schema, merge_structured, validate_against_schema, RecursiveSummarization,
-    StructuredSummary, Summarizer, SummaryPrompts, SummaryRequest, SESSION_MESSAGES,
+    StructuredSummary, Summarizer, SummaryPrompts, SummaryRequest, OPEN_ASTRA_RECENT_MESSAGES,
+    SESSION_MESSAGES,
 };
 pub use tokens::{estimator_for_model, BpeEstimator, CalibratedEstimator};
 pub use usage::PromptEstimate;

@@ -184,6 +184,92 @@ impl Plan {
         Cut { context, archived }
     }
 
+    /// Where a cut keeping at least `keep` of the newest real events falls,
+    /// as an index into the preamble and the turns read in order: moved
+    /// earlier until no tool call before it has its result at or after
+    /// it, and never past a turn that waits for a tool result. 0: nothing
+    /// can leave.
+    pub(crate) fn message_cut(&self, keep: usize) -> usize {
+        let flat: Vec<&SessionEvent> = self
+            .preamble
+            .iter()
+            .chain(self.turns.iter().flatten())
+            .collect();
+        let waiting_from = self.preamble.len()
+            + self
+                .turns
+                .iter()
+                .take(self.pinned_from)
+                .map(Vec::len)
+                .sum::<usize>();
+        let mut k = flat.len().saturating_sub(keep).min(waiting_from);
+        // (call, result) positions: a cut may not fall between the two.
+        let mut call_at: HashMap<&str, usize> = HashMap::new();
+        let mut pairs = Vec::new();
+        for (i, e) in flat.iter().enumerate() {
+            for c in e.message.tool_calls() {
+                call_at.insert(c.id.as_str(), i);
+            }
+            if let Message::Tool { tool_call_id, .. } = &e.message {
+                if let Some(&c) = call_at.get(tool_call_id.as_str()) {
+                    pairs.push((c, i));
+                }
+            }
+        }
+        while let Some(c) = pairs
+            .iter()
+            .filter(|(c, r)| *c < k && k <= *r)
+            .map(|(c, _)| *c)
+            .min()
+        {
+            k = c;
+        }
+        k
+    }
+
+    /// How many real events (preamble and turns) the plan holds.
+    pub(crate) fn real_len(&self) -> usize {
+        self.preamble.len() + self.turns.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// The first `k` real events (preamble and turns in order), copied.
+    pub(crate) fn first_real(&self, k: usize) -> Vec<SessionEvent> {
+        self.preamble
+            .iter()
+            .chain(self.turns.iter().flatten())
+            .take(k)
+            .cloned()
+            .collect()
+    }
+
+    /// Keeps the pinned messages, `synthetic` and the real events from
+    /// index `k` on (see [`Plan::message_cut`]); superseded system messages
+    /// and the earlier real events leave. Moves the events.
+    pub(crate) fn cut_at_message(self, k: usize, synthetic: Vec<SessionEvent>) -> Cut {
+        let Self {
+            pinned,
+            superseded,
+            preamble,
+            turns,
+            ..
+        } = self;
+        let mut context = pinned;
+        context.extend(synthetic);
+        let mut archived = superseded;
+        for (i, e) in preamble
+            .into_iter()
+            .chain(turns.into_iter().flatten())
+            .enumerate()
+        {
+            if i < k {
+                archived.push(e);
+            } else {
+                context.push(e);
+            }
+        }
+        Cut { context, archived }
+    }
+
     /// Whether cutting inside the newest turn is possible: every earlier
     /// turn can go, and the newest turn has steps to drop.
     pub(crate) fn can_cut_last_turn(&self) -> bool {

@@ -82,6 +82,16 @@ impl CompactionPolicy {
         }
     }
 
+    /// Open Astra's compaction: at 70 % of `max_context_tokens`, the 10
+    /// newest messages stay verbatim and the rest become a summary of
+    /// about 500 words ([`crate::RecursiveSummarization::open_astra`]).
+    pub fn open_astra(max_context_tokens: u64, summarizer: Arc<dyn crate::Summarizer>) -> Self {
+        Self::new(
+            Trigger::context_fraction(max_context_tokens),
+            Arc::new(crate::RecursiveSummarization::open_astra(summarizer)),
+        )
+    }
+
     /// ADK's events compaction: every `interval` new invocations, the older
     /// ones are summarized with `summarizer` and the newest `overlap` stay
     /// verbatim (one invocation per turn, as agent frameworks run them).

@@ -158,7 +158,10 @@ pub enum Trigger {
     All(Vec<Trigger>),
 }
 
-fn at_least_one<T: PartialOrd + From<u8>>(field: &str, n: T) -> Result<T, CompactionError> {
+pub(crate) fn at_least_one<T: PartialOrd + From<u8>>(
+    field: &str,
+    n: T,
+) -> Result<T, CompactionError> {
     if n < T::from(1) {
         return Err(CompactionError::invalid(field, "must be at least 1"));
     }

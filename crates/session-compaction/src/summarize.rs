@@ -120,6 +120,8 @@ fn previous_summary<'a>(events: &'a [SessionEvent], source: &CompactionSource) -
 /// How a summarizing strategy summarizes: shared by [`RecursiveSummarization`] and [`StructuredSummary`].
 struct SummaryJob<'a> {
     keep_recent: usize,
+    /// Keep this many of the newest messages instead of whole turns.
+    keep_messages: Option<usize>,
     overlap: usize,
     source: CompactionSource,
     summarizer: &'a dyn Summarizer,
@@ -128,23 +130,34 @@ struct SummaryJob<'a> {
     estimator: &'a dyn TokenEstimator,
 }
 
-/// Summarizes the turns leaving the context into one synthetic summary turn.
-async fn summarize_into_turn(
-    request: &CompactionRequest,
-    job: SummaryJob<'_>,
-    finish: impl Fn(Option<&str>, String) -> Result<String, CompactionError>,
-) -> Result<CompactionResult, CompactionError> {
-    let SummaryJob {
-        keep_recent,
-        overlap,
-        source,
-        summarizer,
-        prompts,
-        schema,
-        estimator,
-    } = job;
-    let source = &source;
-    let plan = Plan::new(&request.events);
+/// Where a summarizing compaction cuts the context.
+#[derive(Debug, Clone, Copy)]
+enum Cutting {
+    /// Before turn `cut` (or, `inside`, between the steps of the newest turn).
+    Turns { cut: usize, inside: bool },
+    /// Before the real event at this index (see [`Plan::message_cut`]).
+    Messages(usize),
+}
+
+/// Where a summarizing compaction cuts `plan`: `keep_messages` newest
+/// messages or `keep_recent` turns stay. `Err` says why nothing can leave.
+fn choose_cut(
+    plan: &Plan,
+    keep_recent: usize,
+    keep_messages: Option<usize>,
+) -> Result<Cutting, String> {
+    if let Some(keep) = keep_messages {
+        let k = plan.message_cut(keep);
+        if k > 0 {
+            return Ok(Cutting::Messages(k));
+        }
+        let messages = plan.real_len();
+        return Err(if messages > keep {
+            "a tool call waiting for its result keeps the older messages".to_owned()
+        } else {
+            format!("nothing is older than the {keep} messages kept verbatim ({messages} in the context)")
+        });
+    }
     let cut = plan
         .turns
         .len()
@@ -158,33 +171,62 @@ async fn summarize_into_turn(
         && !plan.middle_steps(1).is_empty();
     if cut == 0 && !inside {
         let turns = plan.turns.len();
-        return Ok(
-            CompactionResult::build(request, request.events.clone(), Vec::new(), None).explained(
-                || {
-                    if turns > keep_recent {
-                        "a tool call still waiting for its result keeps the older turns".to_owned()
-                    } else {
-                        format!(
-                            "nothing is older than the {keep_recent} turns kept verbatim ({turns} in the context)"
-                        )
-                    }
-                },
-            ),
-        );
+        return Err(if turns > keep_recent {
+            "a tool call still waiting for its result keeps the older turns".to_owned()
+        } else {
+            format!("nothing is older than the {keep_recent} turns kept verbatim ({turns} in the context)")
+        });
     }
+    Ok(Cutting::Turns { cut, inside })
+}
+
+/// Summarizes the turns leaving the context into one synthetic summary turn.
+async fn summarize_into_turn(
+    request: &CompactionRequest,
+    job: SummaryJob<'_>,
+    finish: impl Fn(Option<&str>, String) -> Result<String, CompactionError>,
+) -> Result<CompactionResult, CompactionError> {
+    let SummaryJob {
+        keep_recent,
+        keep_messages,
+        overlap,
+        source,
+        summarizer,
+        prompts,
+        schema,
+        estimator,
+    } = job;
+    let source = &source;
+    let plan = Plan::new(&request.events);
+    let cutting = match choose_cut(&plan, keep_recent, keep_messages) {
+        Ok(cutting) => cutting,
+        Err(why) => {
+            return Ok(
+                CompactionResult::build(request, request.events.clone(), Vec::new(), None)
+                    .explained(move || why),
+            )
+        }
+    };
     let previous = previous_summary(&request.events, source);
     // What leaves the context, plus any overlap: what the summarizer sees.
-    let mut shown: Vec<SessionEvent> = plan.turns[..cut].iter().flatten().cloned().collect();
-    if inside {
-        shown.extend(plan.middle_steps(1));
-    } else {
-        shown.extend(
-            plan.turns[cut..(cut + overlap).min(plan.turns.len())]
-                .iter()
-                .flatten()
-                .cloned(),
-        );
-    }
+    let shown: Vec<SessionEvent> = match cutting {
+        Cutting::Messages(k) => plan.first_real(k),
+        Cutting::Turns { cut, inside } => {
+            let mut shown: Vec<SessionEvent> =
+                plan.turns[..cut].iter().flatten().cloned().collect();
+            if inside {
+                shown.extend(plan.middle_steps(1));
+            } else {
+                shown.extend(
+                    plan.turns[cut..(cut + overlap).min(plan.turns.len())]
+                        .iter()
+                        .flatten()
+                        .cloned(),
+                );
+            }
+            shown
+        }
+    };
     let summary_request = SummaryRequest {
         system_prompt: &prompts.system,
         user_prompt: prompts.render(previous, &shown),
@@ -214,10 +256,10 @@ async fn summarize_into_turn(
             synthetic.push(e.clone());
         }
     }
-    let c = if inside {
-        plan.cut_last_turn_steps(synthetic, 1)
-    } else {
-        plan.cut(cut, synthetic)
+    let c = match cutting {
+        Cutting::Messages(k) => plan.cut_at_message(k, synthetic),
+        Cutting::Turns { inside: true, .. } => plan.cut_last_turn_steps(synthetic, 1),
+        Cutting::Turns { cut, .. } => plan.cut(cut, synthetic),
     };
     archived.extend(c.archived);
     Ok(CompactionResult::build(
@@ -228,6 +270,9 @@ async fn summarize_into_turn(
     ))
 }
 
+/// The newest messages Open Astra keeps verbatim when it compacts.
+pub const OPEN_ASTRA_RECENT_MESSAGES: usize = 10;
+
 /// A rolling plain-text summary: the new summary is made from the previous
 /// one plus the turns leaving the context; the last `keep_recent` turns stay
 /// verbatim, and `overlap` of them are also shown to the summarizer.
@@ -235,6 +280,9 @@ async fn summarize_into_turn(
 pub struct RecursiveSummarization {
     /// Turns kept verbatim.
     pub keep_recent: usize,
+    /// When set, this many of the newest messages are kept verbatim
+    /// instead of `keep_recent` whole turns (see [`Self::with_keep_recent_messages`]).
+    pub keep_recent_messages: Option<usize>,
     /// Kept turns also shown to the summarizer, for continuity.
     pub overlap: usize,
     /// Who writes the summary.
@@ -246,10 +294,33 @@ pub struct RecursiveSummarization {
 }
 
 impl RecursiveSummarization {
+    /// Open Astra's numbers: the 10 newest messages kept verbatim, the
+    /// rest folded into a summary of about 500 words (the recursive
+    /// prompts ask for at most about 500; [`crate::OpenAiSummarizer`]
+    /// defaults to the seed's temperature 0.3 and 1,024 tokens). Pair it
+    /// with [`crate::Trigger::context_fraction`] (70 %), as
+    /// [`crate::CompactionPolicy::open_astra`] does.
+    pub fn open_astra(summarizer: Arc<dyn Summarizer>) -> Self {
+        Self {
+            keep_recent_messages: Some(OPEN_ASTRA_RECENT_MESSAGES),
+            ..Self::new(0, summarizer)
+        }
+    }
+
     /// Estimates the summary turn's tokens with `estimator` (e.g. a BPE counter).
     pub fn with_estimator(mut self, estimator: Arc<dyn TokenEstimator>) -> Self {
         self.estimator = estimator;
         self
+    }
+
+    /// Keeps the `n` newest messages verbatim (at least 1) instead of whole
+    /// turns, as Open Astra does: the cut moves earlier rather than part a
+    /// tool call from its result, and never passes a tool call still
+    /// waiting for its result. The preamble and older turns leave whole or
+    /// in part; `overlap` does not apply.
+    pub fn with_keep_recent_messages(mut self, n: usize) -> Result<Self, CompactionError> {
+        self.keep_recent_messages = Some(crate::strategy::at_least_one("keep recent messages", n)?);
+        Ok(self)
     }
 
     /// Keeps `keep_recent` turns and summarizes the rest with `summarizer`.
@@ -257,6 +328,7 @@ impl RecursiveSummarization {
         Self {
             estimator: Arc::new(session_core::HeuristicEstimator),
             keep_recent,
+            keep_recent_messages: None,
             overlap: 0,
             summarizer,
             prompts: SummaryPrompts::recursive(),
@@ -303,6 +375,7 @@ impl CompactionStrategy for RecursiveSummarization {
     ) -> Result<CompactionResult, CompactionError> {
         let job = SummaryJob {
             keep_recent: self.keep_recent,
+            keep_messages: self.keep_recent_messages,
             overlap: self.overlap,
             source: CompactionSource::RecursiveSummarization,
             summarizer: self.summarizer.as_ref(),
@@ -446,6 +519,9 @@ pub fn merge_structured(previous: &Value, new: &Value) -> Value {
 pub struct StructuredSummary {
     /// Turns kept verbatim.
     pub keep_recent: usize,
+    /// When set, this many of the newest messages are kept verbatim
+    /// instead of `keep_recent` whole turns (see [`Self::with_keep_recent_messages`]).
+    pub keep_recent_messages: Option<usize>,
     /// Kept turns also shown to the summarizer.
     pub overlap: usize,
     /// Who writes the summary.
@@ -465,11 +541,22 @@ impl StructuredSummary {
         self
     }
 
+    /// Keeps the `n` newest messages verbatim (at least 1) instead of whole
+    /// turns, as Open Astra does: the cut moves earlier rather than part a
+    /// tool call from its result, and never passes a tool call still
+    /// waiting for its result. The preamble and older turns leave whole or
+    /// in part; `overlap` does not apply.
+    pub fn with_keep_recent_messages(mut self, n: usize) -> Result<Self, CompactionError> {
+        self.keep_recent_messages = Some(crate::strategy::at_least_one("keep recent messages", n)?);
+        Ok(self)
+    }
+
     /// The default schema and prompts, keeping `keep_recent` turns.
     pub fn new(keep_recent: usize, summarizer: Arc<dyn Summarizer>) -> Self {
         Self {
             estimator: Arc::new(session_core::HeuristicEstimator),
             keep_recent,
+            keep_recent_messages: None,
             overlap: 0,
             summarizer,
             prompts: SummaryPrompts::structured(),
@@ -509,6 +596,7 @@ impl CompactionStrategy for StructuredSummary {
         let schema = &self.schema;
         let job = SummaryJob {
             keep_recent: self.keep_recent,
+            keep_messages: self.keep_recent_messages,
             overlap: self.overlap,
             source: CompactionSource::StructuredSummary,
             summarizer: self.summarizer.as_ref(),
