@@ -15,8 +15,10 @@ use crate::policy::{CompactionOutcome, CompactionPolicy};
 use crate::CompactionError;
 
 /// Metadata key marking a tool result as failed (`true`); such results and
-/// their calls are left out of the history when `drop_failed_tool_calls` is on.
-pub const TOOL_ERROR_KEY: &str = "tool_error";
+/// their calls are left out of the history when `drop_failed_tool_calls` is
+/// on (and out of the store with the service's
+/// [`session_core::DropFailedToolCalls`] filter).
+pub use session_core::TOOL_ERROR_KEY;
 
 /// Where the latest summary goes in the assembled messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

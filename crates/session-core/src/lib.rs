@@ -49,7 +49,9 @@ pub use search::{
 };
 pub use service::{
     AppendHook, CreateSessionRequest, CreateSessionRequestBuilder, DailyReset,
-    DefaultSessionService, Expiry, Owner, ResetPolicy, ResolveRequest, Resolved, SessionService,
+    DefaultSessionService, DropFailedToolCalls, DropSystemPrompts, Expiry, FilterAction, FilterFn,
+    FilteredEvent, Owner, PersistFilter, ResetPolicy, ResolveRequest, Resolved, SessionService,
+    Verdict, TOOL_ERROR_KEY,
 };
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, GROUP_USER,

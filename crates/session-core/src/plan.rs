@@ -247,6 +247,7 @@ impl AppendPlan {
             version: self.version,
             seqs: self.seqs.clone(),
             written: self.new.len(),
+            filtered: Vec::new(),
         }
     }
 }

@@ -28,6 +28,10 @@ pub struct AppendOutcome {
     pub seqs: Vec<u64>,
     /// How many events were new.
     pub written: usize,
+    /// The events of the batch a service's persist filters dropped or
+    /// redacted (`seqs` then holds only the stored ones); always empty
+    /// from a repository.
+    pub filtered: Vec<crate::FilteredEvent>,
 }
 
 /// What a rewind did.

@@ -239,6 +239,7 @@ macro_rules! __with_cases {
             append_bumps_version_once_per_call,
             append_is_idempotent_by_event_id,
             append_to_unknown_session_is_not_found,
+            append_persist_filters_drop_and_redact_before_storing,
             events_context_and_archive_views,
             events_last_n_returns_most_recent_oldest_first,
             events_page_by_cursor_reads_the_whole_view,

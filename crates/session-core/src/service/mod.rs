@@ -1,5 +1,6 @@
 //! The lifecycle API agents call: `SessionService` and `DefaultSessionService`.
 
+mod persist_filter;
 mod requests;
 
 use std::sync::Arc;
@@ -21,6 +22,10 @@ use crate::state::{apply_delta, merge_scopes, take_temp};
 use crate::tokens::{HeuristicEstimator, TokenEstimator};
 use crate::validate::validate_name;
 
+pub use persist_filter::{
+    DropFailedToolCalls, DropSystemPrompts, FilterAction, FilterFn, FilteredEvent, PersistFilter,
+    Verdict, TOOL_ERROR_KEY,
+};
 pub use requests::{
     CreateSessionRequest, CreateSessionRequestBuilder, DailyReset, Expiry, Owner, ResetPolicy,
     ResolveRequest, Resolved,
@@ -144,6 +149,7 @@ pub struct DefaultSessionService<R = Arc<dyn SessionRepository>> {
     clock: SharedClock,
     estimator: Arc<dyn TokenEstimator>,
     hooks: Vec<Arc<dyn AppendHook>>,
+    filters: Vec<Arc<dyn PersistFilter>>,
 }
 
 impl<R> std::fmt::Debug for DefaultSessionService<R> {
@@ -151,6 +157,7 @@ impl<R> std::fmt::Debug for DefaultSessionService<R> {
         f.debug_struct("DefaultSessionService")
             .field("estimator", &self.estimator)
             .field("hooks", &self.hooks.len())
+            .field("filters", &self.filters)
             .finish_non_exhaustive()
     }
 }
@@ -163,6 +170,7 @@ impl<R: SessionRepository> DefaultSessionService<R> {
             clock: system_clock(),
             estimator: Arc::new(HeuristicEstimator),
             hooks: Vec::new(),
+            filters: Vec::new(),
         }
     }
 
@@ -181,6 +189,14 @@ impl<R: SessionRepository> DefaultSessionService<R> {
     /// Adds a hook run after every append that wrote something.
     pub fn with_append_hook(mut self, hook: Arc<dyn AppendHook>) -> Self {
         self.hooks.push(hook);
+        self
+    }
+
+    /// Adds a filter every appended event passes before it is stored
+    /// (see [`PersistFilter`]); what it drops or redacts is reported in
+    /// [`AppendOutcome::filtered`].
+    pub fn with_persist_filter(mut self, filter: Arc<dyn PersistFilter>) -> Self {
+        self.filters.push(filter);
         self
     }
 
@@ -217,7 +233,18 @@ impl<R: SessionRepository> DefaultSessionService<R> {
         session: &Session,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        let out = self.repo.append(&session.id, events).await?;
+        let (events, filtered) = persist_filter::apply(&self.filters, events);
+        if events.is_empty() {
+            // Everything was filtered out: nothing to store, nothing changed.
+            return Ok(AppendOutcome {
+                version: self.repo.event_version(&session.id).await?,
+                seqs: Vec::new(),
+                written: 0,
+                filtered,
+            });
+        }
+        let mut out = self.repo.append(&session.id, events).await?;
+        out.filtered = filtered;
         if out.written > 0 {
             for hook in &self.hooks {
                 hook.after_append(&self.repo, owner, &session.id, &out)

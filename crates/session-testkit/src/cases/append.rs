@@ -4,9 +4,12 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use session_core::{ErrorKind, Limits, Message, SessionEvent};
+use session_core::{
+    DropFailedToolCalls, DropSystemPrompts, ErrorKind, FilterAction, FilterFn, Limits, Message,
+    SessionEvent, SessionService, ToolCall, Verdict, TOOL_ERROR_KEY,
+};
 
-use super::{kind, numbered};
+use super::{kind, numbered, owner};
 use crate::{assistant, sid, texts, user, Fixture};
 
 /// Seqs start at 1 and are strictly increasing and gapless across calls and batches.
@@ -167,4 +170,105 @@ pub async fn concurrent_appends_lose_nothing(fx: Fixture) {
         assert_eq!(mine, want);
     }
     assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 4000);
+}
+
+/// Persist filters on the service (Sentinel's pre-filtering) run before
+/// the store sees the batch: a stored system prompt and a failed tool call
+/// (its result and, in the same batch, the call) are dropped, a caller's
+/// rule redacts a secret; the rest is stored as one batch with gapless
+/// seqs, and the outcome names every event dropped or redacted. A batch
+/// filtered to nothing stores nothing and keeps the version.
+pub async fn append_persist_filters_drop_and_redact_before_storing(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let redact = FilterFn::new("redact-secrets", |e: &SessionEvent, _: &[SessionEvent]| {
+        if e.message.text().contains("sk-secret") {
+            let mut clean = e.clone();
+            clean.message = Message::user(e.message.text().replace("sk-secret", "[redacted]"));
+            Verdict::Redact(Box::new(clean))
+        } else {
+            Verdict::Keep
+        }
+    });
+    let svc = fx
+        .service()
+        .with_persist_filter(Arc::new(DropSystemPrompts))
+        .with_persist_filter(Arc::new(DropFailedToolCalls))
+        .with_persist_filter(Arc::new(redact));
+    let call = |id: &str| ToolCall::new(id, "search", &serde_json::json!({"q": id}));
+    let failed = SessionEvent::builder(Message::tool_result("bad", "search", "timeout"))
+        .metadata(TOOL_ERROR_KEY, true)
+        .build()
+        .unwrap();
+    let batch = vec![
+        SessionEvent::new(Message::system("You are a shop assistant.")),
+        user("my key is sk-secret"),
+        SessionEvent::new(Message::assistant_tool_calls(
+            "",
+            vec![call("good"), call("bad")],
+        )),
+        SessionEvent::new(Message::tool_result("good", "search", "found")),
+        failed,
+        assistant("done"),
+    ];
+    let ids: Vec<String> = batch.iter().map(|e| e.id.clone()).collect();
+    let out = svc
+        .append_events(&owner(), s.id.as_str(), batch)
+        .await
+        .unwrap();
+    assert_eq!((out.written, out.seqs.clone()), (4, vec![1, 2, 3, 4]));
+    let reported: Vec<(&str, &str, FilterAction)> = out
+        .filtered
+        .iter()
+        .map(|f| (f.event_id.as_str(), f.filter.as_str(), f.action))
+        .collect();
+    assert_eq!(
+        reported,
+        [
+            (
+                ids[0].as_str(),
+                "drop-system-prompts",
+                FilterAction::Dropped
+            ),
+            (
+                ids[2].as_str(),
+                "drop-failed-tool-calls",
+                FilterAction::Redacted
+            ),
+            (
+                ids[4].as_str(),
+                "drop-failed-tool-calls",
+                FilterAction::Dropped
+            ),
+            (ids[1].as_str(), "redact-secrets", FilterAction::Redacted),
+        ]
+    );
+    let stored = fx.archive(&s.id).await;
+    assert_eq!(
+        texts(&stored),
+        ["my key is [redacted]", "", "found", "done"]
+    );
+    assert_eq!(stored[0].id, ids[1], "a redacted event keeps its id");
+    let calls: Vec<&str> = stored[1]
+        .message
+        .tool_calls()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(calls, ["search"], "only the call that succeeded");
+    assert_eq!(stored[1].message.tool_calls()[0].id, "good");
+    // Everything filtered out: nothing stored, the version unchanged.
+    let version = fx.repo.get(&s.id).await.unwrap().version;
+    let out = svc
+        .append_events(
+            &owner(),
+            s.id.as_str(),
+            vec![SessionEvent::new(Message::system("again"))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.written, out.version, out.filtered.len()),
+        (0, version, 1)
+    );
+    assert_eq!(fx.archive(&s.id).await.len(), 4);
 }
