@@ -51,6 +51,7 @@ mod calibration;
 mod clearing;
 mod compact_tool;
 mod extractive;
+mod flush;
 mod memory;
 mod openai;
 mod plan;
@@ -66,11 +67,15 @@ pub use calibration::UsageCalibration;
 pub use clearing::{ToolResultClearing, CLEARED_SEQ};
 pub use compact_tool::CompactContext;
 pub use extractive::ExtractiveSummarizer;
+pub use flush::{
+    ChatModel, ChatRequest, FlushTurn, MemoryWriter, FLUSH_MAX_TOKENS, FLUSH_PROMPT,
+    FLUSH_TEMPERATURE, MEMORY_WRITE_TOOL,
+};
 pub use memory::{
     facts_block, remove_unpaired_tool_calls, SessionMemory, SummaryInjection, TOOL_ERROR_KEY,
 };
 pub use openai::{OpenAiSummarizer, SummarizerChoice};
-pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy};
+pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy, COMPACTION_ATTEMPTS};
 pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
 pub use strategy::{
     CompactionMetrics, CompactionNotice, CompactionRequest, CompactionResult, CompactionStrategy,

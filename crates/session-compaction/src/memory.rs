@@ -149,6 +149,21 @@ impl SessionMemory {
         self
     }
 
+    /// Runs Open Astra's flush turn before every compaction of the policy
+    /// set with [`Self::with_compaction`] (call that first; without a
+    /// policy there is nothing to flush before): one call of `model` whose
+    /// only tool is `memory_write`, at temperature 0.3 and 2,048 tokens,
+    /// saving through `writer` (see [`crate::FlushTurn`]).
+    pub fn with_flush_turn(
+        mut self,
+        model: Arc<dyn crate::ChatModel>,
+        writer: Arc<dyn crate::MemoryWriter>,
+    ) -> Self {
+        let hook = Arc::new(crate::FlushTurn::new(model, writer));
+        self.policy = self.policy.map(|p| p.with_before_compaction(hook));
+        self
+    }
+
     /// How many recent history messages to fetch (default 30).
     pub fn with_fetch_size(mut self, n: usize) -> Self {
         self.fetch_size = n.max(1);

@@ -14,13 +14,20 @@ use crate::strategy::{
 };
 use crate::CompactionError;
 
-/// The pre-compaction flush: sees the events about to leave the context
-/// (they stay in the archive) and may save what matters elsewhere.
+/// The pre-compaction flush (Open Astra's): sees the context about to be
+/// compacted before the summarizer runs, and may save what matters
+/// elsewhere (the events that leave stay in the archive).
 #[async_trait]
 pub trait BeforeCompaction: Send + Sync {
-    /// Called once per compaction, before the context is replaced.
-    async fn before_compaction(&self, session: &Session, leaving: &[SessionEvent]);
+    /// Called exactly once per compaction, before the strategy (and its
+    /// summarizer) runs; not again when a lost compare-and-swap makes the
+    /// compaction plan again over the newer context.
+    async fn before_compaction(&self, session: &Session, context: &[SessionEvent]);
 }
+
+/// How many times a compaction plans over a newer context after losing the
+/// compare-and-swap to a concurrent write before it reports the lost race.
+pub const COMPACTION_ATTEMPTS: usize = 3;
 
 /// What a compaction attempt came to.
 #[derive(Debug, Clone)]
@@ -202,8 +209,36 @@ impl CompactionPolicy {
     async fn run(
         &self,
         repository: &dyn SessionRepository,
+        mut session: Session,
+        trigger_factor: Option<f64>,
+    ) -> Result<CompactionOutcome, CompactionError> {
+        let mut flushed = false;
+        let mut attempt = 1;
+        loop {
+            let read_version = session.version;
+            let id = session.id.clone();
+            match self
+                .attempt(repository, session, trigger_factor, &mut flushed)
+                .await?
+            {
+                CompactionOutcome::LostRace { .. } if attempt < COMPACTION_ATTEMPTS => {
+                    attempt += 1;
+                    tracing::info!(session_id = %id, read_version, attempt, "compaction lost a race; planning again over the newer context");
+                    session = repository.get(&id).await?;
+                }
+                outcome => return Ok(outcome),
+            }
+        }
+    }
+
+    /// One plan over the session's current context: trigger, flush (once
+    /// per compaction: `flushed`), strategy, compare-and-swap.
+    async fn attempt(
+        &self,
+        repository: &dyn SessionRepository,
         session: Session,
         trigger_factor: Option<f64>,
+        flushed: &mut bool,
     ) -> Result<CompactionOutcome, CompactionError> {
         let read_version = session.version;
         let context = repository
@@ -224,6 +259,11 @@ impl CompactionPolicy {
                     self.trigger, request.token_count, request.event_count, request.turn_count
                 ),
             });
+        }
+        if let Some(hook) = self.before.as_ref().filter(|_| !*flushed) {
+            hook.before_compaction(&request.session, &request.events)
+                .await;
+            *flushed = true;
         }
         let mut result = self.strategy.compact(&request).await?;
         if result.is_noop() {
@@ -246,10 +286,6 @@ impl CompactionPolicy {
             tokens_before: result.metrics.tokens_before,
             tokens_after: result.metrics.tokens_after,
         });
-        if let Some(hook) = &self.before {
-            hook.before_compaction(&request.session, &result.archived)
-                .await;
-        }
         let context = mark_replacements(&request.events, &result);
         let replaced = repository
             .replace_context(&request.session.id, context, read_version)
