@@ -108,6 +108,25 @@ pub struct SessionEvent {
     /// Free-form metadata (model, latency, ...).
     #[serde(default, skip_serializing_if = "StateMap::is_empty")]
     pub metadata: StateMap,
+    /// A partial (streamed) chunk of a model answer, not the final one (ADK's `partial`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<bool>,
+    /// The model's turn is complete (ADK's `turnComplete`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_complete: Option<bool>,
+    /// The model or tool reported an error: its code (ADK's `errorCode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// The error's message (ADK's `errorMessage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// The model's answer was interrupted, e.g. by the user (ADK's `interrupted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<bool>,
+    /// Ids of the tool calls of this event still running in the
+    /// background (ADK's `longRunningToolIds`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub long_running_tool_ids: Vec<String>,
 }
 
 impl SessionEvent {
@@ -127,6 +146,12 @@ impl SessionEvent {
             compaction_source: None,
             token_estimate,
             metadata: StateMap::new(),
+            partial: None,
+            turn_complete: None,
+            error_code: None,
+            error_message: None,
+            interrupted: None,
+            long_running_tool_ids: Vec::new(),
         }
     }
 
@@ -275,6 +300,40 @@ impl SessionEventBuilder {
             .state_delta
             .get_or_insert_with(StateMap::new)
             .insert(key.into(), value.into());
+        self
+    }
+
+    /// Marks the event a partial (streamed) chunk, or not.
+    pub fn partial(mut self, partial: bool) -> Self {
+        self.event.partial = Some(partial);
+        self
+    }
+
+    /// Marks the model's turn complete, or not.
+    pub fn turn_complete(mut self, complete: bool) -> Self {
+        self.event.turn_complete = Some(complete);
+        self
+    }
+
+    /// Records an error the model or a tool reported: its code and message.
+    pub fn error(mut self, code: impl Into<String>, message: impl Into<String>) -> Self {
+        self.event.error_code = Some(code.into());
+        self.event.error_message = Some(message.into());
+        self
+    }
+
+    /// Marks the answer interrupted, or not.
+    pub fn interrupted(mut self, interrupted: bool) -> Self {
+        self.event.interrupted = Some(interrupted);
+        self
+    }
+
+    /// Names the tool calls of this event that keep running in the background.
+    pub fn long_running_tool_ids(
+        mut self,
+        ids: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.event.long_running_tool_ids = ids.into_iter().map(Into::into).collect();
         self
     }
 

@@ -27,8 +27,10 @@ use crate::{Result, SessionDump, SessionError};
 
 /// The `format` value of the header line.
 pub const EXPORT_FORMAT: &str = "agent-session-export";
-/// The `version` of the format this build writes and reads.
-pub const EXPORT_VERSION: u64 = 1;
+/// The `version` of the format this build writes. It reads every version
+/// from 1: version 2 added the typed event flags (`partial`,
+/// `turn_complete`, `error_code`, ...), which a version 1 file lacks.
+pub const EXPORT_VERSION: u64 = 2;
 
 /// What an I/O error of the export file is reported as.
 const IO: &str = "export file";
@@ -104,11 +106,14 @@ impl<R: BufRead> ExportReader<R> {
                 "this is not an agent-session export (its first line is not the export header)",
             ));
         }
-        if head["version"].as_u64() != Some(EXPORT_VERSION) {
+        if !head["version"]
+            .as_u64()
+            .is_some_and(|v| (1..=EXPORT_VERSION).contains(&v))
+        {
             return Err(SessionError::invalid(
                 "export file",
                 format!(
-                    "export format version {}, this build reads version {EXPORT_VERSION}",
+                    "export format version {}, this build reads versions 1 to {EXPORT_VERSION}",
                     head["version"]
                 ),
             ));
@@ -227,6 +232,24 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("version 9"), "{err}");
         assert!(ExportReader::new(&b""[..]).is_err());
+    }
+
+    /// A version 1 file (before the typed event flags) still reads: its
+    /// events have no flags.
+    #[test]
+    fn version_1_files_still_read() {
+        let old = dump("old");
+        let line = serde_json::to_string(&old).unwrap();
+        assert!(!line.contains("turn_complete"));
+        let file = format!("{{\"format\":\"agent-session-export\",\"version\":1}}\n{line}\n");
+        let back: Vec<SessionDump> = ExportReader::new(file.as_bytes())
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(back, [old]);
+        assert_eq!(back[0].events[0].turn_complete, None);
+        let newer = "{\"format\":\"agent-session-export\",\"version\":3}\n";
+        assert!(ExportReader::new(newer.as_bytes()).is_err());
     }
 
     #[test]

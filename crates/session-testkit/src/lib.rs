@@ -250,6 +250,7 @@ macro_rules! __with_cases {
             events_filter_before_paging,
             events_keyword_filter_is_literal,
             events_round_trip_every_field,
+            events_round_trip_typed_flags,
             turn_count_counts_root_real_user_messages,
             replace_context_with_current_version,
             replace_context_with_stale_version_changes_nothing,

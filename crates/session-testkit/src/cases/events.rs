@@ -261,6 +261,69 @@ pub async fn events_round_trip_every_field(fx: Fixture) {
     assert_eq!(ctx, want);
 }
 
+/// The typed event flags of agent frameworks (ADK's `partial`,
+/// `turnComplete`, `errorCode`, `errorMessage`, `interrupted`,
+/// `longRunningToolIds`) survive storage, in both views, and the export
+/// file; an event without them reads back without them.
+pub async fn events_round_trip_typed_flags(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let flagged = SessionEvent::builder(Message::assistant_tool_calls(
+        "working on it",
+        vec![ToolCall::new("long-1", "render", &json!({}))],
+    ))
+    .partial(true)
+    .turn_complete(false)
+    .error("RATE_LIMIT", "the model was rate limited")
+    .interrupted(true)
+    .long_running_tool_ids(["long-1"])
+    .build()
+    .unwrap();
+    let done = SessionEvent::builder(Message::assistant("done"))
+        .partial(false)
+        .turn_complete(true)
+        .build()
+        .unwrap();
+    let plain = SessionEvent::new(Message::user("plain"));
+    fx.append(&s.id, vec![flagged.clone(), done.clone(), plain.clone()])
+        .await;
+    let got = fx.archive(&s.id).await;
+    assert_eq!(got[0].partial, Some(true));
+    assert_eq!(got[0].turn_complete, Some(false));
+    assert_eq!(got[0].error_code.as_deref(), Some("RATE_LIMIT"));
+    assert_eq!(
+        got[0].error_message.as_deref(),
+        Some("the model was rate limited")
+    );
+    assert_eq!(got[0].interrupted, Some(true));
+    assert_eq!(got[0].long_running_tool_ids, ["long-1"]);
+    assert_eq!(
+        (got[1].partial, got[1].turn_complete),
+        (Some(false), Some(true))
+    );
+    assert_eq!(
+        (got[2].partial, got[2].turn_complete, got[2].interrupted),
+        (None, None, None)
+    );
+    assert!(got[2].error_code.is_none() && got[2].long_running_tool_ids.is_empty());
+    let mut want = vec![flagged, done, plain];
+    for (w, seq) in want.iter_mut().zip(1u64..) {
+        w.seq = seq;
+        w.session_id = s.id.to_string();
+    }
+    assert_eq!(got, want);
+    assert_eq!(fx.context(&s.id).await, want);
+    // Through the export file and back.
+    let dump = fx.repo.export_session(&s.id).await.unwrap();
+    let mut file = session_core::ExportWriter::new(Vec::new()).unwrap();
+    file.write(&dump).unwrap();
+    let bytes = file.finish().unwrap();
+    let back: Vec<_> = session_core::ExportReader::new(bytes.as_slice())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(back[0].events, want);
+}
+
 /// Turn count counts only root-level, non-synthetic user messages.
 pub async fn turn_count_counts_root_real_user_messages(fx: Fixture) {
     let s = fx.session("alice").await;

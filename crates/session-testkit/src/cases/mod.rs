@@ -39,8 +39,8 @@ pub use context::{
 pub use events::{
     events_branch_visibility, events_context_and_archive_views, events_filter_before_paging,
     events_keyword_filter_is_literal, events_last_n_returns_most_recent_oldest_first,
-    events_role_filter, events_round_trip_every_field, events_synthetic_in_out_only,
-    events_time_range, turn_count_counts_root_real_user_messages,
+    events_role_filter, events_round_trip_every_field, events_round_trip_typed_flags,
+    events_synthetic_in_out_only, events_time_range, turn_count_counts_root_real_user_messages,
 };
 pub use export::export_import_round_trips;
 pub use limits::{
