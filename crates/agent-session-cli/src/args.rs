@@ -169,6 +169,25 @@ pub fn parse_duration(flag: &str, value: &str) -> Result<TimeDelta, ArgError> {
     TimeDelta::from_std(d).map_err(|_| out_of_range())
 }
 
+/// Parses a polling interval for `flag`: 50 ms to one hour (`500ms`, `2s`).
+pub fn parse_interval(flag: &str, value: &str) -> Result<StdDuration, ArgError> {
+    let d = match human_duration(value) {
+        Ok(d) => d,
+        Err(DurationError::TooLarge) => StdDuration::MAX,
+        Err(DurationError::Syntax(why)) => {
+            return Err(ArgError::new(
+                flag,
+                value,
+                format!("{why}; use e.g. 500ms or 2s"),
+            ))
+        }
+    };
+    if !(StdDuration::from_millis(50)..=StdDuration::from_secs(3600)).contains(&d) {
+        return Err(ArgError::new(flag, value, "must be 50ms to 1h"));
+    }
+    Ok(d)
+}
+
 /// Parses `--ttl` into an expiry: `never` is `None`, a duration is `now`
 /// plus it. Refuses durations under a second and expiries past the last
 /// date a `chrono::DateTime` holds.

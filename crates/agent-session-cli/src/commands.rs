@@ -117,23 +117,57 @@ async fn everyday(
             session,
             role,
             text,
+            tool_call,
+            args,
+            call_id,
+            tool_result,
             tool_call_id,
             tool_name,
             branch,
             invocation,
             state,
         } => {
-            let message = match role {
-                RoleArg::User => Message::user(text),
-                RoleArg::Assistant => Message::assistant(text),
-                RoleArg::System => Message::system(text),
-                RoleArg::Tool => {
-                    let call =
-                        tool_call_id.ok_or_else(|| anyhow!("--role tool needs --tool-call-id"))?;
-                    Message::Tool {
+            let mut new_call_id = None;
+            let message = if let Some(name) = tool_call {
+                let arguments = args.unwrap_or_else(|| "{}".to_owned());
+                let parsed: serde_json::Value = serde_json::from_str(&arguments)
+                    .map_err(|e| anyhow!("--args is not JSON ({e}): {arguments}"))?;
+                let id = call_id.unwrap_or_else(|| {
+                    let uuid = uuid::Uuid::new_v4().simple().to_string();
+                    format!("call_{}", uuid.get(..12).unwrap_or(&uuid))
+                });
+                new_call_id = Some(id.clone());
+                Message::assistant_tool_calls(
+                    text.unwrap_or_default(),
+                    vec![agent_session::ToolCall::new(id, name, &parsed)],
+                )
+            } else {
+                let text = text.unwrap_or_default();
+                match (tool_result, role) {
+                    (Some(call), _) => Message::Tool {
                         tool_call_id: call,
                         name: tool_name,
                         content: text.into(),
+                    },
+                    (None, Some(RoleArg::Tool)) => {
+                        let call = tool_call_id.ok_or_else(|| {
+                            anyhow!(
+                                "--role tool needs --tool-call-id (or use --tool-result CALL_ID)"
+                            )
+                        })?;
+                        Message::Tool {
+                            tool_call_id: call,
+                            name: tool_name,
+                            content: text.into(),
+                        }
+                    }
+                    (None, Some(RoleArg::User)) => Message::user(text),
+                    (None, Some(RoleArg::Assistant)) => Message::assistant(text),
+                    (None, Some(RoleArg::System)) => Message::system(text),
+                    (None, None) => {
+                        return Err(anyhow!(
+                            "say what to append: --role, --tool-call or --tool-result"
+                        ))
                     }
                 }
             };
@@ -150,10 +184,14 @@ async fn everyday(
             }
             let appended = repo.append(&session, vec![b.build()?]).await?;
             let seq = appended.seqs.first().copied().unwrap_or_default();
-            if json {
-                writeln!(out, "{}", json!({"seq": seq, "version": appended.version}))?;
-            } else {
-                writeln!(out, "{seq}")?;
+            match (json, new_call_id) {
+                (true, call_id) => writeln!(
+                    out,
+                    "{}",
+                    json!({"seq": seq, "version": appended.version, "call_id": call_id})
+                )?,
+                (false, Some(call_id)) => writeln!(out, "{seq} {call_id}")?,
+                (false, None) => writeln!(out, "{seq}")?,
             }
         }
         Command::List {
@@ -232,6 +270,20 @@ async fn everyday(
                     writeln!(out, "{}", event_line(e))?;
                 }
             }
+        }
+        Command::Watch {
+            session,
+            last,
+            interval,
+            exit_after,
+        } => {
+            let args = crate::watch::WatchArgs {
+                session,
+                last,
+                interval,
+                exit_after,
+            };
+            crate::watch::run(repo.clone(), args, json, out).await?;
         }
         Command::Search {
             session,

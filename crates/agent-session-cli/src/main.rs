@@ -10,6 +10,7 @@ mod search_cmd;
 mod session_stats;
 mod store;
 mod transfer;
+mod watch;
 
 use std::io::{self, LineWriter, Write};
 use std::process::ExitCode;
@@ -64,20 +65,34 @@ pub(crate) enum Command {
         #[arg(long = "meta", value_name = "K=V")]
         meta: Vec<String>,
     },
-    /// Appends one message and prints its seq.
+    /// Appends one message and prints its seq: a text message by --role,
+    /// an assistant tool call (--tool-call NAME --args JSON) or a tool
+    /// result (--tool-result CALL_ID --text ...).
     Append {
         /// The session id.
         session: SessionId,
-        /// Who wrote it.
-        #[arg(long, value_enum)]
-        role: RoleArg,
-        /// The text.
-        #[arg(long)]
-        text: String,
-        /// For --role tool: the call it answers.
+        /// Who wrote it (not needed with --tool-call or --tool-result).
+        #[arg(long, value_enum, required_unless_present_any = ["tool_call", "tool_result"])]
+        role: Option<RoleArg>,
+        /// The text (optional with --tool-call: what the assistant says with the call).
+        #[arg(long, required_unless_present = "tool_call")]
+        text: Option<String>,
+        /// An assistant message calling this tool; prints the call id too.
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["role", "tool_result"])]
+        tool_call: Option<String>,
+        /// The call's arguments, a JSON object (default `{}`).
+        #[arg(long, value_name = "JSON", requires = "tool_call")]
+        args: Option<String>,
+        /// The call's id (default: a new `call_...` id).
+        #[arg(long, value_name = "ID", requires = "tool_call")]
+        call_id: Option<String>,
+        /// A tool result answering this call id.
+        #[arg(long, value_name = "CALL_ID", conflicts_with = "role")]
+        tool_result: Option<String>,
+        /// For --role tool: the call it answers (prefer --tool-result).
         #[arg(long)]
         tool_call_id: Option<String>,
-        /// For --role tool: the tool's name.
+        /// The tool's name, for a result.
         #[arg(long)]
         tool_name: Option<String>,
         /// The agent branch (orch.researcher).
@@ -115,6 +130,21 @@ pub(crate) enum Command {
         /// Only the last N events.
         #[arg(long)]
         last: Option<usize>,
+    },
+    /// Prints a session's events as they arrive (like `tail -f`): the last
+    /// few first, then every new one, polling the store.
+    Watch {
+        /// The session id.
+        session: SessionId,
+        /// How many existing events to print first.
+        #[arg(long, default_value_t = 10)]
+        last: usize,
+        /// How often to look for new events (500ms, 2s, ...).
+        #[arg(long, default_value = "1s")]
+        interval: String,
+        /// Stop after printing this many events (default: run until interrupted).
+        #[arg(long)]
+        exit_after: Option<usize>,
     },
     /// Searches a session's archive: every word must occur (any order, any
     /// case, accents ignored); "a phrase" in quotes; -word excludes.

@@ -59,6 +59,8 @@ pub(crate) fn event_json(e: &SessionEvent) -> Value {
         "role": e.role().as_str(),
         "text": e.message.text(),
         "tool_calls": e.message.tool_calls().iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+        "tool_call_id": match &e.message { Message::Tool { tool_call_id, .. } => Some(tool_call_id), _ => None },
+        "tool_name": match &e.message { Message::Tool { name, .. } => name.as_deref(), _ => None },
         "branch": e.branch,
         "invocation": e.invocation_id,
         "synthetic": e.is_synthetic(),
@@ -75,11 +77,20 @@ pub(crate) fn event_line(e: &SessionEvent) -> String {
         who.push_str(" (summary)");
     }
     let mut text = e.message.text().replace('\n', " ");
-    if let Message::Tool { tool_call_id, .. } = &e.message {
-        text = format!("({tool_call_id}) {text}");
+    if let Message::Tool {
+        tool_call_id, name, ..
+    } = &e.message
+    {
+        // A result: ← the tool [its call]: what it returned.
+        let tool = name.as_deref().unwrap_or("result");
+        text = format!("← {tool} [{tool_call_id}]: {text}");
     }
     for c in e.message.tool_calls() {
-        text.push_str(&format!(" → calls {}({})", c.name, c.arguments));
+        // A call: → the tool(its arguments) [its id].
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&format!("→ {}({}) [{}]", c.name, c.arguments, c.id));
     }
     format!(
         "#{:<4} {} {:<10} {}",

@@ -374,7 +374,7 @@ fn demo_runs_offline_and_tells_the_story() {
     let o = out(cli(&s).arg("demo"));
     for needle in [
         "1. resolve a session by key",
-        "→ calls get_weather",
+        "→ get_weather(",
         "[planner.researcher]",
         "fired on the next append",
         "(summary)",
@@ -744,4 +744,124 @@ fn import_reports_a_bad_line_and_imports_the_rest() {
     assert!(err.contains("export line 3"), "{err}");
     assert!(err.contains("1 entries of"), "{err}");
     assert_eq!(out(cli(&t).args(["--json", "list"])).lines().count(), 2);
+}
+
+/// A tool-using conversation built from the command line (a question, a
+/// tool call, its result, the answer) and shown readably and as JSON.
+#[test]
+fn a_tool_using_conversation_is_built_and_shown() {
+    let s = store();
+    let id = create(&s, &["--id", "tools"]);
+    append(&s, &id, &["--role", "user", "--text", "Weather in Lisbon?"]);
+    let call = append(
+        &s,
+        &id,
+        &[
+            "--tool-call",
+            "get_weather",
+            "--args",
+            r#"{"city":"Lisbon"}"#,
+            "--call-id",
+            "call_1",
+        ],
+    );
+    assert_eq!(call, "2 call_1", "the seq and the call id");
+    let generated = append(&s, &id, &["--tool-call", "get_time"]);
+    let (_, generated_id) = generated.split_once(' ').unwrap();
+    assert!(generated_id.starts_with("call_"), "{generated}");
+    append(
+        &s,
+        &id,
+        &[
+            "--tool-result",
+            "call_1",
+            "--tool-name",
+            "get_weather",
+            "--text",
+            "22°C, sunny",
+        ],
+    );
+    append(&s, &id, &["--tool-result", generated_id, "--text", "14:05"]);
+    append(
+        &s,
+        &id,
+        &["--role", "assistant", "--text", "22°C and sunny."],
+    );
+    let shown = out(cli(&s).args(["show", &id]));
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 6, "{shown}");
+    assert!(
+        lines[1].contains(r#"→ get_weather({"city":"Lisbon"}) [call_1]"#),
+        "{shown}"
+    );
+    assert!(
+        lines[3].contains("← get_weather [call_1]: 22°C, sunny"),
+        "{shown}"
+    );
+    assert!(
+        lines[4].contains(&format!("← result [{generated_id}]: 14:05")),
+        "{shown}"
+    );
+    let json = out(cli(&s).args(["--json", "show", &id]));
+    let events: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[1]["tool_calls"][0]["name"], "get_weather");
+    assert_eq!(
+        events[1]["tool_calls"][0]["arguments"],
+        r#"{"city":"Lisbon"}"#
+    );
+    assert_eq!(events[3]["tool_call_id"], "call_1");
+    assert_eq!(events[3]["tool_name"], "get_weather");
+    // Bad input is refused with a clear message and stores nothing.
+    cli(&s)
+        .args(["append", &id, "--tool-call", "f", "--args", "{not json"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--args is not JSON"));
+    cli(&s)
+        .args(["append", &id, "--text", "who?"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--role"));
+    assert_eq!(out(cli(&s).args(["show", &id])).lines().count(), 6);
+}
+
+/// `watch` prints the last events, then each new one as it arrives.
+#[test]
+fn watch_follows_a_session() {
+    let s = store();
+    let id = create(&s, &["--id", "w"]);
+    append(&s, &id, &["--role", "user", "--text", "one"]);
+    append(&s, &id, &["--role", "assistant", "--text", "two"]);
+    let mut watcher = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-session"))
+        .args([
+            "--store",
+            &s.url,
+            "watch",
+            &id,
+            "--last",
+            "1",
+            "--interval",
+            "100ms",
+            "--exit-after",
+            "3",
+        ])
+        .env_remove("AGENT_SESSION_STORE")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("two"), "{first}");
+    append(&s, &id, &["--role", "user", "--text", "three"]);
+    append(&s, &id, &["--role", "assistant", "--text", "four"]);
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(watcher.wait().unwrap().success());
+    assert_eq!(rest.len(), 2, "{rest:?}");
+    assert!(
+        rest[0].contains("three") && rest[1].contains("four"),
+        "{rest:?}"
+    );
 }
