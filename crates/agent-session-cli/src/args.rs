@@ -21,7 +21,8 @@ pub struct ArgError {
 }
 
 impl ArgError {
-    fn new(flag: &str, value: &str, reason: impl Into<String>) -> Self {
+    /// `value` of `flag` refused for `reason`.
+    pub fn new(flag: &str, value: &str, reason: impl Into<String>) -> Self {
         Self {
             flag: flag.to_owned(),
             value: value.to_owned(),

@@ -130,8 +130,13 @@ async fn everyday(
             let mut new_call_id = None;
             let message = if let Some(name) = tool_call {
                 let arguments = args.unwrap_or_else(|| "{}".to_owned());
-                let parsed: serde_json::Value = serde_json::from_str(&arguments)
-                    .map_err(|e| anyhow!("--args is not JSON ({e}): {arguments}"))?;
+                let parsed: serde_json::Value = serde_json::from_str(&arguments).map_err(|e| {
+                    agent_session_cli::args::ArgError::new(
+                        "--args",
+                        &arguments,
+                        format!("not JSON ({e})"),
+                    )
+                })?;
                 let id = call_id.unwrap_or_else(|| {
                     let uuid = uuid::Uuid::new_v4().simple().to_string();
                     format!("call_{}", uuid.get(..12).unwrap_or(&uuid))
@@ -151,8 +156,10 @@ async fn everyday(
                     },
                     (None, Some(RoleArg::Tool)) => {
                         let call = tool_call_id.ok_or_else(|| {
-                            anyhow!(
-                                "--role tool needs --tool-call-id (or use --tool-result CALL_ID)"
+                            agent_session_cli::args::ArgError::new(
+                                "--role",
+                                "tool",
+                                "needs --tool-call-id (or use --tool-result CALL_ID)",
                             )
                         })?;
                         Message::Tool {
@@ -425,7 +432,7 @@ async fn everyday(
         }
         Command::Delete { session } => {
             if !repo.delete(&session).await? {
-                bail!("session not found: {session}");
+                return Err(agent_session::SessionError::session_not_found(&session).into());
             }
             writeln!(
                 out,

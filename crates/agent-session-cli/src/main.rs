@@ -436,7 +436,10 @@ fn main() -> ExitCode {
         (Ok(()), Ok(())) => ExitCode::SUCCESS,
         (Err(e), _) => {
             report(format_args!("error: {}", describe(&e)));
-            ExitCode::FAILURE
+            if let Some(h) = output::hint(&e) {
+                report(h);
+            }
+            ExitCode::from(output::exit_code(&e))
         }
         (Ok(()), Err(e)) => {
             report(format_args!("error: cannot write to stdout: {e}"));

@@ -26,6 +26,57 @@ pub(crate) fn describe(e: &anyhow::Error) -> String {
     line
 }
 
+/// The exit code of a failed command, by the kind of the store error in
+/// its chain (documented in `docs/cli.md`): 2 bad input, 3 not found, 4
+/// conflict or already exists, 5 unavailable (retry later), 6 expired, 7
+/// unsupported by the store; 1 anything else.
+pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
+    use agent_session::{ErrorKind, SessionError};
+    if let Some(kind) = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<SessionError>())
+        .map(SessionError::kind)
+    {
+        return match kind {
+            ErrorKind::InvalidInput => 2,
+            ErrorKind::NotFound => 3,
+            ErrorKind::Conflict | ErrorKind::AlreadyExists => 4,
+            ErrorKind::Unavailable => 5,
+            ErrorKind::Expired => 6,
+            ErrorKind::Unsupported => 7,
+            _ => 1,
+        };
+    }
+    if e.chain().any(|c| {
+        c.downcast_ref::<agent_session_cli::args::ArgError>()
+            .is_some()
+    }) {
+        return 2;
+    }
+    1
+}
+
+/// A one-line hint for a failure with an obvious next step.
+pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    let text = describe(e).to_lowercase();
+    match exit_code(e) {
+        5 if text.contains("refused") || text.contains("connect") || text.contains("dns") => Some(
+            "hint: nothing answers at that address: start the server, or check the host and port in --store",
+        ),
+        5 if text.contains("disk") || text.contains("space") => {
+            Some("hint: free some disk space, then run the command again")
+        }
+        5 => Some("hint: the store is busy or unreachable; running the command again may succeed"),
+        3 if text.contains("session") => {
+            Some("hint: `agent-session list` shows the sessions in this store")
+        }
+        2 if text.contains("store url") => Some(
+            "hint: a store URL looks like sqlite://sessions.db, memory://, fs:///var/sessions, redis://127.0.0.1:6379, postgres://user@host/db or es+http://host:9200",
+        ),
+        _ => None,
+    }
+}
+
 /// A progress bar of `len` steps on stderr when it is a terminal (hidden
 /// otherwise, so pipes and tests see nothing), drawn with `template`
 /// (indicatif's syntax; `{msg}` is `what`).

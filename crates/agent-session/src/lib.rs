@@ -129,9 +129,17 @@ async fn open_store(url: &str) -> Result<(Arc<dyn SessionRepository>, bool)> {
             ),
         ));
     }
+    let known: Vec<String> = std::iter::once("memory")
+        .chain(
+            BACKENDS
+                .iter()
+                .flat_map(|(schemes, _, _)| schemes.iter().copied()),
+        )
+        .map(|s| format!("{s}://"))
+        .collect();
     Err(SessionError::invalid(
         "store URL",
-        format!("unknown scheme {scheme:?}; known: memory, sqlite, fs, redis, postgres, es+http"),
+        format!("unknown scheme {scheme:?}; known: {}", known.join(", ")),
     ))
 }
 
