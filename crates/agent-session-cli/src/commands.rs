@@ -22,6 +22,20 @@ use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, SummarizerArg,
 /// Runs one command, writing what it prints to `out`.
 pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let json = cli.json;
+    // What needs no store comes first: no default store is announced for it.
+    match cli.command {
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "agent-session", out);
+            return Ok(());
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(out)?;
+            return Ok(());
+        }
+        _ => {}
+    }
     let url = store::url(cli.store.as_deref());
     match cli.command {
         Command::Demo => crate::demo::run(&url, out).await,
@@ -206,8 +220,11 @@ async fn everyday(
             user,
             status,
             limit,
+            page,
+            all,
         } => {
-            let mut q = SessionQuery::new().page(0, limit.clamp(1, 1000));
+            let size = limit.clamp(1, 1000);
+            let mut q = SessionQuery::new();
             if let Some(a) = app {
                 q = q.app(a);
             }
@@ -220,18 +237,29 @@ async fn everyday(
                     StatusArg::Archived => SessionStatus::Archived,
                 });
             }
-            let page = repo.list(&q).await?;
-            for id in &page.unreadable {
+            let mut sessions = Vec::new();
+            let mut unreadable = Vec::new();
+            let mut current = page;
+            let more = loop {
+                let p = repo.list(&q.clone().page(current, size)).await?;
+                sessions.extend(p.items);
+                unreadable.extend(p.unreadable);
+                if !(all && p.has_more) {
+                    break p.has_more;
+                }
+                current = current.saturating_add(1);
+            };
+            for id in &unreadable {
                 crate::output::report(format_args!(
                     "warning: session {id} could not be read (corrupt stored data); \
                      `agent-session show {id}` gives the error"
                 ));
             }
             if json {
-                for s in &page.items {
+                for s in &sessions {
                     writeln!(out, "{}", serde_json::to_string(s)?)?;
                 }
-            } else if page.items.is_empty() {
+            } else if sessions.is_empty() {
                 writeln!(out, "no sessions")?;
             } else {
                 writeln!(
@@ -239,7 +267,7 @@ async fn everyday(
                     "{:<36}  {:<12} {:<12} {:<8} {:>7}  last activity",
                     "id", "app", "user", "status", "events"
                 )?;
-                for s in &page.items {
+                for s in &sessions {
                     writeln!(
                         out,
                         "{:<36}  {:<12} {:<12} {:<8} {:>7}  {}",
@@ -250,6 +278,19 @@ async fn everyday(
                         s.event_count,
                         s.updated_at.format("%Y-%m-%d %H:%M:%S")
                     )?;
+                }
+            }
+            if more {
+                // On stderr with --json, so the JSON lines stay clean.
+                let next = current.saturating_add(1);
+                let line = format!(
+                    "{} shown; more sessions — use --page {next} (or --all)",
+                    sessions.len()
+                );
+                if json {
+                    crate::output::report(line);
+                } else {
+                    writeln!(out, "{line}")?;
                 }
             }
         }
@@ -462,6 +503,8 @@ async fn everyday(
         } => crate::session_stats::run(repo.as_ref(), &id, model.as_deref(), json, out).await?,
         Command::Stats { session: None, .. } => stats(repo, json, out).await?,
         Command::Demo
+        | Command::Completions { .. }
+        | Command::Man
         | Command::Bench { .. }
         | Command::Export { .. }
         | Command::Import { .. }

@@ -35,8 +35,64 @@ pub(crate) struct Cli {
     /// Machine-readable JSON on stdout.
     #[arg(long, global = true)]
     json: bool,
+    /// More log lines on stderr: -v info, -vv debug, -vvv trace (default: warnings).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// How log lines look: text or json (one object per line). Logs name
+    /// stores, sessions and operations, never message content.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Sends the library's and the CLI's log events to stderr at the level
+/// `-v`/`-q` ask for (`RUST_LOG`, when set, decides instead).
+fn init_logging(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let ours = [
+        "agent_session",
+        "agent_session_cli",
+        "session_core",
+        "session_compaction",
+        "session_sqlite",
+        "session_fs",
+        "session_redis",
+        "session_postgres",
+        "session_es",
+    ];
+    let directives: Vec<String> = ours.iter().map(|c| format!("{c}={level}")).collect();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let base = if cli.quiet { "error" } else { "warn" };
+        EnvFilter::new(format!("{base},{}", directives.join(",")))
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    // A second subscriber (in tests) is not worth failing for.
+    let _ = match cli.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,6 +100,14 @@ pub(crate) enum Command {
     /// A scripted agent conversation, offline: tool calls, a sub-agent,
     /// state, compaction, recall search, rewind and an idle reset.
     Demo,
+    /// Prints a shell completion script (`agent-session completions bash > ...`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Prints the manual page (roff; `agent-session man | man -l -`).
+    Man,
     /// Creates a session and prints its id.
     Create {
         /// The owning user.
@@ -116,9 +180,15 @@ pub(crate) enum Command {
         /// Only this status.
         #[arg(long, value_enum)]
         status: Option<StatusArg>,
-        /// At most this many.
+        /// At most this many per page.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Zero-based page of `--limit` sessions.
+        #[arg(long, default_value_t = 0, conflicts_with = "all")]
+        page: usize,
+        /// Every matching session, page after page.
+        #[arg(long)]
+        all: bool,
     },
     /// Shows a session's events.
     Show {
@@ -410,6 +480,7 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
+    init_logging(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -927,3 +927,112 @@ fn watch_follows_a_session() {
         "{rest:?}"
     );
 }
+
+/// `list` says when there is more, and pages or lists everything.
+#[test]
+fn list_says_there_is_more_and_pages() {
+    let s = store();
+    for i in 0..25 {
+        create(&s, &["--id", &format!("s{i:02}")]);
+    }
+    let first = out(cli(&s).arg("list"));
+    let lines: Vec<&str> = first.lines().collect();
+    assert_eq!(lines.len(), 1 + 20 + 1, "{first}");
+    assert!(
+        lines[21].contains("more sessions — use --page 1"),
+        "{first}"
+    );
+    let second = out(cli(&s).args(["list", "--page", "1"]));
+    assert_eq!(second.lines().count(), 1 + 5, "{second}");
+    assert!(!second.contains("more sessions"));
+    let all = out(cli(&s).args(["list", "--all", "--limit", "7"]));
+    assert_eq!(all.lines().count(), 1 + 25, "{all}");
+    let a = cli(&s).args(["--json", "list"]).assert().success();
+    let stdout = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    let stderr = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 20, "JSON lines only on stdout");
+    assert!(stderr.contains("use --page 1"), "{stderr}");
+}
+
+/// Shell completions and the man page come from the argument definitions,
+/// and need no store.
+#[test]
+fn completions_and_the_man_page_are_generated() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, needle) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef agent-session"),
+        ("fish", "complete -c agent-session"),
+    ] {
+        let a = Command::cargo_bin("agent-session")
+            .unwrap()
+            .current_dir(dir.path())
+            .env_remove("AGENT_SESSION_STORE")
+            .args(["completions", shell])
+            .assert()
+            .success();
+        let script = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+        assert!(script.contains(needle), "{shell}");
+        assert!(script.contains("watch"), "{shell}: every command");
+        assert!(a.get_output().stderr.is_empty(), "no store announced");
+    }
+    let man = Command::cargo_bin("agent-session")
+        .unwrap()
+        .current_dir(dir.path())
+        .arg("man")
+        .assert()
+        .success();
+    let page = String::from_utf8(man.get_output().stdout.clone()).unwrap();
+    assert!(page.contains(".TH agent-session 1") && page.contains("completions"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no store created"
+    );
+}
+
+/// `-v`/`-q` set how much is logged on stderr, `--log-format json` writes
+/// one JSON object per line, and no log line holds message content.
+#[test]
+fn logs_follow_the_flags_and_never_hold_message_content() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    let canary = "canary-7f3a9 secret text";
+    let a = cli(&s)
+        .args([
+            "-vvv",
+            "--log-format",
+            "json",
+            "append",
+            "s1",
+            "--role",
+            "user",
+            "--text",
+            canary,
+        ])
+        .env_remove("RUST_LOG")
+        .assert()
+        .success();
+    let logs = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(!logs.is_empty(), "-vvv logs");
+    for line in logs.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["level"].is_string(), "{line}");
+    }
+    assert!(logs.contains("\"op\":\"append\""), "{logs}");
+    assert!(
+        !logs.contains("canary-7f3a9"),
+        "message content in the logs: {logs}"
+    );
+    let quiet = cli(&s)
+        .args(["-q", "show", "s1"])
+        .env_remove("RUST_LOG")
+        .assert()
+        .success();
+    assert!(quiet.get_output().stderr.is_empty());
+    cli(&s)
+        .args(["-q", "-v", "show", "s1"])
+        .assert()
+        .failure()
+        .code(2);
+}
