@@ -258,3 +258,37 @@ mod tests {
         );
     }
 }
+
+/// The Rust examples of the repository's documentation, compiled (and run
+/// where they need nothing outside) as doctests of this crate, so none of
+/// them drifts from the API. `docs/backends/new.md` shows
+/// `crates/session-testkit/tests/guide_store.rs`, which is compiled and
+/// run as that crate's test.
+#[cfg(doctest)]
+mod documentation {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/agents.md")]
+    struct Agents;
+    #[doc = include_str!("../../../docs/compaction.md")]
+    struct Compaction;
+    #[doc = include_str!("../../../docs/concepts.md")]
+    struct Concepts;
+    #[doc = include_str!("../../../docs/search.md")]
+    struct Search;
+    #[cfg(feature = "es")]
+    #[doc = include_str!("../../../docs/backends/elasticsearch.md")]
+    struct Elasticsearch;
+    #[cfg(feature = "postgres")]
+    #[doc = include_str!("../../../docs/backends/postgres.md")]
+    struct Postgres;
+    #[cfg(feature = "redis")]
+    #[doc = include_str!("../../../docs/backends/redis.md")]
+    struct Redis;
+    #[cfg(feature = "sqlite")]
+    #[doc = include_str!("../../../docs/backends/sqlite.md")]
+    struct Sqlite;
+    #[cfg(feature = "fs")]
+    #[doc = include_str!("../../../docs/backends/fs.md")]
+    struct Files;
+}
