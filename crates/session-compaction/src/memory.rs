@@ -245,18 +245,9 @@ impl SessionMemory {
     /// Applies the pre-filters and removes unpaired tool calls and results.
     fn select(&self, history: Vec<SessionEvent>) -> Vec<Message> {
         let failed: HashSet<String> = if self.drop_failed_tool_calls {
-            history
-                .iter()
-                .filter(|e| {
-                    e.metadata
-                        .get(TOOL_ERROR_KEY)
-                        .and_then(serde_json::Value::as_bool)
-                        == Some(true)
-                })
-                .filter_map(|e| match &e.message {
-                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-                    _ => None,
-                })
+            session_core::failed_tool_call_ids(&history)
+                .into_iter()
+                .map(str::to_owned)
                 .collect()
         } else {
             HashSet::new()

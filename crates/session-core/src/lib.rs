@@ -48,10 +48,10 @@ pub use search::{
     SearchQuery, SearchScope, TrigramIndex,
 };
 pub use service::{
-    AppendHook, CreateSessionRequest, CreateSessionRequestBuilder, DailyReset,
-    DefaultSessionService, DropFailedToolCalls, DropSystemPrompts, Expiry, FilterAction, FilterFn,
-    FilteredEvent, Owner, PersistFilter, ResetPolicy, ResolveRequest, Resolved, SessionService,
-    Verdict, TOOL_ERROR_KEY,
+    failed_tool_call_ids, AppendHook, CreateSessionRequest, CreateSessionRequestBuilder,
+    DailyReset, DefaultSessionService, DropFailedToolCalls, DropSystemPrompts, Expiry,
+    FilterAction, FilterFn, FilteredEvent, Owner, PersistFilter, ResetPolicy, ResolveRequest,
+    Resolved, SessionService, Verdict, TOOL_ERROR_KEY,
 };
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, GROUP_USER,

@@ -23,8 +23,8 @@ use crate::tokens::{HeuristicEstimator, TokenEstimator};
 use crate::validate::validate_name;
 
 pub use persist_filter::{
-    DropFailedToolCalls, DropSystemPrompts, FilterAction, FilterFn, FilteredEvent, PersistFilter,
-    Verdict, TOOL_ERROR_KEY,
+    failed_tool_call_ids, DropFailedToolCalls, DropSystemPrompts, FilterAction, FilterFn,
+    FilteredEvent, PersistFilter, Verdict, TOOL_ERROR_KEY,
 };
 pub use requests::{
     CreateSessionRequest, CreateSessionRequestBuilder, DailyReset, Expiry, Owner, ResetPolicy,

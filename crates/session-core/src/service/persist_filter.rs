@@ -127,8 +127,10 @@ impl PersistFilter for DropSystemPrompts {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DropFailedToolCalls;
 
-fn failed_calls(batch: &[SessionEvent]) -> HashSet<&str> {
-    batch
+/// The ids of the tool calls whose results in `events` are marked failed
+/// ([`TOOL_ERROR_KEY`] `true`).
+pub fn failed_tool_call_ids(events: &[SessionEvent]) -> HashSet<&str> {
+    events
         .iter()
         .filter(|e| {
             e.metadata
@@ -179,11 +181,11 @@ impl PersistFilter for DropFailedToolCalls {
     }
 
     fn check(&self, event: &SessionEvent, batch: &[SessionEvent]) -> Verdict {
-        Self::verdict(&failed_calls(batch), event)
+        Self::verdict(&failed_tool_call_ids(batch), event)
     }
 
     fn check_batch(&self, batch: &[SessionEvent]) -> Vec<Verdict> {
-        let failed = failed_calls(batch);
+        let failed = failed_tool_call_ids(batch);
         batch.iter().map(|e| Self::verdict(&failed, e)).collect()
     }
 }
