@@ -19,7 +19,7 @@ use indicatif::ProgressBar;
 use serde_json::json;
 
 fn progress(len: usize, what: &str) -> ProgressBar {
-    crate::output::progress_bar(len, what, "{msg} {bar:30} {pos}/{len} sessions ({eta})")
+    crate::output::progress_bar(len, what, "{msg} {bar:30} {pos}/{len} sessions, {eta} left")
 }
 
 /// Every session id of the store (optionally of one app), newest activity first.
