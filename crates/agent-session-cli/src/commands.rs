@@ -24,14 +24,20 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let json = cli.json;
     // What needs no store comes first: no default store is announced for it.
     match cli.command {
+        // Rendered in memory first: clap_complete panics on a failed write,
+        // and a reader that stops early (`| head`) is not a failure.
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "agent-session", out);
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "agent-session", &mut script);
+            out.write_all(&script)?;
             return Ok(());
         }
         Command::Man => {
             let command = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(command).render(out)?;
+            let mut page = Vec::new();
+            clap_mangen::Man::new(command).render(&mut page)?;
+            out.write_all(&page)?;
             return Ok(());
         }
         _ => {}

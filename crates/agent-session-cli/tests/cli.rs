@@ -989,6 +989,22 @@ fn completions_and_the_man_page_are_generated() {
         0,
         "no store created"
     );
+    // A reader that stops after the first line is no failure.
+    let mut head = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-session"))
+        .current_dir(dir.path())
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(head.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let done = head.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 /// `-v`/`-q` set how much is logged on stderr, `--log-format json` writes
