@@ -400,20 +400,7 @@ impl FakeEs {
 
     /// Overwrites a document's source (to plant corrupt data).
     pub(crate) fn put_source(&self, index: &str, id: &str, source: Value) {
-        let mut st = self.state.lock();
-        let term = st.term();
-        let i = st.indices.entry(index.to_owned()).or_default();
-        let seq_no = i.take_seq_no();
-        i.insert(
-            id,
-            Doc {
-                source,
-                seq_no,
-                term,
-                version: 1,
-            },
-        );
-        i.refresh();
+        self.put_sources(index, [(id.to_owned(), source)]);
     }
 
     /// Writes many documents at once behind the backend's back, then refreshes.
