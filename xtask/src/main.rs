@@ -36,6 +36,10 @@ const TASKS: &[(&str, &str)] = &[
     ("test", "every test of the workspace with all features"),
     ("docs", "cargo doc with warnings denied"),
     (
+        "publish-check",
+        "cargo publish --dry-run of every crate in dependency order (packages, then builds each from its package); not in ci",
+    ),
+    (
         "bench-report",
         "draw docs/bench/*.svg from the bench JSON in docs/bench/; not in ci",
     ),
@@ -248,6 +252,18 @@ fn docs_steps() -> Vec<Step> {
     vec![s]
 }
 
+/// Packages every publishable crate and builds each from its package, in
+/// dependency order, as `cargo publish` would, without uploading.
+/// `--allow-dirty` so it can check a change before it is committed.
+fn publish_check_steps() -> Vec<Step> {
+    vec![step(
+        "publish-check",
+        &["publish", "--workspace", "--dry-run", "--allow-dirty"],
+        "a crate does not package or build on its own: a file outside the crate, a \
+         path dependency without a version, or missing metadata (see the error above)",
+    )]
+}
+
 fn run(steps: Vec<Step>) -> ExitCode {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let total = Instant::now();
@@ -307,6 +323,7 @@ fn main() -> ExitCode {
         Some("lint") => lint_steps(),
         Some("test") => test_steps(),
         Some("docs") => docs_steps(),
+        Some("publish-check") => publish_check_steps(),
         Some("bench-report") => {
             return match bench_report::run() {
                 Ok(()) => ExitCode::SUCCESS,
