@@ -115,6 +115,10 @@ pub(crate) fn event_json(e: &SessionEvent) -> Value {
         "branch": e.branch,
         "invocation": e.invocation_id,
         "synthetic": e.is_synthetic(),
+        "left_context": e.left_context.map(|x| json!({
+            "at": x.at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            "version": x.version,
+        })),
     })
 }
 
@@ -142,6 +146,14 @@ pub(crate) fn event_line(e: &SessionEvent) -> String {
             text.push(' ');
         }
         text.push_str(&format!("→ {}({}) [{}]", c.name, c.arguments, c.id));
+    }
+    if let Some(x) = e.left_context {
+        // Archive view: when a compaction took it out of the context.
+        who = format!(
+            "{who} (left context {} v{})",
+            x.at.format("%Y-%m-%d %H:%M:%S"),
+            x.version
+        );
     }
     format!(
         "#{:<4} {} {:<10} {}",

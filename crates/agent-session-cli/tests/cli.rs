@@ -189,6 +189,24 @@ fn compact_rewind_end_delete_and_stats() {
         "2",
     ]));
     assert!(c.starts_with("compacted: 8 → 4 events"), "{c}");
+    // The archive view says when the first two turns left the context.
+    let archive = out(cli(&s).args(["show", "s1", "--view", "archive"]));
+    let left: Vec<&str> = archive
+        .lines()
+        .filter(|l| l.contains("(left context "))
+        .collect();
+    assert_eq!(left.len(), 4, "{archive}");
+    assert!(
+        left[0].starts_with("#1 ") && left[3].starts_with("#4 "),
+        "{archive}"
+    );
+    let shown = out(cli(&s).args(["--json", "show", "s1", "--view", "archive"]));
+    let exits: Vec<Value> = shown
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["left_context"].clone())
+        .collect();
+    assert!(exits[..4].iter().all(|x| x["version"] == 9), "{shown}");
+    assert!(exits[4..].iter().all(Value::is_null), "{shown}");
     let c = out(cli(&s).args([
         "--json",
         "compact",

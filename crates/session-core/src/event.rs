@@ -127,6 +127,12 @@ pub struct SessionEvent {
     /// background (ADK's `longRunningToolIds`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub long_running_tool_ids: Vec<String>,
+    /// When the event left the context and which replace took it out; set
+    /// on archive reads only, never stored with the event. `None` while it
+    /// is in the context (and for events that left before the store kept
+    /// context changes). See [`crate::ContextLog`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_context: Option<crate::ContextExit>,
 }
 
 impl SessionEvent {
@@ -152,6 +158,7 @@ impl SessionEvent {
             error_message: None,
             interrupted: None,
             long_running_tool_ids: Vec::new(),
+            left_context: None,
         }
     }
 

@@ -29,8 +29,10 @@ use crate::{Result, SessionDump, SessionError};
 pub const EXPORT_FORMAT: &str = "agent-session-export";
 /// The `version` of the format this build writes. It reads every version
 /// from 1: version 2 added the typed event flags (`partial`,
-/// `turn_complete`, `error_code`, ...), which a version 1 file lacks.
-pub const EXPORT_VERSION: u64 = 2;
+/// `turn_complete`, `error_code`, ...), which a version 1 file lacks;
+/// version 3 added each session's `context_log` (when events left the
+/// context), which older files lack: their events read with no exit time.
+pub const EXPORT_VERSION: u64 = 3;
 
 /// What an I/O error of the export file is reported as.
 const IO: &str = "export file";
@@ -194,6 +196,7 @@ mod tests {
             events: vec![e],
             context: vec![1],
             shared: SharedState::default(),
+            context_log: Vec::new(),
         }
     }
 
@@ -248,8 +251,36 @@ mod tests {
             .unwrap();
         assert_eq!(back, [old]);
         assert_eq!(back[0].events[0].turn_complete, None);
-        let newer = "{\"format\":\"agent-session-export\",\"version\":3}\n";
+        assert!(
+            back[0].context_log.is_empty(),
+            "no context history before version 3"
+        );
+        let newer = "{\"format\":\"agent-session-export\",\"version\":4}\n";
         assert!(ExportReader::new(newer.as_bytes()).is_err());
+    }
+
+    /// A version 3 file carries each session's context history.
+    #[test]
+    fn the_context_history_round_trips() {
+        let mut d = dump("h");
+        d.session.version = 2;
+        d.context_log = vec![crate::ContextChange::new(2, chrono::Utc::now(), 1, &[1])];
+        let mut w = ExportWriter::new(Vec::new()).unwrap();
+        w.write(&d).unwrap();
+        let bytes = w.finish().unwrap();
+        let back: Vec<SessionDump> = ExportReader::new(&bytes[..])
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(back, [d.clone()]);
+        let mut ahead = d;
+        ahead.context_log[0].version = 3;
+        let err = ahead.validate().unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidInput,
+            "a change past the session's version"
+        );
     }
 
     #[test]

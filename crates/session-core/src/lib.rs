@@ -2,6 +2,7 @@
 
 mod blocking;
 mod clock;
+mod context_log;
 mod error;
 mod event;
 mod export;
@@ -25,6 +26,7 @@ mod validate;
 
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
+pub use context_log::{ContextChange, ContextExit, ContextLog};
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
     split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, REPLACES_KEY,

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use parking_lot::RwLock;
 
 use crate::clock::{system_clock, SharedClock};
+use crate::context_log::ContextLog;
 use crate::error::Result;
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, EventView, Page, SessionQuery};
@@ -69,6 +70,8 @@ struct Record {
     last_seq: u64,
     /// The archive's trigram index: search checks its candidates only.
     index: TrigramIndex,
+    /// The context's history: when events left it.
+    context_log: ContextLog,
 }
 
 impl Record {
@@ -237,6 +240,7 @@ impl SessionRepository for InMemoryRepository {
                 ids: HashMap::new(),
                 last_seq: 0,
                 index: TrigramIndex::new(),
+                context_log: ContextLog::default(),
             },
         );
         Ok(plan.session)
@@ -314,9 +318,11 @@ impl SessionRepository for InMemoryRepository {
         let inner = self.inner.read();
         let r = live(&inner, id, self.now())?;
         match (filter.view, filter.after) {
-            (EventView::Archive, None) => filter.apply(r.archive.values()),
-            (EventView::Archive, Some(a)) => {
-                filter.apply(r.archive.range(a.saturating_add(1)..).map(|(_, e)| e))
+            (EventView::Archive, after) => {
+                let from = after.map_or(0, |a| a.saturating_add(1));
+                let mut page = filter.apply(r.archive.range(from..).map(|(_, e)| e))?;
+                r.context_log.annotate(&mut page.items);
+                Ok(page)
             }
             (EventView::Context, after) => {
                 // Start past the cursor's position, found among the context's seqs alone.
@@ -361,6 +367,7 @@ impl SessionRepository for InMemoryRepository {
         };
         r.archive_new(&batch, &plan.new);
         r.apply_state(&mut shared, &plan.state);
+        r.context_log.push(plan.change(now));
         r.context = plan.context;
         r.last_seq = plan.last_seq;
         r.session.context_tokens = plan.context_tokens;
@@ -455,6 +462,7 @@ impl SessionRepository for InMemoryRepository {
             events: r.archive.values().cloned().collect(),
             context: r.context.clone(),
             shared,
+            context_log: r.context_log.changes().to_vec(),
         })
     }
 
@@ -496,6 +504,7 @@ impl SessionRepository for InMemoryRepository {
             ids,
             last_seq: dump.last_seq,
             index,
+            context_log: ContextLog::new(dump.context_log),
         };
         inner.sessions.insert(record.session.id.to_string(), record);
         Ok(ImportOutcome::Imported)

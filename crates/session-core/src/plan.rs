@@ -24,6 +24,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
+use crate::context_log::ContextChange;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::ids::{InvocationId, SessionId};
@@ -267,6 +268,8 @@ pub struct ContextPlan {
     pub state: StateChanges,
     /// The token estimate of the new context.
     pub context_tokens: u64,
+    /// The highest seq before the write.
+    pub before_seq: u64,
 }
 
 impl ContextPlan {
@@ -296,6 +299,7 @@ impl ContextPlan {
             version,
             state: StateChanges::default(),
             context_tokens: 0,
+            before_seq: head.last_seq,
         };
         for (index, e) in batch.events.iter().enumerate() {
             let (seq, tokens) = if let Some(s) = stored.get(&e.id) {
@@ -313,6 +317,12 @@ impl ContextPlan {
             plan.context_tokens = plan.context_tokens.saturating_add(u64::from(tokens));
         }
         Ok(Some(plan))
+    }
+
+    /// The record of this replace in the session's context history, written
+    /// `at` (the store's clock), which every store keeps with the write.
+    pub fn change(&self, at: DateTime<Utc>) -> ContextChange {
+        ContextChange::new(self.version, at, self.before_seq, &self.context)
     }
 }
 
@@ -455,6 +465,7 @@ impl ImportPlan {
         let id = dump.session.id.to_string();
         for e in &mut dump.events {
             e.session_id.clone_from(&id);
+            e.left_context = None;
         }
         dump.session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
         dump.session.context_tokens = dump.context_tokens();

@@ -60,6 +60,10 @@ pub struct SessionDump {
     pub context: Vec<u64>,
     /// The owner's `app:` and `user:` scopes at export time.
     pub shared: SharedState,
+    /// The context's history: one change per context replace, oldest
+    /// first (what tells when each archived event left the context).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_log: Vec<crate::ContextChange>,
 }
 
 impl SessionDump {
@@ -122,6 +126,18 @@ impl SessionDump {
                 "dump",
                 format!("context names seq {missing}, which is not in the archive"),
             ));
+        }
+        let mut versions = 0;
+        for c in &self.context_log {
+            c.validate()?;
+            if c.version <= versions || c.version > s.version || c.before_seq > self.last_seq {
+                return Err(SessionError::invalid(
+                    "dump",
+                    "context changes must have increasing versions up to the session's \
+                     and seqs within last_seq",
+                ));
+            }
+            versions = c.version;
         }
         let mut in_context = std::collections::HashSet::new();
         if let Some(twice) = self.context.iter().find(|s| !in_context.insert(**s)) {
@@ -381,6 +397,7 @@ pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<Ve
         }
         e.seq = 0;
         e.session_id.clear();
+        e.left_context = None;
         let json = e.encode()?;
         let len = json.len();
         if len > limits.max_event_bytes {

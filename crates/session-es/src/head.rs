@@ -56,6 +56,10 @@ pub(crate) struct Head {
     /// The last committed batch (its event documents may not be indexed yet).
     #[serde(default)]
     pub(crate) pending: Vec<Pending>,
+    /// The context's history: one record per context replace, oldest first
+    /// (what tells archive reads when each event left the context).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) changes: Vec<session_core::ContextChange>,
 }
 
 impl Head {
@@ -70,6 +74,7 @@ impl Head {
             base: Vec::new(),
             mark: 0,
             pending: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
@@ -395,6 +400,7 @@ mod tests {
             base: Vec::new(),
             mark: 0,
             pending: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
@@ -458,6 +464,7 @@ mod tests {
             base: Vec::new(),
             mark: 0,
             pending: Vec::new(),
+            changes: Vec::new(),
         };
         assert_eq!(h.indexed_max(), 9);
         h.pending = vec![

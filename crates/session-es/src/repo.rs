@@ -8,9 +8,10 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
-    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
-    SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate, SharedState, UserId,
+    prepare_events, AppName, AppendOutcome, Capabilities, ContextLog, EventFilter, EventView,
+    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
+    Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedState, UserId,
 };
 
 use crate::body;
@@ -141,7 +142,11 @@ impl SessionRepository for EsRepository {
     ) -> session_core::Result<Page<SessionEvent>> {
         filter.check(&self.limits)?;
         let head = self.heads().live(id).await?.head;
-        self.events_page(&head, filter).await
+        let mut page = self.events_page(&head, filter).await?;
+        if filter.view == EventView::Archive {
+            ContextLog::checked(id, head.changes)?.annotate(&mut page.items);
+        }
+        Ok(page)
     }
 
     async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {
@@ -178,7 +183,9 @@ impl SessionRepository for EsRepository {
                 })
                 .collect();
             head.set_context(context, plan.context_tokens);
-            head.stamp(plan.version, self.now());
+            let now = self.now();
+            head.changes.push(plan.change(now));
+            head.stamp(plan.version, now);
             if self.commit(&memo, &cur, &head).await? {
                 self.after_commit(&mut memo, &head, &plan.state.shared)
                     .await?;
@@ -254,6 +261,7 @@ impl SessionRepository for EsRepository {
             .shared_state(&head.session.app, &head.session.user_id)
             .await?;
         Ok(SessionDump {
+            context_log: ContextLog::checked(id, head.changes)?.changes().to_vec(),
             session: head.session,
             initial_state: head.initial_state,
             last_seq: head.last_seq,
@@ -319,6 +327,7 @@ impl EsRepository {
                 .map(|s| [*s, u64::from(tokens.get(s).copied().unwrap_or(0))])
                 .collect(),
             mark: d.last_seq,
+            changes: d.context_log.clone(),
             ..Head::new(d.session.clone(), d.initial_state.clone())
         };
         let mut docs = Vec::with_capacity(events.len());

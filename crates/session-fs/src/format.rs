@@ -18,6 +18,10 @@ pub(crate) struct SessionFile {
     pub(crate) log_bytes: u64,
     /// The context: these seqs in this order, then every event with a seq above `through`.
     pub(crate) context: ContextFile,
+    /// The context's history: one record per context replace, oldest first
+    /// (what tells archive reads when each event left the context).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) context_changes: Vec<session_core::ContextChange>,
 }
 
 impl SessionFile {

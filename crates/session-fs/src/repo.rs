@@ -13,9 +13,10 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, NewSession, Page,
-    RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump, SessionEvent, SessionId,
-    SessionQuery, SessionRepository, SessionUpdate, SharedDelta, SharedState, UserId,
+    AppName, AppendOutcome, Capabilities, ContextLog, EventFilter, EventView, ImportOutcome,
+    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
+    SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate, SharedDelta,
+    SharedState, UserId,
 };
 
 use crate::error::io_err;
@@ -132,6 +133,7 @@ impl Inner {
             last_seq: 0,
             log_bytes: 0,
             context: ContextFile::default(),
+            context_changes: Vec::new(),
         };
         self.save(&staging, &file)?;
         fs::rename(&staging, &dir).map_err(|e| io_err(&dir, e))?;
@@ -192,6 +194,7 @@ impl Inner {
         let written = log::append(&dir, &lines, self.sync)?;
         file.log_bytes = file.log_bytes.saturating_add(written);
         file.last_seq = plan.last_seq;
+        file.context_changes.push(plan.change(self.now()));
         file.context = ContextFile {
             seqs: plan.context,
             through: plan.last_seq,
@@ -303,6 +306,7 @@ impl Inner {
                 seqs: dump.context,
                 through: dump.last_seq,
             },
+            context_changes: dump.context_log,
         };
         self.save(&staging, &file)?;
         fs::rename(&staging, &dir).map_err(|e| io_err(&dir, e))?;
@@ -398,7 +402,11 @@ impl Inner {
 
     fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
         let (dir, file) = self.live(id)?;
-        view::page(&dir, &file, filter)
+        let mut page = view::page(&dir, &file, filter)?;
+        if filter.view == EventView::Archive {
+            ContextLog::checked(id, file.context_changes)?.annotate(&mut page.items);
+        }
+        Ok(page)
     }
 
     fn export(&self, id: &SessionId) -> Result<SessionDump> {
@@ -412,6 +420,9 @@ impl Inner {
             initial_state: file.initial_state,
             last_seq: file.last_seq,
             events,
+            context_log: ContextLog::checked(id, file.context_changes)?
+                .changes()
+                .to_vec(),
             session: file.session,
         })
     }

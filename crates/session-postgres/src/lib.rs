@@ -13,6 +13,7 @@
 
 mod error;
 mod events;
+mod history;
 mod quiet;
 mod repo;
 mod schema;
@@ -34,7 +35,7 @@ use crate::schema::{valid_schema_name, Tables};
 pub(crate) const BACKEND: &str = "postgres";
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Options for connecting a [`PostgresRepository`].
 #[derive(Clone)]

@@ -13,10 +13,10 @@ use session_core::plan::{
     StateChanges, Stored,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
-    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
-    SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedState, UserId,
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome,
+    Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session,
+    SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
+    SessionUpdate, SharedState, UserId,
 };
 
 use crate::error::{retryable, settle, R};
@@ -25,7 +25,7 @@ use crate::quiet::Quiet;
 use crate::schema::Tables;
 use crate::sessions::{self, Advance, Locked, Tokens};
 use crate::sql::{sql_int, sql_len};
-use crate::{search, shared, PostgresRepository, BACKEND};
+use crate::{history, search, shared, PostgresRepository, BACKEND};
 
 /// How many times a transaction that lost a serialization or deadlock race is run.
 const MAX_ATTEMPTS: u32 = 5;
@@ -223,6 +223,7 @@ async fn replace_context(
     };
     // After the context is cleared and placed, the rest is as for an append.
     persist(tx, t, id, &mut locked, &rows, &plan.state, advance, now).await?;
+    history::record(tx, t, id, &[plan.change(now)]).await?;
     Ok(true)
 }
 
@@ -292,6 +293,7 @@ async fn import(
         })
         .collect();
     events::insert(tx, t, &id, &rows).await?;
+    history::record(tx, t, &id, &dump.context_log).await?;
     shared::replace(tx, t, &s.app, &s.user_id, &dump.shared).await?;
     Ok(ImportOutcome::Imported)
 }
@@ -367,7 +369,13 @@ impl SessionRepository for PostgresRepository {
         filter.check(&self.limits)?;
         read!(self, |c| async {
             sessions::live(&c, &self.tables, id, self.clock.now()).await?;
-            events::read(&c, &self.tables, id, filter).await
+            let mut page = events::read(&c, &self.tables, id, filter).await?;
+            if filter.view == EventView::Archive {
+                history::read(&c, &self.tables, id)
+                    .await?
+                    .annotate(&mut page.items);
+            }
+            Ok(page)
         })
     }
 
@@ -431,6 +439,10 @@ impl SessionRepository for PostgresRepository {
             let (last_seq, initial_state) = sessions::live_export(&row, id)?;
             let (events, context) = events::archive(&c, &self.tables, id).await?;
             let shared = shared::read(&c, &self.tables, &session.app, &session.user_id).await?;
+            let context_log = history::read(&c, &self.tables, id)
+                .await?
+                .changes()
+                .to_vec();
             Ok(SessionDump {
                 session,
                 initial_state,
@@ -438,6 +450,7 @@ impl SessionRepository for PostgresRepository {
                 events,
                 context,
                 shared,
+                context_log,
             })
         })
     }

@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0002_folded_text_and_metadata.sql"),
     ),
     (3, include_str!("../migrations/0003_context_base.sql")),
+    (4, include_str!("../migrations/0004_context_changes.sql")),
 ];
 
 /// The qualified table names of one schema.
@@ -21,6 +22,7 @@ pub(crate) struct Tables {
     pub(crate) events: String,
     pub(crate) app_state: String,
     pub(crate) user_state: String,
+    pub(crate) context_changes: String,
 }
 
 impl Tables {
@@ -31,6 +33,7 @@ impl Tables {
             events: q("events"),
             app_state: q("app_state"),
             user_state: q("user_state"),
+            context_changes: q("context_changes"),
         }
     }
 }

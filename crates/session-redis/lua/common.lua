@@ -7,8 +7,9 @@
 -- names are historical: the archive set is named `sid`, the context set
 -- `arc`, the invocation hash `ctx`, the delta hash `tok`, the initial state
 -- `inv`. The last two are the search index's: its watermark hash (`dl`)
--- and the set of its trigram keys (`init`), written by `index.lua`.
-local S, ST, EV, IDS, ARC, CTX, INV, DL, INIT, SX, SXT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+-- and the set of its trigram keys (`init`), written by `index.lua`; then
+-- the list of the context's changes (`chg`).
+local S, ST, EV, IDS, ARC, CTX, INV, DL, INIT, SX, SXT, CHG = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 
 -- Removes the search index's trigram keys (the set names them; the
 -- watermark and the set go with the session's other keys).
@@ -109,6 +110,13 @@ local function write_context()
   for _ = 1, count() do
     local pos, seq = arg(), arg()
     redis.call('ZADD', KEYS[CTX], pos, seq)
+  end
+end
+
+-- A count of context changes (JSON), added to the end of the context's history.
+local function write_changes()
+  for _ = 1, count() do
+    redis.call('RPUSH', KEYS[CHG], arg())
   end
 end
 

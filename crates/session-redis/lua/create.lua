@@ -2,7 +2,7 @@
 -- of what the client read: all '' when there was no session); session id;
 -- the old owner's keys (a session replaced leaves their indexes); the new
 -- owner's keys; head fields; session, user, app and initial state lists;
--- events; context; index scores; TTL change. Returns 1, or -1 when the
+-- events; context; context changes; index scores; TTL change. Returns 1, or -1 when the
 -- head moved.
 if not begin(false) then return -1 end
 local sid, old, o = arg(), owner(), owner()
@@ -18,6 +18,7 @@ apply_kv(o.app)
 apply_kv(KEYS[INIT])
 write_events()
 write_context()
+write_changes()
 index(o, sid)
 touch()
 return 1

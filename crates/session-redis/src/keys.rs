@@ -9,9 +9,10 @@
 /// the delta hash `tok`, the initial state `inv`; `dl` and `init` stay
 /// empty). Stores written before must read unchanged, so the names stay;
 /// the role constants below are the one place that maps them. The last two
-/// hold the search index (see `search_index.rs`).
-const SESSION_KEYS: [&str; 11] = [
-    "s", "st", "ev", "ids", "sid", "arc", "ctx", "tok", "inv", "dl", "init",
+/// hold the search index (see `search_index.rs`), then `chg` the context's
+/// history (a key sessions written before it simply lack).
+const SESSION_KEYS: [&str; 12] = [
+    "s", "st", "ev", "ids", "sid", "arc", "ctx", "tok", "inv", "dl", "init", "chg",
 ];
 
 /// Hash: the session's fields (owner, times, counters, version, ...).
@@ -35,6 +36,9 @@ pub(crate) const INITIAL: usize = 8;
 pub(crate) const SEARCH_MARK: usize = 9;
 /// Set: the names of the search index's trigram keys (key `init`).
 pub(crate) const SEARCH_TRIGRAMS: usize = 10;
+/// List: the context's history, one JSON [`session_core::ContextChange`]
+/// per context replace, oldest first (key `chg`).
+pub(crate) const CONTEXT_CHANGES: usize = 11;
 
 /// `app/user` (or `app/key`) for a key name, with `/` inside either part
 /// escaped as `%2F`: names may hold `/` but never `%`, so two owners never
@@ -181,6 +185,7 @@ mod tests {
         assert_eq!(keys.get(INVOCATIONS), "as:{s1}:ctx");
         assert_eq!(keys.get(DELTAS), "as:{s1}:tok");
         assert_eq!(keys.get(INITIAL), "as:{s1}:inv");
-        assert_eq!(keys.all().len(), 11);
+        assert_eq!(keys.get(CONTEXT_CHANGES), "as:{s1}:chg");
+        assert_eq!(keys.all().len(), 12);
     }
 }

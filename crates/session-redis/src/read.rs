@@ -5,12 +5,14 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use session_core::plan::{Head, Stored};
 use session_core::{
-    stored_counter, stored_id, BoxError, EventView, Session, SessionError, SessionEvent, SessionId,
-    StateMap, MAX_SEQ, MAX_VERSION,
+    stored_counter, stored_id, BoxError, ContextChange, ContextLog, EventView, Session,
+    SessionError, SessionEvent, SessionId, StateMap, MAX_SEQ, MAX_VERSION,
 };
 
 use crate::error::map_err;
-use crate::keys::{ARCHIVE, CONTEXT, DELTAS, EVENTS, HEAD, INITIAL, INVOCATIONS, STATE};
+use crate::keys::{
+    ARCHIVE, CONTEXT, CONTEXT_CHANGES, DELTAS, EVENTS, HEAD, INITIAL, INVOCATIONS, STATE,
+};
 use crate::scripts::Call;
 use crate::RedisRepository;
 
@@ -419,6 +421,24 @@ impl RedisRepository {
             .query_async(&mut c)
             .await
             .map_err(map_err)
+    }
+
+    /// The context's history of session `id`: a corrupt entry is a
+    /// `Serialization` error naming the session.
+    pub(crate) async fn context_log(&self, id: &SessionId) -> session_core::Result<ContextLog> {
+        let mut c = self.conn.clone();
+        let entries: Vec<String> = redis::cmd("LRANGE")
+            .arg(self.keys.session(id).get(CONTEXT_CHANGES))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        let changes = entries
+            .iter()
+            .map(|json| ContextChange::decode(id, json))
+            .collect::<session_core::Result<_>>()?;
+        Ok(ContextLog::new(changes))
     }
 
     /// The ids in an index, in index order.

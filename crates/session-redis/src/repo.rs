@@ -93,6 +93,7 @@ impl SessionRepository for RedisRepository {
                 shared: &plan.shared,
                 events: Vec::new(),
                 context: Vec::new(),
+                changes: Vec::new(),
             };
             if self.persist_session(&read, whole, now).await? {
                 return Ok(plan.session);
@@ -233,7 +234,11 @@ impl SessionRepository for RedisRepository {
     ) -> session_core::Result<Page<SessionEvent>> {
         filter.check(&self.limits)?;
         self.live(id).await?;
-        self.events_page(id, filter).await
+        let mut page = self.events_page(id, filter).await?;
+        if filter.view == EventView::Archive {
+            self.context_log(id).await?.annotate(&mut page.items);
+        }
+        Ok(page)
     }
 
     async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {
@@ -337,6 +342,7 @@ impl SessionRepository for RedisRepository {
             .await?;
         let context = self.seqs(id, EventView::Context).await?;
         let shared = self.shared_state(&session.app, &session.user_id).await?;
+        let context_log = self.context_log(id).await?.changes().to_vec();
         Ok(SessionDump {
             session,
             initial_state,
@@ -344,6 +350,7 @@ impl SessionRepository for RedisRepository {
             events,
             context,
             shared,
+            context_log,
         })
     }
 
@@ -394,6 +401,11 @@ impl SessionRepository for RedisRepository {
                 shared: &shared,
                 events: stored_records(&d.events, &bodies)?,
                 context,
+                changes: d
+                    .context_log
+                    .iter()
+                    .map(session_core::ContextChange::encode)
+                    .collect::<session_core::Result<_>>()?,
             };
             if self.persist_session(&read, whole, now).await? {
                 return Ok(ImportOutcome::Imported);

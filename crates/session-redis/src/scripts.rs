@@ -210,6 +210,15 @@ impl<'a> Call<'a> {
         self
     }
 
+    /// Context changes to add to the context's history (JSON, oldest first).
+    pub(crate) fn changes(&mut self, changes: &[String]) -> &mut Self {
+        self.inv.arg(changes.len());
+        for c in changes {
+            self.inv.arg(c.as_str());
+        }
+        self
+    }
+
     /// The activity score (last activity, microseconds) and the expiry index change.
     pub(crate) fn index(&mut self, activity: i64, expiry: ExpiryIndex) -> &mut Self {
         self.inv.arg(-activity);

@@ -120,6 +120,8 @@ pub(crate) struct EventsPlan<'a> {
     new: &'a [NewEvent],
     /// `None`: the new events join the end of the context; else the whole new context.
     context: Option<&'a [u64]>,
+    /// The replace, recorded in the context's history (`None` for an append).
+    replace: Option<&'a ContextPlan>,
     last_seq: u64,
     version: u64,
     state: &'a StateChanges,
@@ -132,6 +134,7 @@ impl<'a> From<&'a AppendPlan> for EventsPlan<'a> {
         Self {
             new: &p.new,
             context: None,
+            replace: None,
             last_seq: p.last_seq,
             version: p.version,
             state: &p.state,
@@ -151,6 +154,7 @@ impl<'a> From<&'a ContextPlan> for EventsPlan<'a> {
         Self {
             new: &p.new,
             context: Some(&p.context),
+            replace: Some(p),
             last_seq: p.last_seq,
             version: p.version,
             state: &p.state,
@@ -174,6 +178,8 @@ pub(crate) struct WholeSession<'a> {
     pub(crate) events: Vec<EventRecord<'a>>,
     /// Its context as (position, seq).
     pub(crate) context: Vec<(u64, u64)>,
+    /// Its context's history, encoded, oldest first.
+    pub(crate) changes: Vec<String>,
 }
 
 impl RedisRepository {
@@ -228,6 +234,10 @@ impl RedisRepository {
             ("context_tokens", tokens.to_string()),
         ];
         let context: Vec<(u64, u64)> = (next_pos..).zip(joining).collect();
+        let changes = match plan.replace {
+            Some(p) => vec![p.change(now).encode()?],
+            None => Vec::new(),
+        };
         let owner = self.stored_owner(read);
         let keys = self.keys.session(id);
         let mut call = Call::new(&self.scripts.append, &keys);
@@ -236,6 +246,7 @@ impl RedisRepository {
             .owner(self.script_owner(&owner))
             .events(&new_records(batch, plan.new)?)
             .context(reset, &context)
+            .changes(&changes)
             .kv(&plan.state.session)?;
         if self.cluster {
             // Written by the client after the script.
@@ -379,6 +390,7 @@ impl RedisRepository {
         call.kv(w.initial)?
             .events(&w.events)
             .context(false, &w.context)
+            .changes(&w.changes)
             .index(micros(s.updated_at), expiry_index(s.expires_at))
             .touch(Touch::Refresh);
         if call.run::<i64>(&self.conn, "create").await? == MOVED {

@@ -12,6 +12,7 @@
 
 mod error;
 mod events;
+mod history;
 mod repo;
 mod schema;
 mod search;

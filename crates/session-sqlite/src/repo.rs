@@ -8,15 +8,15 @@ use session_core::plan::{
     StateChanges,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, ImportOutcome, Limits,
-    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode, SearchQuery, Session,
+    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome,
+    Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode, SearchQuery, Session,
     SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
     SharedState, UserId,
 };
 
 use crate::error::Result;
 use crate::sessions::{next_position, Advance, SessionHead, Tokens};
-use crate::{events, search, sessions, shared, Location, SqliteRepository, BACKEND};
+use crate::{events, history, search, sessions, shared, Location, SqliteRepository, BACKEND};
 
 /// Writes the session row and the shared scopes after an append or a
 /// context replace: the planned state changes, version and counters.
@@ -128,7 +128,11 @@ impl SessionRepository for SqliteRepository {
         let filter = filter.clone();
         self.read(move |c, now| {
             sessions::ensure_live(c, &id, now)?;
-            events::read(c, &id, &filter)
+            let mut page = events::read(c, &id, &filter)?;
+            if filter.view == EventView::Archive {
+                history::read(c, &id)?.annotate(&mut page.items);
+            }
+            Ok(page)
         })
         .await
     }
@@ -154,8 +158,10 @@ impl SessionRepository for SqliteRepository {
                 return Ok(false);
             };
             // The new context starts above every position so far; the
-            // events that leave it keep their rows as they are.
+            // events that leave it keep their rows as they are, and one
+            // row of the context's history says when they left.
             events::set_context_base(tx, &id, h.next_ctx_pos)?;
+            history::record(tx, &id, &plan.change(now))?;
             // The context in batch order: held events move, new ones are written there.
             let mut new = plan.new.iter().peekable();
             let mut pos = h.next_ctx_pos;
@@ -232,6 +238,7 @@ impl SessionRepository for SqliteRepository {
             let (initial_state, last_seq) = sessions::export_extras(c, &id)?;
             let (events, context) = events::archive_and_context(c, &id)?;
             let shared = shared::read(c, &session.app, &session.user_id)?;
+            let context_log = history::read(c, &id)?.changes().to_vec();
             Ok(SessionDump {
                 session,
                 initial_state,
@@ -239,6 +246,7 @@ impl SessionRepository for SqliteRepository {
                 events,
                 context,
                 shared,
+                context_log,
             })
         })
         .await
@@ -270,6 +278,9 @@ impl SessionRepository for SqliteRepository {
                 events::insert(tx, &s.id, e.seq, pos, e, body)?;
             }
             shared::replace(tx, &s.app, &s.user_id, &d.shared)?;
+            for change in &d.context_log {
+                history::record(tx, &s.id, change)?;
+            }
             Ok(ImportOutcome::Imported)
         })
         .await

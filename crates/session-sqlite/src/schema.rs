@@ -11,10 +11,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_folded_index.sql")),
     (3, include_str!("../migrations/0003_context_base.sql")),
+    (4, include_str!("../migrations/0004_context_changes.sql")),
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when
 /// several processes open the same file at once (`BEGIN IMMEDIATE` serializes them).

@@ -501,6 +501,7 @@ pub(crate) fn purge(tx: &Transaction<'_>, id: &str) -> Result<bool> {
         .sql()?
         .execute([id])
         .sql()?;
+    crate::history::purge(tx, id)?;
     let n = tx
         .prepare_cached("DELETE FROM sessions WHERE id = ?1")
         .sql()?

@@ -94,7 +94,8 @@ async fn a_version_2_database_reads_the_same_after_the_upgrade() {
     raw.execute_batch(
         "UPDATE events SET ctx_pos = CASE WHEN seq > 15 THEN seq - 16 END; \
          ALTER TABLE sessions DROP COLUMN ctx_base; \
-         DELETE FROM schema_version WHERE version = 3;",
+         DROP TABLE context_changes; \
+         DELETE FROM schema_version WHERE version >= 3;",
     )
     .unwrap();
     drop(raw);

@@ -144,3 +144,62 @@ async fn a_session_row_with_a_real_version_is_reported_alone() {
     })
     .await;
 }
+
+/// A corrupt row of the context's history fails the archive reads of its
+/// session only, as a `Serialization` error naming it; its context view and
+/// other sessions read on.
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_context_change_fails_only_its_sessions_archive_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("history.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let now = chrono::Utc::now();
+    let mut ids = Vec::new();
+    for name in ["bad", "good"] {
+        let s = repo
+            .create(
+                NewSession::new("app", "alice", now)
+                    .unwrap()
+                    .with_id(name)
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let events = (1..=3)
+            .map(|i| SessionEvent::new(Message::user(format!("m {i}"))))
+            .collect();
+        repo.append(&s.id, events).await.unwrap();
+        let context = repo.events(&s.id, &EventFilter::context()).await.unwrap();
+        let kept = context.items[2..].to_vec();
+        assert!(repo.replace_context(&s.id, kept, 1).await.unwrap());
+        ids.push(s.id);
+    }
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    let n = raw
+        .execute(
+            "UPDATE context_changes SET body = '{\"version\":2,\"context\":[[5,1]]' WHERE session_id = 'bad'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+
+    let err = repo
+        .events(&ids[0], &EventFilter::archive())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+    assert!(err.to_string().contains("session bad"), "{err}");
+    let context = repo.events(&ids[0], &EventFilter::context()).await.unwrap();
+    assert_eq!(
+        context.items.len(),
+        1,
+        "the context view does not need the history"
+    );
+    let good = repo.events(&ids[1], &EventFilter::archive()).await.unwrap();
+    let left: Vec<bool> = good
+        .items
+        .iter()
+        .map(|e| e.left_context.is_some())
+        .collect();
+    assert_eq!(left, [true, true, false]);
+}

@@ -255,6 +255,7 @@ macro_rules! __with_cases {
             replace_context_with_current_version,
             replace_context_with_stale_version_changes_nothing,
             replace_context_keeps_the_archive,
+            archived_events_carry_when_they_left_the_context,
             search_is_case_insensitive_over_the_archive,
             search_is_chronological_and_paged,
             search_special_characters_match_literally,

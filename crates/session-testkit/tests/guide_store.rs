@@ -14,10 +14,10 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    page_of_matches, AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome,
-    Limits, NewSession, Page, Result, RewindOutcome, SearchHit, SearchQuery, SearchScope, Session,
-    SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
-    SessionUpdate, SharedClock, SharedDelta, SharedState, StateMap, UserId,
+    page_of_matches, AppName, AppendOutcome, Capabilities, ContextLog, EventFilter, EventView,
+    ImportOutcome, Limits, NewSession, Page, Result, RewindOutcome, SearchHit, SearchQuery,
+    SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery,
+    SessionRepository, SessionUpdate, SharedClock, SharedDelta, SharedState, StateMap, UserId,
 };
 
 /// One session as the engine keeps it.
@@ -28,6 +28,8 @@ struct Row {
     archive: BTreeMap<u64, SessionEvent>,
     ids: HashMap<String, u64>,
     context: Vec<u64>,
+    /// One record per context replace: when events left the context.
+    context_log: ContextLog,
 }
 
 #[derive(Default)]
@@ -162,6 +164,7 @@ impl SessionRepository for TinyStore {
             archive: BTreeMap::new(),
             ids: HashMap::new(),
             context: Vec::new(),
+            context_log: ContextLog::default(),
         };
         t.sessions.insert(plan.session.id.to_string(), row);
         Ok(plan.session)
@@ -238,7 +241,12 @@ impl SessionRepository for TinyStore {
         let mut t = self.lock()?;
         let row = readable(found(t.sessions.get_mut(id.as_str())), id, self.clock.now())?;
         match filter.view {
-            EventView::Archive => filter.apply(row.archive.values()),
+            EventView::Archive => {
+                // Archive reads say when each event left the context.
+                let mut page = filter.apply(row.archive.values())?;
+                row.context_log.annotate(&mut page.items);
+                Ok(page)
+            }
             EventView::Context => {
                 filter.apply(row.context.iter().filter_map(|s| row.archive.get(s)))
             }
@@ -264,6 +272,7 @@ impl SessionRepository for TinyStore {
             return Ok(false);
         };
         row.write_events(&batch, &plan.new);
+        row.context_log.push(plan.change(now));
         row.context = plan.context;
         apply_delta(&mut row.session.state, &plan.state.session);
         row.last_seq = plan.last_seq;
@@ -348,6 +357,7 @@ impl SessionRepository for TinyStore {
         let (session, initial_state) = (row.session.clone(), row.initial_state.clone());
         let (last_seq, context) = (row.last_seq, row.context.clone());
         let events = row.archive.values().cloned().collect();
+        let context_log = row.context_log.changes().to_vec();
         let shared = read_shared(&t, &session.app, &session.user_id);
         Ok(SessionDump {
             session,
@@ -356,6 +366,7 @@ impl SessionRepository for TinyStore {
             events,
             context,
             shared,
+            context_log,
         })
     }
 
@@ -386,6 +397,7 @@ impl SessionRepository for TinyStore {
             ids: d.events.iter().map(|e| (e.id.clone(), e.seq)).collect(),
             archive: d.events.into_iter().map(|e| (e.seq, e)).collect(),
             context: d.context,
+            context_log: ContextLog::new(d.context_log),
         };
         t.sessions.insert(row.session.id.to_string(), row);
         Ok(ImportOutcome::Imported)

@@ -13,6 +13,7 @@ mod capabilities;
 mod context;
 mod events;
 mod export;
+mod history;
 mod limits;
 mod metadata;
 mod paging;
@@ -43,6 +44,7 @@ pub use events::{
     events_synthetic_in_out_only, events_time_range, turn_count_counts_root_real_user_messages,
 };
 pub use export::export_import_round_trips;
+pub use history::archived_events_carry_when_they_left_the_context;
 pub use limits::{
     clock_jumps_back_and_forward, nul_and_astral_text_round_trips, oversize_event_is_rejected,
     page_size_limits, session_of_100k_events_pages_and_searches,
