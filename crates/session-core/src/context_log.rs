@@ -146,6 +146,11 @@ impl ContextLog {
         &self.changes
     }
 
+    /// The changes, oldest first, taken out of the log.
+    pub fn into_changes(self) -> Vec<ContextChange> {
+        self.changes
+    }
+
     /// Records a new replace (its version is above every recorded one).
     pub fn push(&mut self, change: ContextChange) {
         self.changes.push(change);

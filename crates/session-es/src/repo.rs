@@ -261,7 +261,7 @@ impl SessionRepository for EsRepository {
             .shared_state(&head.session.app, &head.session.user_id)
             .await?;
         Ok(SessionDump {
-            context_log: ContextLog::checked(id, head.changes)?.changes().to_vec(),
+            context_log: ContextLog::checked(id, head.changes)?.into_changes(),
             session: head.session,
             initial_state: head.initial_state,
             last_seq: head.last_seq,

@@ -420,9 +420,7 @@ impl Inner {
             initial_state: file.initial_state,
             last_seq: file.last_seq,
             events,
-            context_log: ContextLog::checked(id, file.context_changes)?
-                .changes()
-                .to_vec(),
+            context_log: ContextLog::checked(id, file.context_changes)?.into_changes(),
             session: file.session,
         })
     }

@@ -439,10 +439,7 @@ impl SessionRepository for PostgresRepository {
             let (last_seq, initial_state) = sessions::live_export(&row, id)?;
             let (events, context) = events::archive(&c, &self.tables, id).await?;
             let shared = shared::read(&c, &self.tables, &session.app, &session.user_id).await?;
-            let context_log = history::read(&c, &self.tables, id)
-                .await?
-                .changes()
-                .to_vec();
+            let context_log = history::read(&c, &self.tables, id).await?.into_changes();
             Ok(SessionDump {
                 session,
                 initial_state,

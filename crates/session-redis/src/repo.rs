@@ -342,7 +342,7 @@ impl SessionRepository for RedisRepository {
             .await?;
         let context = self.seqs(id, EventView::Context).await?;
         let shared = self.shared_state(&session.app, &session.user_id).await?;
-        let context_log = self.context_log(id).await?.changes().to_vec();
+        let context_log = self.context_log(id).await?.into_changes();
         Ok(SessionDump {
             session,
             initial_state,

@@ -238,7 +238,7 @@ impl SessionRepository for SqliteRepository {
             let (initial_state, last_seq) = sessions::export_extras(c, &id)?;
             let (events, context) = events::archive_and_context(c, &id)?;
             let shared = shared::read(c, &session.app, &session.user_id)?;
-            let context_log = history::read(c, &id)?.changes().to_vec();
+            let context_log = history::read(c, &id)?.into_changes();
             Ok(SessionDump {
                 session,
                 initial_state,
