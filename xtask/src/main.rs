@@ -252,6 +252,48 @@ fn docs_steps() -> Vec<Step> {
     vec![s]
 }
 
+/// Removes the sources an earlier `cargo publish --dry-run` unpacked from
+/// this workspace's own packages. Cargo unpacks each packaged crate into
+/// `$CARGO_HOME/registry/src/-<hash of the workspace path>/<name>-<version>`
+/// and, finding that directory again on the next run of the same version,
+/// builds the stale sources instead of the new package.
+fn forget_unpacked_packages() -> Result<(), String> {
+    let home = env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let ours: Vec<String> = std::fs::read_dir("crates")
+        .map_err(|e| format!("cannot list crates/ (run from the workspace root): {e}"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(|n| format!("{n}-")))
+        .collect();
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(()); // nothing unpacked yet
+    };
+    for registry in registries.flatten() {
+        // Local overlays are named `-<hash>`; crates.io's sources are left alone.
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for unpacked in std::fs::read_dir(registry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = unpacked.file_name().to_string_lossy().into_owned();
+            let is_ours = ours.iter().any(|p| {
+                name.strip_prefix(p.as_str())
+                    .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+            });
+            if is_ours {
+                std::fs::remove_dir_all(unpacked.path())
+                    .map_err(|e| format!("cannot remove {}: {e}", unpacked.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Packages every publishable crate and builds each from its package, in
 /// dependency order, as `cargo publish` would, without uploading.
 /// `--allow-dirty` so it can check a change before it is committed.
@@ -323,7 +365,13 @@ fn main() -> ExitCode {
         Some("lint") => lint_steps(),
         Some("test") => test_steps(),
         Some("docs") => docs_steps(),
-        Some("publish-check") => publish_check_steps(),
+        Some("publish-check") => {
+            if let Err(e) = forget_unpacked_packages() {
+                eprintln!("xtask: {e}");
+                return ExitCode::FAILURE;
+            }
+            publish_check_steps()
+        }
         Some("bench-report") => {
             return match bench_report::run() {
                 Ok(()) => ExitCode::SUCCESS,
