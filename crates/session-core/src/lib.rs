@@ -12,6 +12,8 @@ pub mod layer;
 mod memory;
 mod message;
 pub mod plan;
+/// The time-zone crate `ResetPolicy::daily_at` takes its zones from.
+pub use jiff;
 pub use plan::RewindTo;
 mod repository;
 mod resolution_key;

@@ -486,7 +486,7 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         policy.validate()?;
         let now = self.clock.now();
         if let Some(existing) = self.active_for(request).await? {
-            if !policy.should_reset(existing.updated_at, now) {
+            if !policy.should_reset(existing.updated_at, now)? {
                 return Ok(Resolved {
                     session: self.merged(existing).await?,
                     is_new: false,

@@ -1,6 +1,6 @@
 //! What callers hand the service: the owner, create and resolve requests, expiry and reset policies.
 
-use chrono::{DateTime, Duration, FixedOffset, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
 use crate::clock::truncate_micros;
@@ -215,17 +215,55 @@ impl CreateSessionRequestBuilder {
     }
 }
 
-/// A daily reset: sessions last active before today's `hour` (at `utc_offset_minutes`) start over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A daily reset: sessions last active before the latest `hour:00` in `zone` start over.
+///
+/// The zone is a real time zone (IANA name, e.g. `Europe/Berlin`), so a 04:00
+/// reset stays at 04:00 local time across daylight-saving changes. On a day
+/// whose `hour:00` falls in a spring-forward gap, the reset happens at the
+/// first instant after the gap; on a day where it occurs twice (fall back), at
+/// the first of the two.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DailyReset {
-    /// Hour of day, 0..=23, in the offset's local time.
+    /// Hour of day, 0..=23, in the zone's local time.
     pub hour: u8,
-    /// The offset from UTC in minutes (e.g. 120 for UTC+2).
-    pub utc_offset_minutes: i32,
+    /// The time zone whose local clock the hour is read on.
+    pub zone: jiff::tz::TimeZone,
+}
+
+impl DailyReset {
+    /// The most recent instant at or before `now` when the zone's clock showed `hour:00`.
+    pub fn latest_before(&self, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
+        let out_of_range = |e: jiff::Error| {
+            SessionError::invalid("daily reset", format!("{now} is out of range: {e}"))
+        };
+        let now_ts = jiff::Timestamp::new(
+            now.timestamp(),
+            now.timestamp_subsec_nanos().try_into().unwrap_or(0),
+        )
+        .map_err(out_of_range)?;
+        let today = now_ts.to_zoned(self.zone.clone()).date();
+        let hour = i8::try_from(self.hour)
+            .map_err(|_| SessionError::invalid("daily reset hour", "must be 0..=23"))?;
+        let at = |date: jiff::civil::Date| {
+            date.at(hour, 0, 0, 0)
+                .to_zoned(self.zone.clone())
+                .map(|z| z.timestamp())
+                .map_err(out_of_range)
+        };
+        let mut boundary = at(today)?;
+        if boundary > now_ts {
+            boundary = at(today.yesterday().map_err(out_of_range)?)?;
+        }
+        DateTime::from_timestamp(
+            boundary.as_second(),
+            boundary.subsec_nanosecond().try_into().unwrap_or(0),
+        )
+        .ok_or_else(|| SessionError::invalid("daily reset", format!("{boundary} is out of range")))
+    }
 }
 
 /// When `resolve` starts a session over instead of returning the existing one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ResetPolicy {
     /// Reset when the last activity is older than this.
     pub idle_timeout: Option<Duration>,
@@ -245,23 +283,28 @@ impl ResetPolicy {
         self
     }
 
-    /// Resets daily at `hour` local time at `utc_offset_minutes`.
-    pub fn daily_at(mut self, hour: u8, utc_offset_minutes: i32) -> Self {
-        self.daily_reset = Some(DailyReset {
-            hour,
-            utc_offset_minutes,
-        });
+    /// Resets daily at `hour:00` local time in `zone` (`jiff::tz::TimeZone::UTC`,
+    /// `TimeZone::get("Europe/Berlin")`, a fixed offset, …).
+    pub fn daily_at(mut self, hour: u8, zone: jiff::tz::TimeZone) -> Self {
+        self.daily_reset = Some(DailyReset { hour, zone });
         self
     }
 
+    /// Resets daily at `hour:00` local time in the IANA zone `zone_name`
+    /// (e.g. `America/New_York`); an unknown name is `InvalidInput`.
+    pub fn daily_in(self, hour: u8, zone_name: &str) -> Result<Self> {
+        let zone = jiff::tz::TimeZone::get(zone_name).map_err(|e| {
+            SessionError::invalid(
+                "time zone",
+                format!("{zone_name:?} is not a known IANA time zone: {e}"),
+            )
+        })?;
+        Ok(self.daily_at(hour, zone))
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
-        if let Some(d) = self.daily_reset {
-            if d.hour > 23 {
-                return Err(SessionError::invalid("daily reset hour", "must be 0..=23"));
-            }
-            if d.utc_offset_minutes.abs() >= 24 * 60 {
-                return Err(SessionError::invalid("utc offset", "must be within ±23:59"));
-            }
+        if self.daily_reset.as_ref().is_some_and(|d| d.hour > 23) {
+            return Err(SessionError::invalid("daily reset hour", "must be 0..=23"));
         }
         if self.idle_timeout.is_some_and(|d| d <= Duration::zero()) {
             return Err(SessionError::invalid("idle timeout", "must be positive"));
@@ -270,30 +313,15 @@ impl ResetPolicy {
     }
 
     /// Whether a session last active at `last_active` must be reset at `now`.
-    pub fn should_reset(&self, last_active: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    pub fn should_reset(&self, last_active: DateTime<Utc>, now: DateTime<Utc>) -> Result<bool> {
         if self.idle_timeout.is_some_and(|t| now - last_active > t) {
-            return true;
+            return Ok(true);
         }
-        if let Some(d) = self.daily_reset {
-            if let Some(boundary) = latest_daily_boundary(d, now) {
-                return last_active < boundary;
-            }
+        match &self.daily_reset {
+            Some(d) => Ok(last_active < d.latest_before(now)?),
+            None => Ok(false),
         }
-        false
     }
-}
-
-/// The most recent instant at or before `now` when the local clock showed `hour:00`.
-fn latest_daily_boundary(d: DailyReset, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let offset = FixedOffset::east_opt(d.utc_offset_minutes * 60)?;
-    let local_now = now.with_timezone(&offset);
-    let time = NaiveTime::from_hms_opt(u32::from(d.hour), 0, 0)?;
-    let today = local_now.date_naive().and_time(time);
-    let mut boundary = offset.from_local_datetime(&today).single()?;
-    if boundary > local_now {
-        boundary -= Duration::days(1);
-    }
-    Some(boundary.with_timezone(&Utc))
 }
 
 /// What `resolve` and `reset` look up: the active session for (app, user, key).
@@ -357,27 +385,123 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap()
+    }
+
+    fn boundary(hour: u8, zone: &str, now: DateTime<Utc>) -> DateTime<Utc> {
+        let policy = ResetPolicy::never().daily_in(hour, zone).unwrap();
+        policy.daily_reset.unwrap().latest_before(now).unwrap()
+    }
+
     #[test]
-    fn daily_boundary_respects_offset() {
+    fn daily_boundary_respects_a_fixed_offset() {
         // 2026-03-10 05:00 UTC is 07:00 at UTC+2; a 06:00 local reset happened at 04:00 UTC.
-        let now = Utc.with_ymd_and_hms(2026, 3, 10, 5, 0, 0).unwrap();
-        let d = DailyReset {
-            hour: 6,
-            utc_offset_minutes: 120,
-        };
-        assert_eq!(
-            latest_daily_boundary(d, now),
-            Some(Utc.with_ymd_and_hms(2026, 3, 10, 4, 0, 0).unwrap())
-        );
+        let zone = jiff::tz::TimeZone::fixed(jiff::tz::offset(2));
+        let policy = ResetPolicy::never().daily_at(6, zone);
+        let d = policy.daily_reset.clone().unwrap();
+        let now = utc(2026, 3, 10, 5, 0);
+        assert_eq!(d.latest_before(now).unwrap(), utc(2026, 3, 10, 4, 0));
         // At 03:00 UTC (05:00 local) the latest reset is yesterday's.
-        let early = Utc.with_ymd_and_hms(2026, 3, 10, 3, 0, 0).unwrap();
         assert_eq!(
-            latest_daily_boundary(d, early),
-            Some(Utc.with_ymd_and_hms(2026, 3, 9, 4, 0, 0).unwrap())
+            d.latest_before(utc(2026, 3, 10, 3, 0)).unwrap(),
+            utc(2026, 3, 9, 4, 0)
         );
-        let policy = ResetPolicy::never().daily_at(6, 120);
-        assert!(policy.should_reset(Utc.with_ymd_and_hms(2026, 3, 10, 3, 59, 0).unwrap(), now));
-        assert!(!policy.should_reset(Utc.with_ymd_and_hms(2026, 3, 10, 4, 1, 0).unwrap(), now));
+        assert!(policy.should_reset(utc(2026, 3, 10, 3, 59), now).unwrap());
+        assert!(!policy.should_reset(utc(2026, 3, 10, 4, 1), now).unwrap());
+    }
+
+    #[test]
+    fn a_04_00_reset_stays_at_04_00_local_across_daylight_saving_in_berlin() {
+        // Berlin: CET (UTC+1) until 2026-03-29 02:00, CEST (UTC+2) until 2026-10-25 03:00.
+        let z = "Europe/Berlin";
+        assert_eq!(
+            boundary(4, z, utc(2026, 3, 28, 12, 0)),
+            utc(2026, 3, 28, 3, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 3, 29, 12, 0)),
+            utc(2026, 3, 29, 2, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 3, 30, 12, 0)),
+            utc(2026, 3, 30, 2, 0)
+        );
+        // Just before 04:00 CEST on the transition day the latest reset is the day before's, in CET.
+        assert_eq!(
+            boundary(4, z, utc(2026, 3, 29, 1, 59)),
+            utc(2026, 3, 28, 3, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 10, 25, 12, 0)),
+            utc(2026, 10, 25, 3, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 10, 24, 12, 0)),
+            utc(2026, 10, 24, 2, 0)
+        );
+        // A fixed UTC+1 offset drifts to 05:00 CEST in summer: the reason zones exist.
+        let fixed =
+            ResetPolicy::never().daily_at(4, jiff::tz::TimeZone::fixed(jiff::tz::offset(1)));
+        assert_eq!(
+            fixed
+                .daily_reset
+                .unwrap()
+                .latest_before(utc(2026, 3, 30, 12, 0))
+                .unwrap(),
+            utc(2026, 3, 30, 3, 0)
+        );
+    }
+
+    #[test]
+    fn a_04_00_reset_stays_at_04_00_local_across_daylight_saving_in_new_york() {
+        // New York: EST (UTC-5) until 2026-03-08 02:00, EDT (UTC-4) until 2026-11-01 02:00.
+        let z = "America/New_York";
+        assert_eq!(
+            boundary(4, z, utc(2026, 3, 7, 20, 0)),
+            utc(2026, 3, 7, 9, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 3, 8, 20, 0)),
+            utc(2026, 3, 8, 8, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 10, 31, 20, 0)),
+            utc(2026, 10, 31, 8, 0)
+        );
+        assert_eq!(
+            boundary(4, z, utc(2026, 11, 1, 20, 0)),
+            utc(2026, 11, 1, 9, 0)
+        );
+    }
+
+    #[test]
+    fn a_reset_hour_inside_a_gap_or_a_fold_happens_once_that_day() {
+        // 02:00 does not exist in New York on 2026-03-08: the reset is at 03:00 EDT (07:00 UTC).
+        let z = "America/New_York";
+        assert_eq!(
+            boundary(2, z, utc(2026, 3, 8, 20, 0)),
+            utc(2026, 3, 8, 7, 0)
+        );
+        // 01:00 happens twice on 2026-11-01: the reset is at the first, 01:00 EDT (05:00 UTC),
+        // and the second 01:00 (06:00 UTC) does not reset again.
+        assert_eq!(
+            boundary(1, z, utc(2026, 11, 1, 5, 30)),
+            utc(2026, 11, 1, 5, 0)
+        );
+        assert_eq!(
+            boundary(1, z, utc(2026, 11, 1, 6, 30)),
+            utc(2026, 11, 1, 5, 0)
+        );
+    }
+
+    #[test]
+    fn an_unknown_zone_is_invalid_input() {
+        let err = ResetPolicy::never()
+            .daily_in(4, "Mars/Olympus_Mons")
+            .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("Mars/Olympus_Mons"), "{err}");
     }
 
     #[test]
@@ -397,9 +521,8 @@ mod tests {
 
     #[test]
     fn policy_validation() {
-        assert!(ResetPolicy::never().daily_at(24, 0).validate().is_err());
         assert!(ResetPolicy::never()
-            .daily_at(23, 24 * 60)
+            .daily_at(24, jiff::tz::TimeZone::UTC)
             .validate()
             .is_err());
         assert!(ResetPolicy::never()

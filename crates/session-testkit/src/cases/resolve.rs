@@ -56,31 +56,32 @@ pub async fn resolve_idle_timeout_starts_over(fx: Fixture) {
     assert_eq!(texts(&fx.archive(&first.id).await), ["still here"]);
 }
 
-/// Sessions last active before today's reset hour (at the policy's offset) start over.
+/// Sessions last active before today's reset hour (in the policy's time zone) start over,
+/// and the hour stays local across a daylight-saving change.
 pub async fn resolve_daily_reset(fx: Fixture) {
     let svc = fx.service();
-    // 04:00 local at UTC+2 is 02:00 UTC.
-    let policy = ResetPolicy::never().daily_at(4, 120);
+    // Berlin moves from UTC+1 to UTC+2 at 01:00 UTC on 2026-03-29: 04:00 local is then 02:00 UTC.
+    let policy = ResetPolicy::never().daily_in(4, "Europe/Berlin").unwrap();
     fx.clock
-        .set(Utc.with_ymd_and_hms(2026, 6, 1, 23, 0, 0).unwrap()); // 01:00 local, June 2
+        .set(Utc.with_ymd_and_hms(2026, 3, 28, 22, 0, 0).unwrap()); // 23:00 CET, March 28
     let req = ResolveRequest::new(APP, "alice", "chat:daily");
     let first = svc.resolve(&req, &policy).await.unwrap().session;
     fx.clock
-        .set(Utc.with_ymd_and_hms(2026, 6, 2, 1, 30, 0).unwrap()); // 03:30 local
+        .set(Utc.with_ymd_and_hms(2026, 3, 29, 1, 30, 0).unwrap()); // 03:30 CEST
     assert!(!svc.resolve(&req, &policy).await.unwrap().is_new);
     fx.clock
-        .set(Utc.with_ymd_and_hms(2026, 6, 2, 2, 30, 0).unwrap()); // 04:30 local
+        .set(Utc.with_ymd_and_hms(2026, 3, 29, 2, 30, 0).unwrap()); // 04:30 CEST (03:30 at UTC+1)
     let next = svc.resolve(&req, &policy).await.unwrap();
     assert!(
         next.is_new,
-        "the 04:00 local reset passed since the last activity"
+        "the 04:00 local reset passed since the last activity, in summer time"
     );
     assert_eq!(
         fx.repo.get(&first.id).await.unwrap().status,
         SessionStatus::Archived
     );
     fx.clock
-        .set(Utc.with_ymd_and_hms(2026, 6, 2, 20, 0, 0).unwrap());
+        .set(Utc.with_ymd_and_hms(2026, 3, 29, 20, 0, 0).unwrap());
     assert!(!svc.resolve(&req, &policy).await.unwrap().is_new);
 }
 
