@@ -1,5 +1,5 @@
 //! The everyday commands: create, append, list, show, search, compact,
-//! rewind, end, delete, purge-expired, stats.
+//! rewind, end, reopen, delete, purge-expired, stats.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -9,8 +9,9 @@ use agent_session::compaction::{
     Summarizer, SummarizerChoice, TokenBudget, Trigger, TurnWindow,
 };
 use agent_session::{
-    Clock, EventFilter, EventView, Message, NewSession, RewindTo, SessionEvent, SessionQuery,
-    SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate, SystemClock,
+    Clock, EventFilter, EventView, Message, NewSession, RewindTo, SessionEvent, SessionId,
+    SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate,
+    SystemClock,
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl};
 use anyhow::{anyhow, bail, Result};
@@ -462,20 +463,10 @@ async fn everyday(
             }
         }
         Command::End { session } => {
-            repo.update(
-                &session,
-                SessionUpdate::new().status(SessionStatus::Archived),
-            )
-            .await?;
-            writeln!(
-                out,
-                "{}",
-                if json {
-                    json!({"ended": session}).to_string()
-                } else {
-                    format!("ended {session}")
-                }
-            )?;
+            set_status(repo, out, json, &session, SessionStatus::Archived).await?;
+        }
+        Command::Reopen { session } => {
+            set_status(repo, out, json, &session, SessionStatus::Active).await?;
         }
         Command::Delete { session } => {
             if !repo.delete(&session).await? {
@@ -517,6 +508,28 @@ async fn everyday(
         | Command::Migrate { .. } => {
             unreachable!("dispatched in run")
         }
+    }
+    Ok(())
+}
+
+/// `end` and `reopen`: sets the status and prints what happened.
+async fn set_status(
+    repo: &Arc<dyn SessionRepository>,
+    out: &mut dyn Write,
+    json: bool,
+    session: &SessionId,
+    status: SessionStatus,
+) -> Result<()> {
+    repo.update(session, SessionUpdate::new().status(status))
+        .await?;
+    let done = match status {
+        SessionStatus::Archived => "ended",
+        SessionStatus::Active => "reopened",
+    };
+    if json {
+        writeln!(out, "{}", json!({ done: session }))?;
+    } else {
+        writeln!(out, "{done} {session}")?;
     }
     Ok(())
 }

@@ -282,8 +282,14 @@ pub(crate) enum Command {
         #[arg(long)]
         seq: Option<u64>,
     },
-    /// Archives a session (still readable and searchable).
+    /// Ends (archives) a session: still readable and searchable, closed to
+    /// writes until reopened.
     End {
+        /// The session id.
+        session: SessionId,
+    },
+    /// Reopens an ended session: writable again, and resolvable by its key.
+    Reopen {
         /// The session id.
         session: SessionId,
     },

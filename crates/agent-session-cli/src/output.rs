@@ -29,7 +29,7 @@ pub(crate) fn describe(e: &anyhow::Error) -> String {
 /// The exit code of a failed command, by the kind of the store error in
 /// its chain (documented in `docs/cli.md`): 2 bad input, 3 not found, 4
 /// conflict or already exists, 5 unavailable (retry later), 6 expired, 7
-/// unsupported by the store; 1 anything else.
+/// unsupported by the store, 8 the session has ended; 1 anything else.
 pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
     use agent_session::{ErrorKind, SessionError};
     if let Some(kind) = e
@@ -44,6 +44,7 @@ pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
             ErrorKind::Unavailable => 5,
             ErrorKind::Expired => 6,
             ErrorKind::Unsupported => 7,
+            ErrorKind::SessionEnded => 8,
             _ => 1,
         };
     }
@@ -67,6 +68,7 @@ pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
             Some("hint: free some disk space, then run the command again")
         }
         5 => Some("hint: the store is busy or unreachable; running the command again may succeed"),
+        8 => Some("hint: `agent-session reopen <session>` makes an ended session writable again"),
         3 if text.contains("session") => {
             Some("hint: `agent-session list` shows the sessions in this store")
         }

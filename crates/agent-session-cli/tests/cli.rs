@@ -241,6 +241,19 @@ fn compact_rewind_end_delete_and_stats() {
     assert_eq!(out(cli(&s).args(["end", "s1"])), "ended s1");
     let stats: Value = serde_json::from_str(&out(cli(&s).args(["--json", "stats"]))).unwrap();
     assert_eq!(stats["archived"], 1);
+    // An ended session takes no appends: exit code 8 and a hint naming `reopen`.
+    cli(&s)
+        .args(["append", "s1", "--role", "user", "--text", "too late"])
+        .assert()
+        .code(8)
+        .stderr(predicate::str::contains("has ended"))
+        .stderr(predicate::str::contains("agent-session reopen"));
+    assert_eq!(out(cli(&s).args(["reopen", "s1"])), "reopened s1");
+    append(&s, "s1", &["--role", "user", "--text", "back again"]);
+    assert_eq!(
+        out(cli(&s).args(["--json", "end", "s1"])),
+        r#"{"ended":"s1"}"#
+    );
     assert_eq!(stats["backend"], "sqlite");
     assert_eq!(out(cli(&s).args(["delete", "s1"])), "deleted s1");
     assert_eq!(

@@ -37,6 +37,12 @@ pub enum SessionError {
         /// The expired session.
         id: String,
     },
+    /// A write targeted a session that was ended (archived); `reopen` it first.
+    #[error("session {id} has ended; reopen it to write to it, or resolve a new session")]
+    SessionEnded {
+        /// The ended session.
+        id: String,
+    },
     /// An optimistic version check failed: someone else wrote in between.
     #[error("version conflict on session {id}: expected {expected}, found {actual}")]
     Conflict {
@@ -106,6 +112,8 @@ pub enum ErrorKind {
     AlreadyExists,
     /// See [`SessionError::Expired`].
     Expired,
+    /// See [`SessionError::SessionEnded`].
+    SessionEnded,
     /// See [`SessionError::Conflict`].
     Conflict,
     /// See [`SessionError::InvalidInput`].
@@ -133,6 +141,7 @@ impl SessionError {
             Self::NotFound { .. } => ErrorKind::NotFound,
             Self::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Self::Expired { .. } => ErrorKind::Expired,
+            Self::SessionEnded { .. } => ErrorKind::SessionEnded,
             Self::Conflict { .. } => ErrorKind::Conflict,
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
             Self::Unsupported { .. } => ErrorKind::Unsupported,

@@ -84,7 +84,12 @@ impl Record {
     }
 
     fn head(&self) -> Head {
-        Head::new(self.session.id.clone(), self.last_seq, self.session.version)
+        Head::new(
+            self.session.id.clone(),
+            self.last_seq,
+            self.session.version,
+            self.session.status,
+        )
     }
 
     /// The events of `batch` this session already holds.

@@ -11,9 +11,9 @@
 //! ```
 //! use std::collections::HashMap;
 //! use session_core::plan::{AppendPlan, EventBatch, Head};
-//! use session_core::{Limits, Message, SessionEvent, SessionId};
+//! use session_core::{Limits, Message, SessionEvent, SessionId, SessionStatus};
 //!
-//! let head = Head::new(SessionId::new("s1").unwrap(), 3, 7);
+//! let head = Head::new(SessionId::new("s1").unwrap(), 3, 7, SessionStatus::Active);
 //! let batch = EventBatch::new(vec![SessionEvent::new(Message::user("hi"))], &Limits::default()).unwrap();
 //! let plan = AppendPlan::new(&head, &batch, &HashMap::new()).unwrap();
 //! assert_eq!(plan.seqs, vec![4]);
@@ -29,7 +29,7 @@ use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::ids::{InvocationId, SessionId};
 use crate::repository::{check_unique_ids, prepare_events, AppendOutcome, SessionDump};
-use crate::session::{NewSession, Session, SessionUpdate};
+use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::{ScopedDelta, SharedDelta};
 use crate::validate::{check_seq_room, next_version, Limits};
 use crate::StateMap;
@@ -43,15 +43,31 @@ pub struct Head {
     pub last_seq: u64,
     /// The current version.
     pub version: u64,
+    /// Whether the session is active or has ended; read in the same step
+    /// as `version`, so a write planned on an active head cannot land after
+    /// an `end` (which bumps the version).
+    pub status: SessionStatus,
 }
 
 impl Head {
-    /// The head of session `id` at `last_seq` and `version`.
-    pub fn new(id: SessionId, last_seq: u64, version: u64) -> Self {
+    /// The head of session `id` at `last_seq` and `version`, with `status`.
+    pub fn new(id: SessionId, last_seq: u64, version: u64, status: SessionStatus) -> Self {
         Self {
             id,
             last_seq,
             version,
+            status,
+        }
+    }
+
+    /// `SessionEnded` when the session has ended: its events and state are
+    /// read-only until it is reopened.
+    pub fn check_open(&self) -> Result<()> {
+        match self.status {
+            SessionStatus::Active => Ok(()),
+            SessionStatus::Archived => Err(SessionError::SessionEnded {
+                id: self.id.to_string(),
+            }),
         }
     }
 }
@@ -200,6 +216,7 @@ impl AppendPlan {
             .filter(|id| !stored.contains_key(*id))
             .count();
         if fresh > 0 {
+            head.check_open()?;
             check_seq_room(head.last_seq, fresh)?;
         }
         let version = if fresh > 0 {
@@ -282,6 +299,7 @@ impl ContextPlan {
         stored: &HashMap<String, Stored>,
     ) -> Result<Option<Self>> {
         check_unique_ids(&batch.events)?;
+        head.check_open()?;
         if head.version != expected {
             return Ok(None);
         }
@@ -360,6 +378,7 @@ impl RewindPlan {
     /// `NotFound`); for a seq, the store passes `None` and the seq must be
     /// one the session has assigned (`1..=last_seq`, else `NotFound`).
     pub fn new(head: &Head, to: &RewindTo, first_seq: Option<u64>) -> Result<Self> {
+        head.check_open()?;
         let from_seq = match to {
             RewindTo::Invocation(invocation) => {
                 first_seq.ok_or_else(|| SessionError::NotFound {
@@ -429,9 +448,15 @@ impl CreatePlan {
     }
 }
 
-/// The version a session update writes, or `Conflict` when the update
-/// expects another version than `head`'s.
+/// The version a session update writes: `Conflict` when the update expects
+/// another version than `head`'s, `SessionEnded` when it changes the
+/// metadata or state of an ended session without reopening it (status and
+/// expiry changes are always allowed: that is how a session ends, reopens,
+/// and is kept or let go).
 pub fn plan_update(head: &Head, update: &SessionUpdate) -> Result<u64> {
+    if update.writes_content() && update.status != Some(SessionStatus::Active) {
+        head.check_open()?;
+    }
     if let Some(expected) = update.expected_version {
         if head.version != expected {
             return Err(SessionError::Conflict {
@@ -483,7 +508,12 @@ mod tests {
     use crate::{ErrorKind, Message, MAX_SEQ, MAX_VERSION};
 
     fn head(last_seq: u64, version: u64) -> Head {
-        Head::new(SessionId::new("s").unwrap(), last_seq, version)
+        Head::new(
+            SessionId::new("s").unwrap(),
+            last_seq,
+            version,
+            SessionStatus::Active,
+        )
     }
 
     fn event(id: &str, delta: &serde_json::Value) -> SessionEvent {
@@ -637,5 +667,59 @@ mod tests {
             ErrorKind::NotFound
         );
         assert!(readable(Some(((), None)), &id, now).is_ok());
+    }
+
+    #[test]
+    fn an_ended_session_takes_no_writes_but_its_status_and_expiry_change() {
+        let ended = Head {
+            status: SessionStatus::Archived,
+            ..head(2, 5)
+        };
+        let fresh = batch(vec![event("new", &json!(null))]);
+        assert_eq!(
+            AppendPlan::new(&ended, &fresh, &HashMap::new())
+                .unwrap_err()
+                .kind(),
+            ErrorKind::SessionEnded
+        );
+        // A retried append of events the session already holds still answers as before.
+        let held = HashMap::from([("new".to_owned(), Stored { seq: 2, tokens: 1 })]);
+        let again = AppendPlan::new(&ended, &fresh, &held).unwrap();
+        assert!(again.is_noop());
+        assert_eq!(again.seqs, vec![2]);
+        assert_eq!(
+            ContextPlan::new(&ended, 5, &fresh, &HashMap::new())
+                .unwrap_err()
+                .kind(),
+            ErrorKind::SessionEnded
+        );
+        assert_eq!(
+            RewindPlan::new(&ended, &RewindTo::Seq(1), None)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::SessionEnded
+        );
+        let state = SessionUpdate::new().state(StateMap::new());
+        assert_eq!(
+            plan_update(&ended, &state).unwrap_err().kind(),
+            ErrorKind::SessionEnded
+        );
+        assert_eq!(
+            plan_update(&ended, &state.clone().status(SessionStatus::Active)).unwrap(),
+            6,
+            "an update that reopens may also set the state"
+        );
+        assert_eq!(
+            plan_update(
+                &ended,
+                &SessionUpdate::new().status(SessionStatus::Archived)
+            )
+            .unwrap(),
+            6
+        );
+        assert_eq!(
+            plan_update(&ended, &SessionUpdate::new().expires_at(None)).unwrap(),
+            6
+        );
     }
 }

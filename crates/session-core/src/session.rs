@@ -41,6 +41,16 @@ impl fmt::Display for SessionStatus {
     }
 }
 
+impl SessionStatus {
+    /// Reads a status a store holds: an unknown name is a `Serialization`
+    /// error naming `context` (e.g. "session s1 status").
+    pub fn stored(value: &str, context: impl FnOnce() -> String) -> Result<Self> {
+        value.parse().map_err(|_| {
+            SessionError::serialization(context(), format!("unknown status {value:?}"))
+        })
+    }
+}
+
 impl std::str::FromStr for SessionStatus {
     type Err = SessionError;
 
@@ -270,6 +280,13 @@ impl SessionUpdate {
     pub fn expect_version(mut self, version: u64) -> Self {
         self.expected_version = Some(version);
         self
+    }
+
+    /// Whether the update changes what the session holds (metadata or
+    /// state), as opposed to only its status or expiry; an ended session
+    /// refuses such an update unless the same update reopens it.
+    pub fn writes_content(&self) -> bool {
+        self.metadata.is_some() || self.state.is_some()
     }
 
     /// Applies the update to a session held in memory: checks the expected

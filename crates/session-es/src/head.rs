@@ -148,7 +148,12 @@ impl Head {
 
     /// What the planner needs to know of this head.
     pub(crate) fn plan(&self) -> plan::Head {
-        plan::Head::new(self.session.id.clone(), self.last_seq, self.session.version)
+        plan::Head::new(
+            self.session.id.clone(),
+            self.last_seq,
+            self.session.version,
+            self.session.status,
+        )
     }
 
     /// The version a write planned and its activity time.

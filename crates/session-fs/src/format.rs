@@ -27,7 +27,12 @@ pub(crate) struct SessionFile {
 impl SessionFile {
     /// What the write planner needs to know about the session.
     pub(crate) fn head(&self) -> Head {
-        Head::new(self.session.id.clone(), self.last_seq, self.session.version)
+        Head::new(
+            self.session.id.clone(),
+            self.last_seq,
+            self.session.version,
+            self.session.status,
+        )
     }
 
     /// The file with its session's expiry, as [`session_core::plan`] takes it.

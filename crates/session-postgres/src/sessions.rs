@@ -22,17 +22,7 @@ fn decode_session(row: &Row) -> R<Session> {
     let id: String = row.try_get(0)?;
     let ctx = |field: &str| format!("session {id} {field}");
     let status: String = row.try_get(4)?;
-    let status = match status.as_str() {
-        "active" => SessionStatus::Active,
-        "archived" => SessionStatus::Archived,
-        other => {
-            return Err(SessionError::serialization(
-                ctx("status"),
-                format!("unknown status {other:?}"),
-            )
-            .into())
-        }
-    };
+    let status = SessionStatus::stored(&status, || ctx("status"))?;
     let key: Option<String> = row.try_get(3)?;
     Ok(Session {
         app: stored_id(row.try_get(1)?, || ctx("app"))?,
@@ -135,7 +125,7 @@ impl Locked {
 pub(crate) async fn lock_statement(tx: &Transaction<'_>, t: &Tables) -> R<Statement> {
     Ok(tx
         .prepare_cached(&format!(
-            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos \
+            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status \
              FROM {} WHERE id = $1 FOR UPDATE",
             t.sessions
         ))
@@ -169,8 +159,10 @@ pub(crate) async fn lock_with(
     let last_seq = stored_counter(row.try_get(5)?, MAX_SEQ, || {
         format!("session {id} last_seq")
     })?;
+    let status: String = row.try_get(7)?;
+    let status = SessionStatus::stored(&status, || format!("session {id} status"))?;
     Ok(Locked {
-        head: Head::new(id.clone(), last_seq, version),
+        head: Head::new(id.clone(), last_seq, version, status),
         app: row.try_get(0)?,
         user_id: row.try_get(1)?,
         state: LazyState::new(row.try_get(3)?, id),

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use session_core::plan::{Head, Stored};
 use session_core::{
     stored_counter, stored_id, BoxError, ContextChange, ContextLog, EventView, Session,
-    SessionError, SessionEvent, SessionId, StateMap, MAX_SEQ, MAX_VERSION,
+    SessionError, SessionEvent, SessionId, SessionStatus, StateMap, MAX_SEQ, MAX_VERSION,
 };
 
 use crate::error::map_err;
@@ -21,7 +21,7 @@ pub(crate) const CHUNK: usize = 500;
 
 /// The head fields a write reads. The first [`FINGERPRINT`] of them are
 /// what a write script checks are unchanged before it writes.
-const HEAD_FIELDS: [&str; 10] = [
+const HEAD_FIELDS: [&str; 11] = [
     "version",
     "last_seq",
     "expires_at",
@@ -32,6 +32,7 @@ const HEAD_FIELDS: [&str; 10] = [
     "next_ctx_pos",
     "event_count",
     "context_tokens",
+    "status",
 ];
 
 /// How many of [`HEAD_FIELDS`] make the fingerprint: the version and last
@@ -132,12 +133,15 @@ impl HeadFields {
         next
     }
 
-    /// The head a plan builds on.
+    /// The head a plan builds on. The status is not in the fingerprint:
+    /// every status change bumps the version, which is.
     pub(crate) fn head(&self, id: &SessionId) -> session_core::Result<Head> {
+        let status = self.get("status").unwrap_or_default();
         Ok(Head::new(
             id.clone(),
             self.counter(id, "last_seq", MAX_SEQ)?,
             self.counter(id, "version", MAX_VERSION)?,
+            SessionStatus::stored(status, || format!("session {id} status"))?,
         ))
     }
 }

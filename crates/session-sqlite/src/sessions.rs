@@ -104,16 +104,7 @@ fn raw_session(row: &Row<'_>) -> rusqlite::Result<(String, Result<RawSession>)> 
 
 fn decode_session(r: &RawSession) -> Result<Session> {
     let ctx = |field: &str| format!("session {} {field}", r.id);
-    let status = match r.status.as_str() {
-        "active" => SessionStatus::Active,
-        "archived" => SessionStatus::Archived,
-        other => {
-            return Err(SessionError::serialization(
-                ctx("status"),
-                format!("unknown status {other:?}"),
-            ))
-        }
-    };
+    let status = SessionStatus::stored(&r.status, || ctx("status"))?;
     Ok(Session {
         status,
         created_at: from_micros(r.created_at, &ctx("created_at"))?,
@@ -249,10 +240,10 @@ pub(crate) fn head(
     id: &SessionId,
     now: DateTime<Utc>,
 ) -> Result<SessionHead> {
-    type HeadRow = (String, String, Option<i64>, String, i64, i64, i64);
+    type HeadRow = (String, String, Option<i64>, String, i64, i64, i64, String);
     let row: Option<HeadRow> = tx
         .prepare_cached(
-            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos \
+            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status \
              FROM sessions WHERE id = ?1",
         )
         .sql()?
@@ -265,14 +256,20 @@ pub(crate) fn head(
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+                r.get(7)?,
             ))
         })
         .optional()
         .map_err(|e| corrupt_or(id, e))?;
-    let row = row.map(|(app, user, exp, state, version, last_seq, next_ctx_pos)| {
-        ((app, user, state, version, last_seq, next_ctx_pos), exp)
-    });
-    let (app, user_id, state, version, last_seq, next_ctx_pos) =
+    let row = row.map(
+        |(app, user, exp, state, version, last_seq, next_ctx_pos, status)| {
+            (
+                (app, user, state, version, last_seq, next_ctx_pos, status),
+                exp,
+            )
+        },
+    );
+    let (app, user_id, state, version, last_seq, next_ctx_pos, status) =
         plan::writable(with_expiry(row, id)?, id, now)?;
     let what = |field: &str| format!("session {id} {field}");
     Ok(SessionHead {
@@ -280,6 +277,7 @@ pub(crate) fn head(
             id.clone(),
             stored_counter(last_seq, MAX_SEQ, || what("last_seq"))?,
             stored_counter(version, MAX_VERSION, || what("version"))?,
+            SessionStatus::stored(&status, || what("status"))?,
         ),
         app,
         user_id,

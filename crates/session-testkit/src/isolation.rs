@@ -31,6 +31,7 @@ enum Call {
     Update,
     Delete,
     End,
+    Reopen,
     AppendMessage,
     AppendEvents,
     AppendTo,
@@ -45,12 +46,13 @@ enum Call {
 }
 
 impl Call {
-    const ALL: [Self; 16] = [
+    const ALL: [Self; 17] = [
         Self::Get,
         Self::List,
         Self::Update,
         Self::Delete,
         Self::End,
+        Self::Reopen,
         Self::AppendMessage,
         Self::AppendEvents,
         Self::AppendTo,
@@ -134,6 +136,7 @@ async fn run(
             one()
         }
         Call::End => vec![svc.end(caller, id).await?.id.into_string()],
+        Call::Reopen => vec![svc.reopen(caller, id).await?.id.into_string()],
         Call::AppendMessage => {
             svc.append_message(caller, id, Message::user("injected"))
                 .await?;

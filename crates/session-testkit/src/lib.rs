@@ -294,6 +294,8 @@ macro_rules! __with_cases {
             resolve_manual_reset,
             resolve_group_key_is_shared,
             end_archives_but_keeps_readable,
+            an_ended_session_refuses_writes_until_reopened,
+            appends_racing_an_end_land_before_it_or_not_at_all,
             export_import_round_trips,
         );
     };

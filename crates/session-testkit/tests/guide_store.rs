@@ -74,7 +74,12 @@ fn found(row: Option<&mut Row>) -> Option<(&mut Row, Option<DateTime<Utc>>)> {
 
 impl Row {
     fn head(&self) -> Head {
-        Head::new(self.session.id.clone(), self.last_seq, self.session.version)
+        Head::new(
+            self.session.id.clone(),
+            self.last_seq,
+            self.session.version,
+            self.session.status,
+        )
     }
 
     fn stored(&self, batch: &EventBatch) -> HashMap<String, Stored> {

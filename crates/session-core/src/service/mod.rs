@@ -60,8 +60,12 @@ pub trait SessionService: Send + Sync {
     async fn update(&self, owner: &Owner, id: &str, update: SessionUpdate) -> Result<Session>;
     /// Deletes a session and all its events.
     async fn delete(&self, owner: &Owner, id: &str) -> Result<()>;
-    /// Archives a session: still readable and searchable, never resolved again.
+    /// Ends (archives) a session: still readable and searchable, never
+    /// resolved again, and closed to writes (`SessionEnded`) until reopened.
     async fn end(&self, owner: &Owner, id: &str) -> Result<Session>;
+    /// Reopens an ended session: writable again, and `resolve` may return it
+    /// again (the most recently active session of a key wins).
+    async fn reopen(&self, owner: &Owner, id: &str) -> Result<Session>;
     /// Appends one message as a new event.
     async fn append_message(
         &self,
@@ -361,6 +365,16 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
             owner,
             id,
             SessionUpdate::new().status(SessionStatus::Archived),
+        )
+        .await
+    }
+
+    #[tracing::instrument(skip_all, fields(op = "reopen", app = %owner.app, session_id = %id))]
+    async fn reopen(&self, owner: &Owner, id: &str) -> Result<Session> {
+        self.update(
+            owner,
+            id,
+            SessionUpdate::new().status(SessionStatus::Active),
         )
         .await
     }

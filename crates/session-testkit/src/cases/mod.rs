@@ -14,6 +14,7 @@ mod context;
 mod events;
 mod export;
 mod history;
+mod lifecycle;
 mod limits;
 mod metadata;
 mod paging;
@@ -45,6 +46,10 @@ pub use events::{
 };
 pub use export::export_import_round_trips;
 pub use history::archived_events_carry_when_they_left_the_context;
+pub use lifecycle::{
+    an_ended_session_refuses_writes_until_reopened,
+    appends_racing_an_end_land_before_it_or_not_at_all,
+};
 pub use limits::{
     clock_jumps_back_and_forward, nul_and_astral_text_round_trips, oversize_event_is_rejected,
     page_size_limits, session_of_100k_events_pages_and_searches,
