@@ -1,5 +1,5 @@
 //! The everyday commands: create, append, list, show, search, compact,
-//! rewind, end, reopen, delete, purge-expired, stats.
+//! rewind, fork, end, reopen, delete, purge-expired, stats.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use agent_session::compaction::{
     Summarizer, SummarizerChoice, TokenBudget, Trigger, TurnWindow,
 };
 use agent_session::{
-    Clock, EventFilter, EventView, Message, NewSession, RewindTo, SessionEvent, SessionId,
+    Clock, EventFilter, EventView, ForkAt, Message, NewSession, RewindTo, SessionEvent, SessionId,
     SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate,
     SystemClock,
 };
@@ -226,6 +226,7 @@ async fn everyday(
             app,
             user,
             status,
+            forks_of,
             limit,
             page,
             all,
@@ -243,6 +244,9 @@ async fn everyday(
                     StatusArg::Active => SessionStatus::Active,
                     StatusArg::Archived => SessionStatus::Archived,
                 });
+            }
+            if let Some(source) = &forks_of {
+                q = q.forks_of(source);
             }
             let mut sessions = Vec::new();
             let mut unreadable = Vec::new();
@@ -459,6 +463,27 @@ async fn everyday(
                     out,
                     "removed {} events; version {}",
                     rewound.removed, rewound.version
+                )?;
+            }
+        }
+        Command::Fork {
+            session,
+            before_invocation,
+            seq,
+        } => {
+            let at = match (before_invocation, seq) {
+                (Some(invocation), _) => ForkAt::Invocation(invocation),
+                (None, Some(seq)) => ForkAt::Seq(seq),
+                (None, None) => ForkAt::Latest,
+            };
+            let fork = repo.fork(&session, &at, SystemClock.now()).await?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string(&fork)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{} (forked from {session}: {} events)",
+                    fork.id, fork.event_count
                 )?;
             }
         }

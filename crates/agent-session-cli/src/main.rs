@@ -180,6 +180,9 @@ pub(crate) enum Command {
         /// Only this status.
         #[arg(long, value_enum)]
         status: Option<StatusArg>,
+        /// Only the forks made from this session.
+        #[arg(long, value_name = "SESSION")]
+        forks_of: Option<SessionId>,
         /// At most this many per page.
         #[arg(long, default_value_t = 20)]
         limit: usize,
@@ -279,6 +282,20 @@ pub(crate) enum Command {
         #[arg(long)]
         before_invocation: Option<InvocationId>,
         /// The seq to rewind to (removed with everything after it).
+        #[arg(long)]
+        seq: Option<u64>,
+    },
+    /// Forks a session into a new one holding its events up to a point (by
+    /// default all of them), its context there and its state replayed; the
+    /// source is untouched.
+    #[command(group(clap::ArgGroup::new("at").args(["before_invocation", "seq"])))]
+    Fork {
+        /// The session to fork.
+        session: SessionId,
+        /// Fork before this invocation (to run that turn again differently).
+        #[arg(long)]
+        before_invocation: Option<InvocationId>,
+        /// Fork after this seq (the fork holds it and everything before).
         #[arg(long)]
         seq: Option<u64>,
     },

@@ -236,6 +236,23 @@ fn compact_rewind_end_delete_and_stats() {
         .failure()
         .stderr(predicate::str::contains("--max-tokens"));
 
+    // A fork before invocation 3 holds what came before it; the source keeps everything.
+    let forked = out(cli(&s).args(["fork", "s1", "--before-invocation", "inv-3"]));
+    let fork_id = forked.split_whitespace().next().unwrap().to_owned();
+    assert!(forked.ends_with("(forked from s1: 6 events)"), "{forked}");
+    let listed = out(cli(&s).args(["list", "--forks-of", "s1"]));
+    assert!(
+        listed.contains(&fork_id) && !listed.contains("s1 "),
+        "{listed}"
+    );
+    let fork_events = out(cli(&s).args(["show", &fork_id, "--view", "archive"]));
+    assert_eq!(fork_events.lines().count(), 6, "{fork_events}");
+    cli(&s)
+        .args(["fork", "s1", "--seq", "999"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("seq not found"));
+
     let r = out(cli(&s).args(["rewind", "s1", "--before-invocation", "inv-3"]));
     assert!(r.starts_with("removed 4 events"), "{r}");
     assert_eq!(out(cli(&s).args(["end", "s1"])), "ended s1");

@@ -604,6 +604,11 @@ impl SessionQuery {
         self
     }
 
+    /// Only the forks made from session `id` (their `forked_from` metadata).
+    pub fn forks_of(self, id: &crate::SessionId) -> Self {
+        self.metadata(crate::FORKED_FROM, id.as_str())
+    }
+
     /// Sets page and page size.
     pub fn page(mut self, page: usize, page_size: usize) -> Self {
         self.page = page;

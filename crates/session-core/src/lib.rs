@@ -7,6 +7,7 @@ mod error;
 mod event;
 mod export;
 mod filter;
+mod fork;
 mod ids;
 pub mod layer;
 mod memory;
@@ -39,6 +40,7 @@ pub use filter::{
     visible_branches, EventFilter, EventMatcher, EventView, Page, SessionQuery, SyntheticFilter,
     Total, DEFAULT_PAGE_SIZE, MAX_METADATA_FILTERS,
 };
+pub use fork::{fork_dump, ForkAt, FORKED_AT_SEQ, FORKED_FROM};
 pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};

@@ -461,14 +461,8 @@ pub trait SessionRepositoryExt: SessionRepository {
         let out = self.rewind_to(id, to).await?;
         let after = self.all_events(id, EventView::Context).await?;
         let still: HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
-        let wanted: std::collections::BTreeSet<u64> = before
-            .iter()
-            .filter(|e| !still.contains(e.id.as_str()))
-            .filter_map(|e| e.metadata.get(crate::event::REPLACES_KEY))
-            .filter_map(serde_json::Value::as_array)
-            .flatten()
-            .filter_map(serde_json::Value::as_u64)
-            .collect();
+        let wanted =
+            crate::fork::replaced_by(before.iter().filter(|e| !still.contains(e.id.as_str())));
         if wanted.is_empty() {
             return Ok(out);
         }
@@ -482,14 +476,7 @@ pub trait SessionRepositoryExt: SessionRepository {
         if restored.is_empty() {
             return Ok(out);
         }
-        let (mut context, mut rest): (Vec<SessionEvent>, Vec<SessionEvent>) =
-            after.into_iter().partition(SessionEvent::is_synthetic);
-        let (old_summaries, restored): (Vec<SessionEvent>, Vec<SessionEvent>) =
-            restored.into_iter().partition(SessionEvent::is_synthetic);
-        context.extend(old_summaries);
-        rest.extend(restored);
-        rest.sort_by_key(|e| e.seq);
-        context.extend(rest);
+        let context = crate::fork::merge_restored(after, restored);
         if self.replace_context(id, context, out.version).await? {
             Ok(RewindOutcome {
                 version: out.version.saturating_add(1),
@@ -499,6 +486,22 @@ pub trait SessionRepositoryExt: SessionRepository {
             tracing::info!(session_id = %id, "the session moved on during a rewind; replaced events not restored");
             Ok(out)
         }
+    }
+
+    /// Forks session `source` at `at` into a new session created at `now`
+    /// (see [`crate::fork_dump`]): one consistent export of the source,
+    /// planned in core and written by one import, so the source is never touched.
+    async fn fork(
+        &self,
+        source: &SessionId,
+        at: &crate::ForkAt,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        let dump = self.export_session(source).await?;
+        let fork = crate::fork_dump(dump, at, SessionId::generate(), now)?;
+        let id = fork.session.id.clone();
+        self.import_session(fork).await?;
+        self.get(&id).await
     }
 
     /// Appends one event; returns its seq.

@@ -32,6 +32,7 @@ enum Call {
     Delete,
     End,
     Reopen,
+    Fork,
     AppendMessage,
     AppendEvents,
     AppendTo,
@@ -46,13 +47,14 @@ enum Call {
 }
 
 impl Call {
-    const ALL: [Self; 17] = [
+    const ALL: [Self; 18] = [
         Self::Get,
         Self::List,
         Self::Update,
         Self::Delete,
         Self::End,
         Self::Reopen,
+        Self::Fork,
         Self::AppendMessage,
         Self::AppendEvents,
         Self::AppendTo,
@@ -137,6 +139,11 @@ async fn run(
         }
         Call::End => vec![svc.end(caller, id).await?.id.into_string()],
         Call::Reopen => vec![svc.reopen(caller, id).await?.id.into_string()],
+        Call::Fork => vec![svc
+            .fork(caller, id, &session_core::ForkAt::Latest)
+            .await?
+            .id
+            .into_string()],
         Call::AppendMessage => {
             svc.append_message(caller, id, Message::user("injected"))
                 .await?;
@@ -345,6 +352,23 @@ async fn check_call(fx: &Fixture, call: Call, group: bool) {
             );
         }
         Call::SearchOwner if group => {} // groups are searched by id, not per user
+        Call::Fork => {
+            let fork = fx
+                .repo
+                .get(&session_core::SessionId::new(&seen[0]).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(
+                fork.metadata.get(session_core::FORKED_FROM),
+                Some(&serde_json::json!(id.as_str())),
+                "{msg}: a fork of the session, of the same owner"
+            );
+            assert_eq!(
+                (&fork.app, &fork.user_id),
+                (&t.session.app, &t.session.user_id),
+                "{msg}"
+            );
+        }
         _ => assert!(seen.contains(&id.to_string()), "{msg}: {seen:?}"),
     }
 }

@@ -296,6 +296,7 @@ macro_rules! __with_cases {
             end_archives_but_keeps_readable,
             an_ended_session_refuses_writes_until_reopened,
             appends_racing_an_end_land_before_it_or_not_at_all,
+            fork_copies_up_to_the_point_and_never_shares_appends,
             export_import_round_trips,
         );
     };

@@ -63,6 +63,10 @@ pub trait SessionService: Send + Sync {
     /// Ends (archives) a session: still readable and searchable, never
     /// resolved again, and closed to writes (`SessionEnded`) until reopened.
     async fn end(&self, owner: &Owner, id: &str) -> Result<Session>;
+    /// Forks a session at `at` into a new session of the same owner (see
+    /// [`crate::ForkAt`]); the source is untouched. `list` with
+    /// `SessionQuery::forks_of` finds a session's forks.
+    async fn fork(&self, owner: &Owner, id: &str, at: &crate::ForkAt) -> Result<Session>;
     /// Reopens an ended session: writable again, and `resolve` may return it
     /// again (the most recently active session of a key wins).
     async fn reopen(&self, owner: &Owner, id: &str) -> Result<Session>;
@@ -367,6 +371,13 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
             SessionUpdate::new().status(SessionStatus::Archived),
         )
         .await
+    }
+
+    #[tracing::instrument(skip_all, fields(op = "fork", app = %owner.app, session_id = %id))]
+    async fn fork(&self, owner: &Owner, id: &str, at: &crate::ForkAt) -> Result<Session> {
+        let s = self.owned(owner, id).await?;
+        let fork = self.repo.fork(&s.id, at, self.clock.now()).await?;
+        self.merged(fork).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "reopen", app = %owner.app, session_id = %id))]

@@ -1,16 +1,17 @@
-//! The session lifecycle past `end`: an ended session takes no writes until reopened.
+//! The session lifecycle: an ended session takes no writes until reopened; forks.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::json;
 use session_core::{
-    ErrorKind, Message, ResetPolicy, ResolveRequest, RewindTo, SessionService, SessionStatus,
-    SessionUpdate,
+    Clock as _, CompactionSource, ErrorKind, ForkAt, Message, Owner, ResetPolicy, ResolveRequest,
+    RewindTo, SearchQuery, SessionEvent, SessionId, SessionQuery, SessionService, SessionStatus,
+    SessionUpdate, FORKED_AT_SEQ, FORKED_FROM, REPLACES_KEY,
 };
 
 use super::{kind, map, owner};
-use crate::{texts, user, Fixture, APP};
+use crate::{iid, texts, user, Fixture, APP};
 
 /// After `end`, appends, context replaces, rewinds and state or metadata
 /// updates are `SessionEnded` and write nothing; a retried append of an
@@ -169,4 +170,163 @@ pub async fn appends_racing_an_end_land_before_it_or_not_at_all(fx: Fixture) {
         kind(fx.repo.append(&s.id, vec![user("late")]).await),
         ErrorKind::SessionEnded
     );
+}
+
+/// A fork holds the source's archive up to the fork point, the context the
+/// source had there (turns a later summary replaced come back), the state
+/// replayed to it and a reference to its parent; the source is untouched,
+/// appends and searches of either never show in the other, and `list`
+/// finds a session's forks.
+pub async fn fork_copies_up_to_the_point_and_never_shares_appends(fx: Fixture) {
+    let svc = fx.service();
+    let o = owner();
+    let s = fx.session("alice").await;
+    let turn = |i: u64| -> Vec<SessionEvent> {
+        [
+            Message::user(format!("question {i}")),
+            Message::assistant(format!("answer {i}")),
+        ]
+        .into_iter()
+        .map(|m| {
+            SessionEvent::builder(m)
+                .invocation_id(format!("i{i}"))
+                .state("step", i)
+                .build()
+                .unwrap()
+        })
+        .collect()
+    };
+    for i in 1..=3 {
+        fx.append(&s.id, turn(i)).await;
+    }
+    // Turns 1 and 2 compacted into a summary (seqs 7 and 8), then turn 4 (9, 10).
+    let ctx = fx.context(&s.id).await;
+    let mut summary = SessionEvent::summary_turn(
+        "The user asked two questions.",
+        CompactionSource::RecursiveSummarization,
+        fx.clock.now(),
+    )
+    .to_vec();
+    for e in &mut summary {
+        e.metadata
+            .insert(REPLACES_KEY.to_owned(), json!([1, 2, 3, 4]));
+    }
+    summary.extend(ctx[4..].iter().cloned());
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx.repo.replace_context(&s.id, summary, v).await.unwrap());
+    fx.append(&s.id, turn(4)).await;
+    let source_before = fx.repo.export_session(&s.id).await.unwrap();
+    let summary_texts: Vec<String> = texts(&fx.context(&s.id).await)[..2].to_vec();
+
+    // Before turn 4: the compacted context, as the source had it then.
+    let a = svc
+        .fork(&o, &s.id, &ForkAt::Invocation(iid("i4")))
+        .await
+        .unwrap();
+    assert_ne!(a.id, s.id);
+    assert_eq!((a.app.as_str(), a.user_id.as_str()), (APP, "alice"));
+    assert_eq!(a.status, SessionStatus::Active);
+    assert_eq!(a.metadata.get(FORKED_FROM), Some(&json!(s.id.as_str())));
+    assert_eq!(a.metadata.get(FORKED_AT_SEQ), Some(&json!(8)));
+    assert_eq!(
+        a.state.get("step"),
+        Some(&json!(3)),
+        "state replayed to the fork point"
+    );
+    let a_archive = fx.archive(&a.id).await;
+    assert_eq!(a_archive.len(), 8);
+    assert!(
+        a_archive[..4].iter().all(|e| e.left_context.is_some())
+            && a_archive[4..].iter().all(|e| e.left_context.is_none()),
+        "the fork keeps when its compacted turns left the context"
+    );
+    let mut want = summary_texts.clone();
+    want.extend(["question 3".to_owned(), "answer 3".to_owned()]);
+    assert_eq!(texts(&fx.context(&a.id).await), want);
+
+    // Through seq 6, before the summary: the replaced turns are back.
+    let b = svc.fork(&o, &s.id, &ForkAt::Seq(6)).await.unwrap();
+    assert_eq!(
+        texts(&fx.context(&b.id).await),
+        [
+            "question 1",
+            "answer 1",
+            "question 2",
+            "answer 2",
+            "question 3",
+            "answer 3"
+        ]
+    );
+    assert_eq!(fx.archive(&b.id).await.len(), 6);
+    assert!(
+        fx.archive(&b.id)
+            .await
+            .iter()
+            .all(|e| e.left_context.is_none()),
+        "in the fork, no event ever left the context"
+    );
+    let c = svc.fork(&o, &s.id, &ForkAt::Latest).await.unwrap();
+    assert_eq!(fx.archive(&c.id).await.len(), 10);
+    assert_eq!(c.state.get("step"), Some(&json!(4)));
+
+    // The source is untouched.
+    assert_eq!(fx.repo.export_session(&s.id).await.unwrap(), source_before);
+
+    // Appends and searches stay apart.
+    let out = svc
+        .append_message(&o, &b.id, Message::user("only in the fork"))
+        .await
+        .unwrap();
+    assert_eq!(out.seqs, [7], "the fork's seqs go on from its cut");
+    svc.append_message(&o, &s.id, Message::user("only in the source"))
+        .await
+        .unwrap();
+    let found = |id: &SessionId, q: &str| {
+        let svc = &svc;
+        let o = &o;
+        let query = SearchQuery::in_session(id, q);
+        async move { svc.search(o, &query).await.unwrap().items.len() }
+    };
+    assert_eq!(found(&b.id, "only in the fork").await, 1);
+    assert_eq!(found(&s.id, "only in the fork").await, 0);
+    assert_eq!(found(&b.id, "only in the source").await, 0);
+    assert_eq!(found(&a.id, "only in the source").await, 0);
+    assert_eq!(
+        found(&b.id, "question 1").await,
+        1,
+        "the fork's copy is searchable"
+    );
+
+    let forks = svc
+        .list(&o, SessionQuery::new().forks_of(&s.id).page(0, 10))
+        .await
+        .unwrap();
+    let mut ids: Vec<&str> = forks.items.iter().map(|f| f.id.as_str()).collect();
+    ids.sort_unstable();
+    let mut want = vec![a.id.as_str(), b.id.as_str(), c.id.as_str()];
+    want.sort_unstable();
+    assert_eq!(ids, want);
+
+    assert_eq!(
+        kind(svc.fork(&o, &s.id, &ForkAt::Seq(99)).await),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        kind(svc.fork(&o, &s.id, &ForkAt::Invocation(iid("nope"))).await),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        kind(
+            svc.fork(&Owner::new(APP, "mallory"), &s.id, &ForkAt::Latest)
+                .await
+        ),
+        ErrorKind::NotFound
+    );
+    // An ended session forks into an active one.
+    svc.end(&o, &s.id).await.unwrap();
+    let d = svc.fork(&o, &s.id, &ForkAt::Latest).await.unwrap();
+    assert_eq!(d.status, SessionStatus::Active);
+    svc.append_message(&o, &d.id, Message::user("a new start"))
+        .await
+        .unwrap();
 }

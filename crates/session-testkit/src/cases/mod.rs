@@ -49,6 +49,7 @@ pub use history::archived_events_carry_when_they_left_the_context;
 pub use lifecycle::{
     an_ended_session_refuses_writes_until_reopened,
     appends_racing_an_end_land_before_it_or_not_at_all,
+    fork_copies_up_to_the_point_and_never_shares_appends,
 };
 pub use limits::{
     clock_jumps_back_and_forward, nul_and_astral_text_round_trips, oversize_event_is_rejected,
