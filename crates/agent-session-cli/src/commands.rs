@@ -1,5 +1,5 @@
 //! The everyday commands: create, append, list, show, search, compact,
-//! rewind, fork, end, reopen, delete, purge-expired, stats.
+//! rewind, fork, end, reopen, delete, purge-expired, erase-user, stats.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use agent_session::compaction::{
     Summarizer, SummarizerChoice, TokenBudget, Trigger, TurnWindow,
 };
 use agent_session::{
-    Clock, EventFilter, EventView, ForkAt, Message, NewSession, RewindTo, SessionEvent, SessionId,
-    SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate,
-    SystemClock,
+    AppName, Clock, EventFilter, EventView, ForkAt, Message, NewSession, RewindTo, SessionEvent,
+    SessionId, SessionQuery, SessionRepository, SessionRepositoryExt, SessionStatus, SessionUpdate,
+    SystemClock, UserId,
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl};
 use anyhow::{anyhow, bail, Result};
@@ -506,6 +506,25 @@ async fn everyday(
                     format!("deleted {session}")
                 }
             )?;
+        }
+        Command::EraseUser { app, user } => {
+            let (app, user) = (AppName::new(&app)?, UserId::new(&user)?);
+            let erased = repo.erase_user(&app, &user).await?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string(&erased)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "erased {} sessions and {} events of {user} in {app}{}",
+                    erased.sessions,
+                    erased.events,
+                    if erased.user_state {
+                        ", and their user: state"
+                    } else {
+                        ""
+                    }
+                )?;
+            }
         }
         Command::PurgeExpired => {
             let n = repo.purge_expired(SystemClock.now()).await?;

@@ -342,6 +342,18 @@ pub(crate) enum Command {
     },
     /// Deletes expired sessions.
     PurgeExpired,
+    /// Erases everything stored of one user in one app: every session of
+    /// theirs (forks, ended and expired ones included), its events and
+    /// search entries, and their `user:` state. Group sessions and `app:`
+    /// state stay. Idempotent.
+    EraseUser {
+        /// The app.
+        #[arg(long)]
+        app: String,
+        /// The user.
+        #[arg(long)]
+        user: String,
+    },
     /// Counts sessions and events; with a session: its size, how its
     /// tokens are counted, and the model usage recorded per invocation.
     Stats {

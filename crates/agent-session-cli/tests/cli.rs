@@ -1100,3 +1100,37 @@ fn logs_follow_the_flags_and_never_hold_message_content() {
         .failure()
         .code(2);
 }
+
+#[test]
+fn erase_user_removes_the_users_sessions_and_reports_counts() {
+    let s = store();
+    create(&s, &["--id", "mine", "--app", "a1"]);
+    create(&s, &["--id", "other-app", "--app", "a2"]);
+    append(
+        &s,
+        "mine",
+        &[
+            "--role",
+            "user",
+            "--text",
+            "hi",
+            "--state",
+            "user:city=\"Oslo\"",
+        ],
+    );
+    append(&s, "mine", &["--role", "assistant", "--text", "hello"]);
+    assert_eq!(
+        out(cli(&s).args(["erase-user", "--app", "a1", "--user", "ada"])),
+        "erased 1 sessions and 2 events of ada in a1, and their user: state"
+    );
+    cli(&s).args(["show", "mine"]).assert().code(3);
+    assert_eq!(
+        out(cli(&s).args(["--json", "erase-user", "--app", "a1", "--user", "ada"])),
+        r#"{"sessions":0,"events":0,"user_state":false}"#
+    );
+    assert!(out(cli(&s).args(["list", "--app", "a2"])).contains("other-app"));
+    cli(&s)
+        .args(["erase-user", "--app", "a 1", "--user", "ada"])
+        .assert()
+        .code(2);
+}

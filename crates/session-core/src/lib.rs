@@ -45,8 +45,8 @@ pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId}
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
 pub use repository::{
-    check_unique_ids, prepare_events, AppendOutcome, Capabilities, ImportOutcome, RewindOutcome,
-    SessionDump, SessionRepository, SessionRepositoryExt,
+    check_unique_ids, prepare_events, AppendOutcome, Capabilities, Erased, ImportOutcome,
+    RewindOutcome, SessionDump, SessionRepository, SessionRepositoryExt,
 };
 pub use resolution_key::{ResolutionKey, GROUP_SURFACE};
 pub use search::{

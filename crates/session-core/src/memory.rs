@@ -18,7 +18,8 @@ use crate::plan::{
     NewEvent, RewindPlan, RewindTo, StateChanges, Stored,
 };
 use crate::repository::{
-    AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
+    AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
+    SessionRepository,
 };
 use crate::search::{
     page_of_first_matches, page_of_matches, read_limit, RankStats, SearchHit, SearchMode,
@@ -249,6 +250,25 @@ impl SessionRepository for InMemoryRepository {
             },
         );
         Ok(plan.session)
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        let mut inner = self.inner.write();
+        let mut erased = Erased::default();
+        inner.sessions.retain(|_, r| {
+            let theirs = r.session.app == *app && r.session.user_id == *user_id;
+            if theirs {
+                erased.sessions = erased.sessions.saturating_add(1);
+                let events = u64::try_from(r.archive.len()).unwrap_or(u64::MAX);
+                erased.events = erased.events.saturating_add(events);
+            }
+            !theirs
+        });
+        erased.user_state = inner
+            .user_state
+            .remove(&(app.to_string(), user_id.to_string()))
+            .is_some();
+        Ok(erased)
     }
 
     async fn get(&self, id: &SessionId) -> Result<Session> {

@@ -366,6 +366,25 @@ pub trait SessionRepository: Send + Sync {
     /// context, state, and the owner's shared scopes). Idempotent: if the
     /// store holds the session at the same or a later version, nothing changes.
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome>;
+
+    /// Erases everything the store holds of `user_id` in `app`: every
+    /// session the user owns (active, ended, expired but not yet purged,
+    /// forks included) with its events, context history and search index
+    /// entries, and the user's `user:` state. Group sessions of the app and
+    /// the `app:` state are not the user's and stay. Idempotent: a second
+    /// call erases nothing and reports zeros.
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased>;
+}
+
+/// What [`SessionRepository::erase_user`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Erased {
+    /// Sessions removed.
+    pub sessions: u64,
+    /// Events removed with them.
+    pub events: u64,
+    /// Whether the user had `user:` state, now removed.
+    pub user_state: bool,
 }
 
 /// Checks and normalizes an append or replace batch: ids valid, each event
@@ -568,6 +587,9 @@ macro_rules! forward_repository {
             }
             async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
                 (**self).export_session(id).await
+            }
+            async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+                (**self).erase_user(app, user_id).await
             }
             async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
                 (**self).import_session(dump).await

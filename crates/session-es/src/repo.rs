@@ -8,10 +8,10 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, ContextLog, EventFilter, EventView,
-    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
-    Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedState, UserId,
+    prepare_events, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
+    EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
+    SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
+    SessionUpdate, SharedState, UserId,
 };
 
 use crate::body;
@@ -76,6 +76,25 @@ impl SessionRepository for EsRepository {
     async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
         let _guard = self.lock(id).await;
         self.delete_head(id, |_| true).await
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> session_core::Result<Erased> {
+        let mut erased = Erased::default();
+        for head in self
+            .every_owner_head(app.as_str(), user_id.as_str())
+            .await?
+        {
+            let id = head.session.id.as_str();
+            let _guard = self.lock(id).await;
+            if self.delete_head(id, |_| true).await? {
+                erased.sessions = erased.sessions.saturating_add(1);
+                erased.events = erased.events.saturating_add(head.session.event_count);
+            }
+        }
+        erased.user_state = self
+            .delete_state_doc(&Self::state_doc_id(app, Some(user_id)))
+            .await?;
+        Ok(erased)
     }
 
     async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {

@@ -199,6 +199,23 @@ impl EsRepository {
         Ok(hits.into_iter().map(|h| h.id).collect())
     }
 
+    /// Every session document of one owner, expired ones included: their
+    /// ids and heads (what `erase_user` removes).
+    pub(crate) async fn every_owner_head(
+        &self,
+        app: &str,
+        user_id: &str,
+    ) -> session_core::Result<Vec<Head>> {
+        let q = json!({"bool": {"filter": [
+            {"term": {"app": app}},
+            {"term": {"user_id": user_id}}
+        ]}});
+        let hits = self.all_sessions(&q, &json!(["head"])).await?;
+        hits.iter()
+            .map(|h| Head::from_source(&h.id, &h.source))
+            .collect()
+    }
+
     /// Live sessions of one owner (for cross-session search).
     async fn owner_heads(&self, app: &str, user_id: &str) -> session_core::Result<Vec<Head>> {
         let q = session_core::SessionQuery::new().app(app).user(user_id);

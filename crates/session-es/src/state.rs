@@ -54,6 +54,24 @@ impl EsRepository {
         Ok(Some((map, seq_no, term)))
     }
 
+    /// Deletes one scope document; `false` when there was none.
+    pub(crate) async fn delete_state_doc(&self, doc_id: &str) -> session_core::Result<bool> {
+        let reply = self
+            .client
+            .send(
+                Method::Delete,
+                &doc_path(&self.index("state"), doc_id),
+                &[self.refresh.query()],
+                None,
+            )
+            .await?;
+        if reply.status == 404 {
+            return Ok(false);
+        }
+        reply.success("")?;
+        Ok(true)
+    }
+
     /// Applies (`replace = false`) or sets (`replace = true`) one shared scope, with a CAS loop.
     async fn write_state_doc(
         &self,

@@ -13,10 +13,10 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    AppName, AppendOutcome, Capabilities, ContextLog, EventFilter, EventView, ImportOutcome,
-    NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
-    SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate, SharedDelta,
-    SharedState, UserId,
+    AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter, EventView,
+    ImportOutcome, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session,
+    SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedDelta, SharedState, UserId,
 };
 
 use crate::error::io_err;
@@ -387,6 +387,28 @@ impl Inner {
         Ok(page)
     }
 
+    fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        let mut erased = Erased::default();
+        for f in self.readable_sessions()? {
+            if f.session.app != *app || f.session.user_id != *user_id {
+                continue;
+            }
+            let dir = self.layout.session_dir(&f.session.id)?;
+            let _lock = Lock::exclusive(&dir.join(".lock"))?;
+            self.remove(&f.session.id, &dir)?;
+            erased.sessions = erased.sessions.saturating_add(1);
+            erased.events = erased.events.saturating_add(f.session.event_count);
+        }
+        let path = self.layout.user_state(app, user_id)?;
+        let _shared = Lock::exclusive(&self.layout.shared_lock())?;
+        erased.user_state = match std::fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        Ok(erased)
+    }
+
     fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
         let mut n = 0;
         for f in self.readable_sessions()? {
@@ -463,6 +485,11 @@ impl SessionRepository for FsRepository {
 
     async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
         self.blocking(move |i| i.purge_expired(now)).await
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        let (app, user) = (app.clone(), user_id.clone());
+        self.blocking(move |i| i.erase_user(&app, &user)).await
     }
 
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {

@@ -13,9 +13,9 @@ use session_core::plan::{
     StateChanges, Stored,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome,
-    Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session,
-    SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
+    prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView,
+    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
+    Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
     SessionUpdate, SharedState, UserId,
 };
 
@@ -334,6 +334,16 @@ impl SessionRepository for PostgresRepository {
     async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
         let t = &self.tables;
         write_tx!(self, |tx, _now| sessions::delete(&tx, t, id))
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> session_core::Result<Erased> {
+        let t = &self.tables;
+        write_tx!(self, |tx, _now| sessions::erase_user(
+            &tx,
+            t,
+            app.as_str(),
+            user_id.as_str()
+        ))
     }
 
     async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {

@@ -5,8 +5,8 @@ use deadpool_postgres::{Client, Transaction};
 use session_core::plan::{self, Head};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
-    stored_counter, stored_id, Page, Session, SessionError, SessionId, SessionQuery, SessionStatus,
-    SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
+    stored_counter, stored_id, Erased, Page, Session, SessionError, SessionId, SessionQuery,
+    SessionStatus, SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
 };
 use tokio_postgres::{Row, Statement};
 
@@ -217,6 +217,38 @@ pub(crate) async fn delete(tx: &Transaction<'_>, t: &Tables, id: &str) -> R<bool
         .prepare_cached(&format!("DELETE FROM {} WHERE id = $1", t.sessions))
         .await?;
     Ok(tx.run(&stmt, &[&id]).await? > 0)
+}
+
+/// Erases every session of (`app`, `user_id`), expired ones included (their
+/// events and context history go with them), and the user's state.
+pub(crate) async fn erase_user(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    app: &str,
+    user_id: &str,
+) -> R<Erased> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "WITH gone AS (DELETE FROM {} WHERE app = $1 AND user_id = $2 RETURNING event_count) \
+             SELECT count(*)::BIGINT, COALESCE(sum(event_count), 0)::BIGINT FROM gone",
+            t.sessions
+        ))
+        .await?;
+    let row = tx.fetch_one(&stmt, &[&app, &user_id]).await?;
+    let sessions: i64 = row.try_get(0)?;
+    let events: i64 = row.try_get(1)?;
+    let stmt = tx
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE app = $1 AND user_id = $2",
+            t.user_state
+        ))
+        .await?;
+    let user_state = tx.run(&stmt, &[&app, &user_id]).await? > 0;
+    Ok(Erased {
+        sessions: u64::try_from(sessions).unwrap_or(0),
+        events: u64::try_from(events).unwrap_or(0),
+        user_state,
+    })
 }
 
 /// Deletes every session expired at `now`; how many.

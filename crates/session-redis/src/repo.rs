@@ -17,10 +17,10 @@ use session_core::plan::{
     RewindPlan, Stored,
 };
 use session_core::{
-    prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, EventFilter, EventView,
-    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
-    Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedDelta, SharedState, StateMap, UserId, MAX_SEQ, MAX_VERSION,
+    prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, Erased, EventFilter,
+    EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
+    SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
+    SessionUpdate, SharedDelta, SharedState, StateMap, UserId, MAX_SEQ, MAX_VERSION,
 };
 
 use crate::error::{map_err, too_contended, BACKEND};
@@ -147,6 +147,47 @@ impl SessionRepository for RedisRepository {
             }
         }
         Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> session_core::Result<Erased> {
+        let mut c = self.conn.clone();
+        let index = self.keys.index_owner(app.as_str(), user_id.as_str());
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&index)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        let mut erased = Erased::default();
+        for id in ids {
+            let id = SessionId::new(&id)?;
+            let fields = self.read_for_write(&id, &[], false).await?.fields;
+            if !fields.exists() {
+                continue;
+            }
+            let events = fields
+                .counter(id.as_str(), "event_count", MAX_SEQ)
+                .unwrap_or(0);
+            if self.delete(&id).await? {
+                erased.sessions = erased.sessions.saturating_add(1);
+                erased.events = erased.events.saturating_add(events);
+            }
+        }
+        let user_state = self.keys.user_state(app.as_str(), user_id.as_str());
+        // Two commands, not a pipeline: the keys live in different cluster slots.
+        let removed: u64 = redis::cmd("DEL")
+            .arg(&user_state)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        redis::cmd("DEL")
+            .arg(&index)
+            .query_async::<u64>(&mut c)
+            .await
+            .map_err(map_err)?;
+        erased.user_state = removed > 0;
+        Ok(erased)
     }
 
     async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {

@@ -8,10 +8,10 @@ use session_core::plan::{
     StateChanges,
 };
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, EventFilter, EventView, ImportOutcome,
-    Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode, SearchQuery, Session,
-    SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedState, UserId,
+    prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView,
+    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode,
+    SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
+    SessionUpdate, SharedState, UserId,
 };
 
 use crate::error::Result;
@@ -77,6 +77,12 @@ impl SessionRepository for SqliteRepository {
     async fn delete(&self, id: &SessionId) -> Result<bool> {
         let id = id.clone();
         self.write(move |tx, _, _| sessions::purge(tx, &id)).await
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        let (app, user) = (app.to_string(), user_id.to_string());
+        self.write(move |tx, _, _| sessions::erase_user(tx, &app, &user))
+            .await
     }
 
     async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {

@@ -6,8 +6,8 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Tra
 use session_core::plan::{self, Head};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
-    stored_counter, stored_id, Page, Session, SessionError, SessionId, SessionQuery, SessionStatus,
-    SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
+    stored_counter, stored_id, Erased, Page, Session, SessionError, SessionId, SessionQuery,
+    SessionStatus, SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
 };
 
 use crate::error::{corrupt_or, Result, SqlResult};
@@ -506,6 +506,37 @@ pub(crate) fn purge(tx: &Transaction<'_>, id: &str) -> Result<bool> {
         .execute([id])
         .sql()?;
     Ok(n > 0)
+}
+
+/// Erases every session of (`app`, `user_id`), expired ones included, with
+/// their events, index rows and context history, and the user's state.
+pub(crate) fn erase_user(tx: &Transaction<'_>, app: &str, user_id: &str) -> Result<Erased> {
+    let sessions: Vec<(String, i64)> = tx
+        .prepare_cached(
+            "SELECT id, (SELECT count(*) FROM events WHERE session_id = sessions.id) \
+             FROM sessions WHERE app = ?1 AND user_id = ?2",
+        )
+        .sql()?
+        .query_map([app, user_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .sql()?
+        .collect::<rusqlite::Result<_>>()
+        .sql()?;
+    let mut erased = Erased::default();
+    for (id, events) in &sessions {
+        if purge(tx, id)? {
+            erased.sessions = erased.sessions.saturating_add(1);
+            erased.events = erased
+                .events
+                .saturating_add(u64::try_from(*events).unwrap_or(0));
+        }
+    }
+    erased.user_state = tx
+        .prepare_cached("DELETE FROM user_state WHERE app = ?1 AND user_id = ?2")
+        .sql()?
+        .execute([app, user_id])
+        .sql()?
+        > 0;
+    Ok(erased)
 }
 
 /// Purges every session whose expiry is at or before `now`; returns how many.

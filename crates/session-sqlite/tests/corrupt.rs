@@ -112,7 +112,17 @@ async fn corrupt_session_row_is_reported_not_panicked_on() {
     let err = repo.get(&s1.id).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Serialization);
     assert!(err.to_string().contains("session s1"), "{err}");
-    // An append reads only the state it changes, so it still works.
+    // An append reads the status (an ended session takes no writes), so a
+    // damaged status stops it with an error naming the session.
+    let err = repo
+        .append(&s1.id, vec![SessionEvent::new(Message::user("x"))])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Serialization);
+    assert!(err.to_string().contains("session s1 status"), "{err}");
+    // Damaged metadata alone does not: an append reads only what it changes.
+    raw.execute("UPDATE sessions SET status = 'active' WHERE id = 's1'", [])
+        .unwrap();
     repo.append(&s1.id, vec![SessionEvent::new(Message::user("x"))])
         .await
         .unwrap();

@@ -34,6 +34,7 @@ use session_core::{
 
 pub mod cases;
 pub mod corpus;
+pub mod erasure;
 pub mod full_disk;
 pub mod hostile;
 mod isolation;
@@ -297,6 +298,7 @@ macro_rules! __with_cases {
             an_ended_session_refuses_writes_until_reopened,
             appends_racing_an_end_land_before_it_or_not_at_all,
             fork_copies_up_to_the_point_and_never_shares_appends,
+            erase_user_removes_everything_of_the_user_and_nothing_else,
             export_import_round_trips,
         );
     };

@@ -14,10 +14,11 @@ use session_core::plan::{
 };
 use session_core::state::apply_delta;
 use session_core::{
-    page_of_matches, AppName, AppendOutcome, Capabilities, ContextLog, EventFilter, EventView,
-    ImportOutcome, Limits, NewSession, Page, Result, RewindOutcome, SearchHit, SearchQuery,
-    SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery,
-    SessionRepository, SessionUpdate, SharedClock, SharedDelta, SharedState, StateMap, UserId,
+    page_of_matches, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
+    EventView, ImportOutcome, Limits, NewSession, Page, Result, RewindOutcome, SearchHit,
+    SearchQuery, SearchScope, Session, SessionDump, SessionError, SessionEvent, SessionId,
+    SessionQuery, SessionRepository, SessionUpdate, SharedClock, SharedDelta, SharedState,
+    StateMap, UserId,
 };
 
 /// One session as the engine keeps it.
@@ -193,6 +194,21 @@ impl SessionRepository for TinyStore {
 
     async fn delete(&self, id: &SessionId) -> Result<bool> {
         Ok(self.lock()?.sessions.remove(id.as_str()).is_some())
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        let mut t = self.lock()?;
+        let mut erased = Erased::default();
+        t.sessions.retain(|_, row| {
+            let theirs = row.session.app == *app && row.session.user_id == *user_id;
+            if theirs {
+                erased.sessions += 1;
+                erased.events += u64::try_from(row.archive.len()).unwrap_or(u64::MAX);
+            }
+            !theirs
+        });
+        erased.user_state = t.users.remove(&user_key(app, user_id)).is_some();
+        Ok(erased)
     }
 
     async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {

@@ -9,3 +9,14 @@ async fn memory(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(memory);
 session_testkit::stress_suite!(memory);
+
+/// `erase_user` leaves nothing of the user anywhere in the store's maps
+/// (its `Debug` form prints every session, event, index entry and state).
+#[tokio::test]
+async fn erase_user_leaves_nothing_of_the_user_in_memory() {
+    let repo = InMemoryRepository::new();
+    let planted = session_testkit::erasure::plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&format!("{repo:?}"));
+    planted.erase(&repo).await;
+    planted.check_after(&format!("{repo:?}"));
+}

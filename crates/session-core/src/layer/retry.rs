@@ -13,7 +13,8 @@ use crate::filter::{EventFilter, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
 use crate::plan::RewindTo;
 use crate::repository::{
-    AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
+    AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
+    SessionRepository,
 };
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
@@ -181,6 +182,14 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        (|| self.inner.erase_user(app, user_id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         (|| self.inner.import_session(dump.clone()))
             .retry(self.policy.backoff())
@@ -275,6 +284,9 @@ mod tests {
         }
         async fn import_session(&self, d: SessionDump) -> Result<ImportOutcome> {
             self.inner.import_session(d).await
+        }
+        async fn erase_user(&self, app: &AppName, user: &UserId) -> Result<Erased> {
+            self.inner.erase_user(app, user).await
         }
     }
 

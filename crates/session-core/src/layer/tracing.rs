@@ -13,7 +13,8 @@ use crate::filter::{EventFilter, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
 use crate::plan::RewindTo;
 use crate::repository::{
-    AppendOutcome, Capabilities, ImportOutcome, RewindOutcome, SessionDump, SessionRepository,
+    AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
+    SessionRepository,
 };
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
@@ -202,6 +203,16 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         )
         .await
     }
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        traced(
+            self.capabilities().backend,
+            "erase_user",
+            None,
+            self.inner.erase_user(app, user_id),
+        )
+        .await
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         let id = dump.session.id.clone();
         traced(

@@ -67,6 +67,10 @@ pub trait SessionService: Send + Sync {
     /// [`crate::ForkAt`]); the source is untouched. `list` with
     /// `SessionQuery::forks_of` finds a session's forks.
     async fn fork(&self, owner: &Owner, id: &str, at: &crate::ForkAt) -> Result<Session>;
+    /// Erases everything stored of the owner (every session of the user in
+    /// the app, forks and ended ones included, their events and index
+    /// entries, and the `user:` state); idempotent.
+    async fn erase_user(&self, owner: &Owner) -> Result<crate::Erased>;
     /// Reopens an ended session: writable again, and `resolve` may return it
     /// again (the most recently active session of a key wins).
     async fn reopen(&self, owner: &Owner, id: &str) -> Result<Session>;
@@ -378,6 +382,14 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         let s = self.owned(owner, id).await?;
         let fork = self.repo.fork(&s.id, at, self.clock.now()).await?;
         self.merged(fork).await
+    }
+
+    #[tracing::instrument(skip_all, fields(op = "erase_user", app = %owner.app))]
+    async fn erase_user(&self, owner: &Owner) -> Result<crate::Erased> {
+        owner.validate()?;
+        let app = crate::AppName::new(&owner.app)?;
+        let user = crate::UserId::new(&owner.user_id)?;
+        self.repo.erase_user(&app, &user).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "reopen", app = %owner.app, session_id = %id))]

@@ -372,6 +372,22 @@ impl FakeEs {
         self.handle(method, path, &query, body)
     }
 
+    /// Every document of every index, live and searchable copies, as text
+    /// (what an erasure check scans).
+    #[allow(dead_code)]
+    pub(crate) fn dump(&self) -> String {
+        let state = self.state.lock();
+        let mut out = String::new();
+        for (name, index) in &state.indices {
+            for layer in [&index.live, &index.searchable] {
+                for (id, doc) in &layer.docs {
+                    out.push_str(&format!("{name}/{id}: {}\n", doc.source));
+                }
+            }
+        }
+        out
+    }
+
     /// How many documents an index holds.
     pub(crate) fn doc_count(&self, index: &str) -> usize {
         self.state

@@ -3,15 +3,16 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use chrono::Duration;
 use serde_json::json;
 use session_core::{
-    Clock as _, CompactionSource, ErrorKind, ForkAt, Message, Owner, ResetPolicy, ResolveRequest,
-    RewindTo, SearchQuery, SessionEvent, SessionId, SessionQuery, SessionService, SessionStatus,
-    SessionUpdate, FORKED_AT_SEQ, FORKED_FROM, REPLACES_KEY,
+    Clock as _, CompactionSource, Erased, ErrorKind, ForkAt, Message, NewSession, Owner,
+    ResetPolicy, ResolveRequest, RewindTo, SearchQuery, SessionEvent, SessionId, SessionQuery,
+    SessionService, SessionStatus, SessionUpdate, FORKED_AT_SEQ, FORKED_FROM, REPLACES_KEY,
 };
 
-use super::{kind, map, owner};
-use crate::{iid, texts, user, Fixture, APP};
+use super::{kind, map, owner, service_session};
+use crate::{app_name, iid, texts, user, user_id, Fixture, APP};
 
 /// After `end`, appends, context replaces, rewinds and state or metadata
 /// updates are `SessionEnded` and write nothing; a retried append of an
@@ -329,4 +330,110 @@ pub async fn fork_copies_up_to_the_point_and_never_shares_appends(fx: Fixture) {
     svc.append_message(&o, &d.id, Message::user("a new start"))
         .await
         .unwrap();
+}
+
+/// `erase_user` removes every session of the user in the app (active,
+/// ended, expired but not purged, forks), their events and search entries,
+/// and the `user:` state, and reports the counts; other users, other apps,
+/// group sessions and `app:` state stay; a second call erases nothing.
+pub async fn erase_user_removes_everything_of_the_user_and_nothing_else(fx: Fixture) {
+    const CANARY: &str = "canary-7f3a9 the secret of alice";
+    let svc = fx.service();
+    let alice = owner();
+    let bob = Owner::new(APP, "bob");
+    let canary = |state: bool| {
+        let b = SessionEvent::builder(Message::user(CANARY));
+        if state {
+            b.state("user:secret", CANARY).state("app:release", "7")
+        } else {
+            b
+        }
+        .build()
+        .unwrap()
+    };
+    let s1 = fx.session("alice").await;
+    fx.append(&s1.id, vec![canary(true), user("second")]).await;
+    let ended = fx.session("alice").await;
+    fx.append(&ended.id, vec![canary(false)]).await;
+    svc.end(&alice, &ended.id).await.unwrap();
+    let expiring = fx
+        .repo
+        .create(
+            NewSession::new(APP, "alice", fx.clock.now())
+                .unwrap()
+                .with_expires_at(Some(fx.clock.now() + Duration::hours(1))),
+        )
+        .await
+        .unwrap();
+    fx.append(&expiring.id, vec![canary(false)]).await;
+    let fork = svc.fork(&alice, &s1.id, &ForkAt::Latest).await.unwrap();
+    let elsewhere = fx.session_in("other-app", "alice").await;
+    fx.append(&elsewhere.id, vec![canary(false)]).await;
+    let b1 = fx.session("bob").await;
+    let bob_event = SessionEvent::builder(Message::user("bob's own words"))
+        .state("user:name", "Bob")
+        .build()
+        .unwrap();
+    fx.append(&b1.id, vec![bob_event]).await;
+    let group = svc
+        .resolve(
+            &ResolveRequest::group(APP, "chat:team"),
+            &ResetPolicy::never(),
+        )
+        .await
+        .unwrap()
+        .session;
+    svc.append_message(&alice, &group.id, Message::user("said in the group"))
+        .await
+        .unwrap();
+    fx.clock.advance(Duration::hours(2));
+
+    let erased = svc.erase_user(&alice).await.unwrap();
+    assert_eq!(
+        erased,
+        Erased {
+            sessions: 4,
+            events: 6,
+            user_state: true
+        },
+        "s1, the ended one, the expired one and the fork"
+    );
+    for id in [&s1.id, &ended.id, &expiring.id, &fork.id] {
+        assert_eq!(kind(fx.repo.get(id).await), ErrorKind::NotFound);
+        assert_eq!(kind(fx.repo.export_session(id).await), ErrorKind::NotFound);
+    }
+    let app = app_name(APP);
+    let shared = fx.repo.shared_state(&app, &user_id("alice")).await.unwrap();
+    assert!(shared.user.is_empty(), "alice's user: state is gone");
+    assert_eq!(
+        shared.app.get("app:release"),
+        Some(&json!("7")),
+        "app: state stays"
+    );
+    assert!(svc
+        .list(&alice, SessionQuery::new().page(0, 50))
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+    let across = SearchQuery::for_user(APP, "alice", "canary");
+    assert!(svc.search(&alice, &across).await.unwrap().items.is_empty());
+
+    // Everyone and everything else stays.
+    assert_eq!(fx.archive(&elsewhere.id).await.len(), 1);
+    assert_eq!(fx.archive(&b1.id).await.len(), 1);
+    assert_eq!(
+        svc.get(&bob, &b1.id).await.unwrap().state.get("user:name"),
+        Some(&json!("Bob"))
+    );
+    assert_eq!(texts(&fx.archive(&group.id).await), ["said in the group"]);
+
+    assert_eq!(svc.erase_user(&alice).await.unwrap(), Erased::default());
+    let again = service_session(&fx, &alice).await;
+    let state = svc.get(&alice, &again.id).await.unwrap().state;
+    assert_eq!(
+        state.get("user:secret"),
+        None,
+        "a new session of hers starts clean"
+    );
 }

@@ -49,6 +49,7 @@ pub use history::archived_events_carry_when_they_left_the_context;
 pub use lifecycle::{
     an_ended_session_refuses_writes_until_reopened,
     appends_racing_an_end_land_before_it_or_not_at_all,
+    erase_user_removes_everything_of_the_user_and_nothing_else,
     fork_copies_up_to_the_point_and_never_shares_appends,
 };
 pub use limits::{

@@ -1,0 +1,34 @@
+//! `erase_user` leaves nothing of the user in any file under the store's root.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use session_fs::FsRepository;
+use session_testkit::erasure::plant;
+
+/// Every file under `dir`, its path and its bytes as text.
+fn raw_files(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.push_str(&raw_files(&path));
+        } else {
+            out.push_str(&format!("== {}\n", path.display()));
+            out.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_file_of_the_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let repo = FsRepository::open(&root).await.unwrap();
+    let planted = plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&raw_files(&root));
+    planted.erase(&repo).await;
+    planted.check_after(&raw_files(&root));
+}

@@ -1,0 +1,70 @@
+//! `erase_user` leaves nothing of the user in any row of any table of the
+//! store's schema.
+#![allow(clippy::unwrap_used)]
+
+use session_postgres::PostgresRepository;
+use session_testkit::erasure::plant;
+
+fn url() -> String {
+    std::env::var("POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// Every row of every table in `schema`, as JSON text, one per line.
+async fn raw_rows(schema: &str) -> String {
+    let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let tables: Vec<String> = client
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut out = String::new();
+    for t in tables {
+        let rows = client
+            .query(
+                &format!("SELECT row_to_json(t)::text FROM \"{schema}\".\"{t}\" t"),
+                &[],
+            )
+            .await
+            .unwrap();
+        for r in rows {
+            let row: String = r.get(0);
+            out.push_str(&format!("[{t}] {row}\n"));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let repo = match PostgresRepository::builder(url())
+        .schema(schema.clone())
+        .connect()
+        .await
+    {
+        Ok(repo) => repo,
+        Err(e) => {
+            let _: Option<()> = session_testkit::skip(
+                "postgres",
+                &format!("no PostgreSQL at {}: {e}", url()),
+                false,
+            );
+            return;
+        }
+    };
+    let planted = plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&raw_rows(&schema).await);
+    planted.erase(&repo).await;
+    let after = raw_rows(&schema).await;
+    repo.drop_schema().await.unwrap();
+    planted.check_after(&after);
+}

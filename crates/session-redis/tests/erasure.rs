@@ -1,0 +1,80 @@
+//! `erase_user` leaves nothing of the user in any key under the store's
+//! prefix: names, hash fields and values, set, sorted-set and list members.
+#![allow(clippy::unwrap_used)]
+
+use session_redis::RedisRepository;
+use session_testkit::erasure::plant;
+
+fn url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// Every key under `prefix` with everything it holds, as text.
+fn raw_keys(prefix: &str) -> String {
+    let mut c = redis::Client::open(url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut c)
+        .unwrap();
+    let mut out = String::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE").arg(&key).query(&mut c).unwrap();
+        let values: Vec<String> = match kind.as_str() {
+            "string" => vec![redis::cmd("GET").arg(&key).query(&mut c).unwrap()],
+            "hash" => redis::cmd("HGETALL").arg(&key).query(&mut c).unwrap(),
+            "set" => redis::cmd("SMEMBERS").arg(&key).query(&mut c).unwrap(),
+            "zset" => redis::cmd("ZRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .query(&mut c)
+                .unwrap(),
+            "list" => redis::cmd("LRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .query(&mut c)
+                .unwrap(),
+            "none" => Vec::new(),
+            other => panic!("key {key} has a type the check does not read: {other}"),
+        };
+        out.push_str(&format!("{key} ({kind}): {}\n", values.join(" | ")));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_key_or_value_of_the_user() {
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let repo = match RedisRepository::builder(url())
+        .prefix(&prefix)
+        .connect()
+        .await
+    {
+        Ok(repo) => repo,
+        Err(e) => {
+            let _: Option<()> =
+                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
+            return;
+        }
+    };
+    let planted = plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&raw_keys(&prefix));
+    planted.erase(&repo).await;
+    let after = raw_keys(&prefix);
+    let mut c = redis::Client::open(url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut c)
+        .unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
+    }
+    planted.check_after(&after);
+}

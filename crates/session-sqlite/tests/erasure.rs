@@ -1,0 +1,51 @@
+//! `erase_user` leaves nothing of the user in any row of any table of the
+//! database file (search index shadow tables included).
+#![allow(clippy::unwrap_used)]
+
+use rusqlite::types::ValueRef;
+use session_sqlite::SqliteRepository;
+use session_testkit::erasure::plant;
+
+/// Every value of every row of every table, as text, one per line.
+fn raw_rows(db: &std::path::Path) -> String {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    let mut out = String::new();
+    for t in tables {
+        let mut stmt = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = stmt.column_count();
+        let mut rows = stmt.query([]).unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            for i in 0..n {
+                match row.get_ref(i).unwrap() {
+                    ValueRef::Text(b) | ValueRef::Blob(b) => {
+                        out.push_str(&String::from_utf8_lossy(b));
+                    }
+                    ValueRef::Integer(v) => out.push_str(&v.to_string()),
+                    ValueRef::Real(v) => out.push_str(&v.to_string()),
+                    ValueRef::Null => {}
+                }
+                out.push('\t');
+            }
+            out.push_str(&format!("\t[{t}]\n"));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("erase.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let planted = plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&raw_rows(&db));
+    planted.erase(&repo).await;
+    planted.check_after(&raw_rows(&db));
+}
