@@ -43,6 +43,18 @@ pub enum SessionError {
         /// The ended session.
         id: String,
     },
+    /// A write would take a session or a user past a quota the store enforces; nothing was written.
+    #[error("quota exceeded on {id}: {requested} {quota} is over the limit of {limit}")]
+    QuotaExceeded {
+        /// The session (or the user) the quota is counted on.
+        id: String,
+        /// Which quota ("events per session", "sessions per user").
+        quota: &'static str,
+        /// The limit.
+        limit: u64,
+        /// What the write would have made it.
+        requested: u64,
+    },
     /// An optimistic version check failed: someone else wrote in between.
     #[error("version conflict on session {id}: expected {expected}, found {actual}")]
     Conflict {
@@ -114,6 +126,8 @@ pub enum ErrorKind {
     Expired,
     /// See [`SessionError::SessionEnded`].
     SessionEnded,
+    /// See [`SessionError::QuotaExceeded`].
+    QuotaExceeded,
     /// See [`SessionError::Conflict`].
     Conflict,
     /// See [`SessionError::InvalidInput`].
@@ -142,6 +156,7 @@ impl SessionError {
             Self::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Self::Expired { .. } => ErrorKind::Expired,
             Self::SessionEnded { .. } => ErrorKind::SessionEnded,
+            Self::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
             Self::Conflict { .. } => ErrorKind::Conflict,
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
             Self::Unsupported { .. } => ErrorKind::Unsupported,

@@ -91,6 +91,7 @@ impl Record {
             self.session.version,
             self.session.status,
         )
+        .with_event_count(u64::try_from(self.archive.len()).unwrap_or(u64::MAX))
     }
 
     /// The events of `batch` this session already holds.

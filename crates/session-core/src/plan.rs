@@ -34,6 +34,23 @@ use crate::state::{ScopedDelta, SharedDelta};
 use crate::validate::{check_seq_room, next_version, Limits};
 use crate::StateMap;
 
+/// `QuotaExceeded` when `fresh` more events would take the session past `max`.
+fn check_event_quota(head: &Head, fresh: usize, max: Option<u64>) -> Result<()> {
+    let Some(max) = max else { return Ok(()) };
+    let after = head
+        .event_count
+        .saturating_add(u64::try_from(fresh).unwrap_or(u64::MAX));
+    if after > max {
+        return Err(SessionError::QuotaExceeded {
+            id: head.id.to_string(),
+            quota: "events per session",
+            limit: max,
+            requested: after,
+        });
+    }
+    Ok(())
+}
+
 /// What a store read about a session before writing to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
@@ -43,6 +60,9 @@ pub struct Head {
     pub last_seq: u64,
     /// The current version.
     pub version: u64,
+    /// How many events the archive holds (what the events quota counts);
+    /// set with [`Head::with_event_count`].
+    pub event_count: u64,
     /// Whether the session is active or has ended; read in the same step
     /// as `version`, so a write planned on an active head cannot land after
     /// an `end` (which bumps the version).
@@ -56,8 +76,16 @@ impl Head {
             id,
             last_seq,
             version,
+            event_count: 0,
             status,
         }
+    }
+
+    /// The head with the archive's event count, which a store reads in the
+    /// same step as the version (the quota of events per session needs it).
+    pub fn with_event_count(mut self, event_count: u64) -> Self {
+        self.event_count = event_count;
+        self
     }
 
     /// `SessionEnded` when the session has ended: its events and state are
@@ -118,13 +146,19 @@ pub struct EventBatch {
     pub events: Vec<SessionEvent>,
     /// Each event's JSON encoding.
     pub bodies: Vec<String>,
+    /// The store's quota of events per session, checked by [`AppendPlan`].
+    pub max_session_events: Option<u64>,
 }
 
 impl EventBatch {
     /// Checks `events` against `limits`.
     pub fn new(mut events: Vec<SessionEvent>, limits: &Limits) -> Result<Self> {
         let bodies = prepare_events(&mut events, limits)?;
-        Ok(Self { events, bodies })
+        Ok(Self {
+            events,
+            bodies,
+            max_session_events: limits.max_session_events,
+        })
     }
 
     /// The distinct ids of the batch, for a store to look up which it holds.
@@ -218,6 +252,7 @@ impl AppendPlan {
         if fresh > 0 {
             head.check_open()?;
             check_seq_room(head.last_seq, fresh)?;
+            check_event_quota(head, fresh, batch.max_session_events)?;
         }
         let version = if fresh > 0 {
             next_version(head.version)?
@@ -721,5 +756,26 @@ mod tests {
             plan_update(&ended, &SessionUpdate::new().expires_at(None)).unwrap(),
             6
         );
+    }
+
+    #[test]
+    fn the_events_quota_refuses_a_batch_that_would_pass_it_whole() {
+        let limits = Limits::default().with_max_session_events(3);
+        let at = |count: u64| head(count, count).with_event_count(count);
+        let two = EventBatch::new(
+            vec![event("a", &json!(null)), event("b", &json!(null))],
+            &limits,
+        )
+        .unwrap();
+        assert!(AppendPlan::new(&at(1), &two, &HashMap::new()).is_ok());
+        let err = AppendPlan::new(&at(2), &two, &HashMap::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::QuotaExceeded);
+        assert_eq!(
+            err.to_string(),
+            "quota exceeded on s: 4 events per session is over the limit of 3"
+        );
+        // Events already held do not count again.
+        let held = HashMap::from([("a".to_owned(), Stored { seq: 1, tokens: 1 })]);
+        assert!(AppendPlan::new(&at(2), &two, &held).is_ok());
     }
 }

@@ -161,6 +161,9 @@ pub struct Limits {
     pub max_page_size: usize,
     /// Most events accepted in one append batch (default 10,000).
     pub max_batch_events: usize,
+    /// Quota: most events one session may hold; an append past it is
+    /// `QuotaExceeded` and writes nothing (default: none).
+    pub max_session_events: Option<u64>,
 }
 
 impl Default for Limits {
@@ -169,6 +172,7 @@ impl Default for Limits {
             max_event_bytes: 4 * 1024 * 1024,
             max_page_size: 1000,
             max_batch_events: 10_000,
+            max_session_events: None,
         }
     }
 }
@@ -186,12 +190,20 @@ impl Limits {
         self
     }
 
+    /// Sets the quota of events per session (checked atomically with each
+    /// append; context replaces and imports are not counted against it).
+    pub fn with_max_session_events(mut self, n: u64) -> Self {
+        self.max_session_events = Some(n);
+        self
+    }
+
     /// No size limits: for re-writing data a store already accepted (imports, migrations).
     pub fn unlimited() -> Self {
         Self {
             max_event_bytes: usize::MAX,
             max_page_size: 1000,
             max_batch_events: usize::MAX,
+            max_session_events: None,
         }
     }
 

@@ -154,6 +154,7 @@ impl Head {
             self.session.version,
             self.session.status,
         )
+        .with_event_count(self.session.event_count)
     }
 
     /// The version a write planned and its activity time.

@@ -33,6 +33,7 @@ impl SessionFile {
             self.session.version,
             self.session.status,
         )
+        .with_event_count(self.session.event_count)
     }
 
     /// The file with its session's expiry, as [`session_core::plan`] takes it.

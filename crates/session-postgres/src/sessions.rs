@@ -125,8 +125,8 @@ impl Locked {
 pub(crate) async fn lock_statement(tx: &Transaction<'_>, t: &Tables) -> R<Statement> {
     Ok(tx
         .prepare_cached(&format!(
-            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status \
-             FROM {} WHERE id = $1 FOR UPDATE",
+            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status, \
+             event_count FROM {} WHERE id = $1 FOR UPDATE",
             t.sessions
         ))
         .await?)
@@ -161,8 +161,11 @@ pub(crate) async fn lock_with(
     })?;
     let status: String = row.try_get(7)?;
     let status = SessionStatus::stored(&status, || format!("session {id} status"))?;
+    let events = stored_counter(row.try_get(8)?, MAX_SEQ, || {
+        format!("session {id} event_count")
+    })?;
     Ok(Locked {
-        head: Head::new(id.clone(), last_seq, version, status),
+        head: Head::new(id.clone(), last_seq, version, status).with_event_count(events),
         app: row.try_get(0)?,
         user_id: row.try_get(1)?,
         state: LazyState::new(row.try_get(3)?, id),

@@ -142,7 +142,8 @@ impl HeadFields {
             self.counter(id, "last_seq", MAX_SEQ)?,
             self.counter(id, "version", MAX_VERSION)?,
             SessionStatus::stored(status, || format!("session {id} status"))?,
-        ))
+        )
+        .with_event_count(self.counter(id, "event_count", MAX_SEQ)?))
     }
 }
 

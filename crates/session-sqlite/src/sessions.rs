@@ -240,11 +240,21 @@ pub(crate) fn head(
     id: &SessionId,
     now: DateTime<Utc>,
 ) -> Result<SessionHead> {
-    type HeadRow = (String, String, Option<i64>, String, i64, i64, i64, String);
+    type HeadRow = (
+        String,
+        String,
+        Option<i64>,
+        String,
+        i64,
+        i64,
+        i64,
+        String,
+        i64,
+    );
     let row: Option<HeadRow> = tx
         .prepare_cached(
-            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status \
-             FROM sessions WHERE id = ?1",
+            "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status, \
+             event_count FROM sessions WHERE id = ?1",
         )
         .sql()?
         .query_row([id.as_str()], |r| {
@@ -257,19 +267,29 @@ pub(crate) fn head(
                 r.get(5)?,
                 r.get(6)?,
                 r.get(7)?,
+                r.get(8)?,
             ))
         })
         .optional()
         .map_err(|e| corrupt_or(id, e))?;
     let row = row.map(
-        |(app, user, exp, state, version, last_seq, next_ctx_pos, status)| {
+        |(app, user, exp, state, version, last_seq, next_ctx_pos, status, events)| {
             (
-                (app, user, state, version, last_seq, next_ctx_pos, status),
+                (
+                    app,
+                    user,
+                    state,
+                    version,
+                    last_seq,
+                    next_ctx_pos,
+                    status,
+                    events,
+                ),
                 exp,
             )
         },
     );
-    let (app, user_id, state, version, last_seq, next_ctx_pos, status) =
+    let (app, user_id, state, version, last_seq, next_ctx_pos, status, events) =
         plan::writable(with_expiry(row, id)?, id, now)?;
     let what = |field: &str| format!("session {id} {field}");
     Ok(SessionHead {
@@ -278,7 +298,8 @@ pub(crate) fn head(
             stored_counter(last_seq, MAX_SEQ, || what("last_seq"))?,
             stored_counter(version, MAX_VERSION, || what("version"))?,
             SessionStatus::stored(&status, || what("status"))?,
-        ),
+        )
+        .with_event_count(stored_counter(events, MAX_SEQ, || what("event_count"))?),
         app,
         user_id,
         state: LazyState::new(state, id),

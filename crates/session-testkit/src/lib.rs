@@ -40,6 +40,7 @@ pub mod hostile;
 mod isolation;
 pub mod model;
 pub mod process;
+pub mod quota;
 pub mod stress;
 
 #[doc(hidden)]

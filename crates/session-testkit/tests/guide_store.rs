@@ -81,6 +81,7 @@ impl Row {
             self.session.version,
             self.session.status,
         )
+        .with_event_count(u64::try_from(self.archive.len()).unwrap_or(u64::MAX))
     }
 
     fn stored(&self, batch: &EventBatch) -> HashMap<String, Stored> {

@@ -20,3 +20,10 @@ async fn erase_user_leaves_nothing_of_the_user_in_memory() {
     planted.erase(&repo).await;
     planted.check_after(&format!("{repo:?}"));
 }
+
+/// The events quota holds under racing writers.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_quota_holds_under_racing_writers() {
+    let repo = InMemoryRepository::new().with_limits(session_testkit::quota::quota_limits());
+    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+}

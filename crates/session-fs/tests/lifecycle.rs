@@ -1,4 +1,5 @@
-//! `erase_user` leaves nothing of the user in any file under the store's root.
+//! Lifecycle checks that need a store of their own: `erase_user` leaves
+//! nothing of the user in any file under the store's root; the events quota holds.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -31,4 +32,15 @@ async fn erase_user_leaves_no_file_of_the_user() {
     planted.check_before(&raw_files(&root));
     planted.erase(&repo).await;
     planted.check_after(&raw_files(&root));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_quota_holds_under_racing_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = FsRepository::builder(dir.path())
+        .limits(session_testkit::quota::quota_limits())
+        .open()
+        .await
+        .unwrap();
+    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
 }

@@ -1,5 +1,6 @@
-//! `erase_user` leaves nothing of the user in any row of any table of the
-//! database file (search index shadow tables included).
+//! Lifecycle checks that need a store of their own: `erase_user` leaves
+//! nothing of the user in any row of any table of the database file
+//! (search index shadow tables included); the events quota holds.
 #![allow(clippy::unwrap_used)]
 
 use rusqlite::types::ValueRef;
@@ -48,4 +49,15 @@ async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
     planted.check_before(&raw_rows(&db));
     planted.erase(&repo).await;
     planted.check_after(&raw_rows(&db));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_quota_holds_under_racing_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = SqliteRepository::builder(dir.path().join("quota.db"))
+        .limits(session_testkit::quota::quota_limits())
+        .open()
+        .await
+        .unwrap();
+    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
 }

@@ -1,5 +1,6 @@
-//! `erase_user` leaves nothing of the user in any key under the store's
-//! prefix: names, hash fields and values, set, sorted-set and list members.
+//! Lifecycle checks that need a store of their own: `erase_user` leaves
+//! nothing of the user in any key under the store's prefix (names, hash
+//! fields and values, set, sorted-set and list members); the events quota holds.
 #![allow(clippy::unwrap_used)]
 
 use session_redis::RedisRepository;
@@ -77,4 +78,34 @@ async fn erase_user_leaves_no_key_or_value_of_the_user() {
         let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
     }
     planted.check_after(&after);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_quota_holds_under_racing_writers() {
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let repo = match RedisRepository::builder(url())
+        .prefix(&prefix)
+        .limits(session_testkit::quota::quota_limits())
+        .connect()
+        .await
+    {
+        Ok(repo) => repo,
+        Err(e) => {
+            let _: Option<()> =
+                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
+            return;
+        }
+    };
+    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+    let mut c = redis::Client::open(url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut c)
+        .unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
+    }
 }

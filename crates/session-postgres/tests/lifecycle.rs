@@ -1,5 +1,6 @@
-//! `erase_user` leaves nothing of the user in any row of any table of the
-//! store's schema.
+//! Lifecycle checks that need a store of their own: `erase_user` leaves
+//! nothing of the user in any row of any table of the store's schema; the
+//! events quota holds.
 #![allow(clippy::unwrap_used)]
 
 use session_postgres::PostgresRepository;
@@ -67,4 +68,27 @@ async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
     let after = raw_rows(&schema).await;
     repo.drop_schema().await.unwrap();
     planted.check_after(&after);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_quota_holds_under_racing_writers() {
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let repo = match PostgresRepository::builder(url())
+        .schema(schema)
+        .limits(session_testkit::quota::quota_limits())
+        .connect()
+        .await
+    {
+        Ok(repo) => repo,
+        Err(e) => {
+            let _: Option<()> = session_testkit::skip(
+                "postgres",
+                &format!("no PostgreSQL at {}: {e}", url()),
+                false,
+            );
+            return;
+        }
+    };
+    session_testkit::quota::events_per_session(std::sync::Arc::new(repo.clone())).await;
+    repo.drop_schema().await.unwrap();
 }

@@ -1,0 +1,36 @@
+//! Lifecycle checks that need a store of their own: `erase_user` leaves
+//! nothing of the user in any document of any index of the fake node (live
+//! or searchable copies); the events quota holds.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/fake_es.rs"]
+mod fake_es;
+
+use session_es::EsRepository;
+use session_testkit::erasure::plant;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_document_of_the_user() {
+    let node = fake_es::FakeServer::start().await;
+    let repo = EsRepository::builder(node.url())
+        .prefix("erase")
+        .connect()
+        .await
+        .unwrap();
+    let planted = plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&node.fake.dump());
+    planted.erase(&repo).await;
+    planted.check_after(&node.fake.dump());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_quota_holds_under_racing_writers() {
+    let node = fake_es::FakeServer::start().await;
+    let repo = EsRepository::builder(node.url())
+        .prefix("quota")
+        .limits(session_testkit::quota::quota_limits())
+        .connect()
+        .await
+        .unwrap();
+    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+}
