@@ -3,6 +3,7 @@
 //! events quota holds.
 #![allow(clippy::unwrap_used)]
 
+use session_core::Limits;
 use session_postgres::PostgresRepository;
 use session_testkit::erasure::plant;
 
@@ -44,23 +45,29 @@ async fn raw_rows(schema: &str) -> String {
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
+/// A store in a fresh schema with `limits`, and the schema's name; `None`
+/// (after a printed skip, refused under CI) when no PostgreSQL answers.
+async fn store(limits: Limits) -> Option<(PostgresRepository, String)> {
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let repo = match PostgresRepository::builder(url())
+    match PostgresRepository::builder(url())
         .schema(schema.clone())
+        .limits(limits)
         .connect()
         .await
     {
-        Ok(repo) => repo,
-        Err(e) => {
-            let _: Option<()> = session_testkit::skip(
-                "postgres",
-                &format!("no PostgreSQL at {}: {e}", url()),
-                false,
-            );
-            return;
-        }
+        Ok(repo) => Some((repo, schema)),
+        Err(e) => session_testkit::skip(
+            "postgres",
+            &format!("no PostgreSQL at {}: {e}", url()),
+            false,
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
+    let Some((repo, schema)) = store(Limits::default()).await else {
+        return;
     };
     let planted = plant(&repo, chrono::Utc::now()).await;
     planted.check_before(&raw_rows(&schema).await);
@@ -72,22 +79,8 @@ async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_events_quota_holds_under_racing_writers() {
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let repo = match PostgresRepository::builder(url())
-        .schema(schema)
-        .limits(session_testkit::quota::quota_limits())
-        .connect()
-        .await
-    {
-        Ok(repo) => repo,
-        Err(e) => {
-            let _: Option<()> = session_testkit::skip(
-                "postgres",
-                &format!("no PostgreSQL at {}: {e}", url()),
-                false,
-            );
-            return;
-        }
+    let Some((repo, _)) = store(session_testkit::quota::quota_limits()).await else {
+        return;
     };
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo.clone())).await;
     repo.drop_schema().await.unwrap();

@@ -3,6 +3,7 @@
 //! fields and values, set, sorted-set and list members); the events quota holds.
 #![allow(clippy::unwrap_used)]
 
+use session_core::Limits;
 use session_redis::RedisRepository;
 use session_testkit::erasure::plant;
 
@@ -47,65 +48,54 @@ fn raw_keys(prefix: &str) -> String {
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn erase_user_leaves_no_key_or_value_of_the_user() {
+/// A store under a fresh prefix with `limits`; `None` (after a printed
+/// skip, refused under CI) when no Redis answers.
+async fn store(limits: Limits) -> Option<(RedisRepository, String)> {
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-    let repo = match RedisRepository::builder(url())
+    match RedisRepository::builder(url())
         .prefix(&prefix)
+        .limits(limits)
         .connect()
         .await
     {
-        Ok(repo) => repo,
-        Err(e) => {
-            let _: Option<()> =
-                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
-            return;
-        }
+        Ok(repo) => Some((repo, prefix)),
+        Err(e) => session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false),
+    }
+}
+
+/// Removes every key under `prefix`.
+fn drop_prefix(prefix: &str) {
+    let mut c = redis::Client::open(url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut c)
+        .unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_key_or_value_of_the_user() {
+    let Some((repo, prefix)) = store(Limits::default()).await else {
+        return;
     };
     let planted = plant(&repo, chrono::Utc::now()).await;
     planted.check_before(&raw_keys(&prefix));
     planted.erase(&repo).await;
     let after = raw_keys(&prefix);
-    let mut c = redis::Client::open(url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut c)
-        .unwrap();
-    if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
-    }
+    drop_prefix(&prefix);
     planted.check_after(&after);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_events_quota_holds_under_racing_writers() {
-    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-    let repo = match RedisRepository::builder(url())
-        .prefix(&prefix)
-        .limits(session_testkit::quota::quota_limits())
-        .connect()
-        .await
-    {
-        Ok(repo) => repo,
-        Err(e) => {
-            let _: Option<()> =
-                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
-            return;
-        }
+    let Some((repo, prefix)) = store(session_testkit::quota::quota_limits()).await else {
+        return;
     };
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
-    let mut c = redis::Client::open(url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut c)
-        .unwrap();
-    if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
-    }
+    drop_prefix(&prefix);
 }
