@@ -80,8 +80,19 @@ impl EsRepository {
 
     /// Deletes documents matching `query` from an index (best effort: used for cleanup only).
     pub(crate) async fn delete_by_query(&self, which: &str, query: Value) {
-        let result = self
-            .client
+        if let Err(e) = self.delete_by_query_checked(which, query).await {
+            tracing::warn!(backend = BACKEND, error = %e, "cleanup of unreachable documents failed; they stay hidden");
+        }
+    }
+
+    /// Deletes documents matching `query` from an index, reporting a failure
+    /// (what an erasure needs: documents must be gone, not only hidden).
+    pub(crate) async fn delete_by_query_checked(
+        &self,
+        which: &str,
+        query: Value,
+    ) -> session_core::Result<()> {
+        self.client
             .send(
                 Method::Post,
                 &format!("{}/_delete_by_query", self.index(which)),
@@ -91,11 +102,9 @@ impl EsRepository {
                 ],
                 Some(json!({ "query": query }).to_string()),
             )
-            .await
-            .and_then(|r| r.success(""));
-        if let Err(e) = result {
-            tracing::warn!(backend = BACKEND, error = %e, "cleanup of unreachable documents failed; they stay hidden");
-        }
+            .await?
+            .success("")?;
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde_json::json;
 use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
@@ -90,6 +91,10 @@ impl SessionRepository for EsRepository {
                 erased.sessions = erased.sessions.saturating_add(1);
                 erased.events = erased.events.saturating_add(head.session.event_count);
             }
+            // The delete's own cleanup is best effort (an unreachable event
+            // stays hidden); an erasure checks every event document is gone.
+            self.delete_by_query_checked("events", json!({"term": {"session_id": id}}))
+                .await?;
         }
         erased.user_state = self
             .delete_state_doc(&Self::state_doc_id(app, Some(user_id)))

@@ -10,7 +10,7 @@ use session_core::{
 
 use crate::{texts, user};
 
-/// The events a session may hold in [`QUOTA_LIMITS`].
+/// The events a session may hold in [`quota_limits`].
 pub const MAX_SESSION_EVENTS: u64 = 5;
 
 /// The limits a backend test builds its store with for [`events_per_session`].
