@@ -95,6 +95,29 @@ impl Fixture {
             .unwrap()
     }
 
+    /// Compacts the first `n` context events of `id` into a summary turn
+    /// that records them as replaced (as the summarizing strategies do),
+    /// keeping the rest of the context after it.
+    pub async fn summarize_first(&self, id: &SessionId, n: usize) {
+        let ctx = self.context(id).await;
+        let replaced: Vec<u64> = ctx.iter().take(n).map(|e| e.seq).collect();
+        let mut summary = SessionEvent::summary_turn(
+            "The user asked two questions.",
+            session_core::CompactionSource::RecursiveSummarization,
+            self.clock.now(),
+        )
+        .to_vec();
+        for e in &mut summary {
+            e.metadata.insert(
+                session_core::REPLACES_KEY.to_owned(),
+                serde_json::json!(replaced),
+            );
+        }
+        summary.extend(ctx.into_iter().skip(n));
+        let v = self.repo.event_version(id).await.unwrap();
+        assert!(self.repo.replace_context(id, summary, v).await.unwrap());
+    }
+
     /// Appends and expects success.
     pub async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> AppendOutcome {
         self.repo.append(id, events).await.unwrap()

@@ -227,21 +227,7 @@ pub async fn rewind_after_compaction_restores_the_replaced_turns(fx: Fixture) {
             .collect();
         fx.append(&s.id, events).await;
     }
-    let ctx = fx.context(&s.id).await;
-    let replaced: Vec<u64> = ctx[..4].iter().map(|e| e.seq).collect();
-    let mut summary = SessionEvent::summary_turn(
-        "The user asked two questions.",
-        CompactionSource::RecursiveSummarization,
-        fx.clock.now(),
-    )
-    .to_vec();
-    for e in &mut summary {
-        e.metadata
-            .insert(session_core::REPLACES_KEY.to_owned(), json!(replaced));
-    }
-    summary.extend(ctx[4..].iter().cloned());
-    let v = fx.repo.event_version(&s.id).await.unwrap();
-    assert!(fx.repo.replace_context(&s.id, summary, v).await.unwrap());
+    fx.summarize_first(&s.id, 4).await;
     let out = fx
         .repo
         .rewind_restoring(&s.id, &RewindTo::Invocation(iid("i3")))

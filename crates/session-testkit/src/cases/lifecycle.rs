@@ -6,9 +6,9 @@ use std::sync::Arc;
 use chrono::Duration;
 use serde_json::json;
 use session_core::{
-    Clock as _, CompactionSource, Erased, ErrorKind, ForkAt, Message, NewSession, Owner,
-    ResetPolicy, ResolveRequest, RewindTo, SearchQuery, SessionEvent, SessionId, SessionQuery,
-    SessionService, SessionStatus, SessionUpdate, FORKED_AT_SEQ, FORKED_FROM, REPLACES_KEY,
+    Clock as _, Erased, ErrorKind, ForkAt, Message, NewSession, Owner, ResetPolicy, ResolveRequest,
+    RewindTo, SearchQuery, SessionEvent, SessionId, SessionQuery, SessionService, SessionStatus,
+    SessionUpdate, FORKED_AT_SEQ, FORKED_FROM,
 };
 
 use super::{kind, map, owner, service_session};
@@ -201,20 +201,7 @@ pub async fn fork_copies_up_to_the_point_and_never_shares_appends(fx: Fixture) {
         fx.append(&s.id, turn(i)).await;
     }
     // Turns 1 and 2 compacted into a summary (seqs 7 and 8), then turn 4 (9, 10).
-    let ctx = fx.context(&s.id).await;
-    let mut summary = SessionEvent::summary_turn(
-        "The user asked two questions.",
-        CompactionSource::RecursiveSummarization,
-        fx.clock.now(),
-    )
-    .to_vec();
-    for e in &mut summary {
-        e.metadata
-            .insert(REPLACES_KEY.to_owned(), json!([1, 2, 3, 4]));
-    }
-    summary.extend(ctx[4..].iter().cloned());
-    let v = fx.repo.event_version(&s.id).await.unwrap();
-    assert!(fx.repo.replace_context(&s.id, summary, v).await.unwrap());
+    fx.summarize_first(&s.id, 4).await;
     fx.append(&s.id, turn(4)).await;
     let source_before = fx.repo.export_session(&s.id).await.unwrap();
     let summary_texts: Vec<String> = texts(&fx.context(&s.id).await)[..2].to_vec();
