@@ -11,8 +11,8 @@ fn url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
 
-/// Every key under `prefix` with everything it holds, as text.
-fn raw_keys(prefix: &str) -> String {
+/// A connection and every key under `prefix`.
+fn keys_under(prefix: &str) -> (redis::Connection, Vec<String>) {
     let mut c = redis::Client::open(url())
         .unwrap()
         .get_connection()
@@ -21,6 +21,12 @@ fn raw_keys(prefix: &str) -> String {
         .arg(format!("{prefix}:*"))
         .query(&mut c)
         .unwrap();
+    (c, keys)
+}
+
+/// Every key under `prefix` with everything it holds, as text.
+fn raw_keys(prefix: &str) -> String {
+    let (mut c, keys) = keys_under(prefix);
     let mut out = String::new();
     for key in keys {
         let kind: String = redis::cmd("TYPE").arg(&key).query(&mut c).unwrap();
@@ -65,14 +71,7 @@ async fn store(limits: Limits) -> Option<(RedisRepository, String)> {
 
 /// Removes every key under `prefix`.
 fn drop_prefix(prefix: &str) {
-    let mut c = redis::Client::open(url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut c)
-        .unwrap();
+    let (mut c, keys) = keys_under(prefix);
     if !keys.is_empty() {
         let _: () = redis::cmd("DEL").arg(keys).query(&mut c).unwrap();
     }
