@@ -239,7 +239,9 @@ impl SessionRepository for RedisRepository {
                 let head = fields.head(id)?;
                 Ok((AppendPlan::new(&head, &batch, &HashMap::new())?, fields))
             });
-            if let Ok((plan, fields)) = guess {
+            // An empty batch changes nothing, not even `updated_at`: the read
+            // below answers it from the stored head.
+            if let Some((plan, fields)) = guess.ok().filter(|(plan, _)| !plan.is_noop()) {
                 if let Some(left) = self
                     .persist_events(id, &fields, &batch, (&plan).into(), now)
                     .await?

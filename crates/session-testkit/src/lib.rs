@@ -263,6 +263,7 @@ macro_rules! __with_cases {
             append_batch_is_atomic,
             append_bumps_version_once_per_call,
             append_is_idempotent_by_event_id,
+            an_append_that_adds_nothing_changes_nothing,
             append_to_unknown_session_is_not_found,
             append_persist_filters_drop_and_redact_before_storing,
             events_context_and_archive_views,

@@ -91,6 +91,27 @@ pub async fn append_is_idempotent_by_event_id(fx: Fixture) {
     assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 3);
 }
 
+/// An empty batch, or a batch whose every event is already held, writes
+/// nothing: no version bump and no new `updated_at`, also right after a
+/// context replace or a write from the same handle.
+pub async fn an_append_that_adds_nothing_changes_nothing(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let sent = vec![user("one"), assistant("two")];
+    fx.append(&s.id, sent.clone()).await;
+    fx.summarize_first(&s.id, 1).await;
+    let before = fx.repo.get(&s.id).await.unwrap();
+    fx.clock.advance(chrono::Duration::hours(1));
+    let empty = fx.append(&s.id, Vec::new()).await;
+    assert_eq!((empty.written, empty.version), (0, before.version));
+    let resent = fx.append(&s.id, sent).await;
+    assert_eq!(resent.seqs, [1, 2]);
+    assert_eq!((resent.written, resent.version), (0, before.version));
+    let after = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(after.updated_at, before.updated_at, "nothing written");
+    assert_eq!(after.version, before.version);
+    assert_eq!(after.event_count, before.event_count);
+}
+
 /// Appending to an id that does not exist is `NotFound`, and creates nothing.
 pub async fn append_to_unknown_session_is_not_found(fx: Fixture) {
     assert_eq!(
