@@ -18,6 +18,7 @@ pub use jiff;
 pub use plan::RewindTo;
 mod repository;
 mod resolution_key;
+pub mod retention;
 pub mod search;
 mod service;
 mod session;

@@ -1,6 +1,6 @@
 //! `InMemoryRepository`: the reference semantics, in process memory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -21,6 +21,7 @@ use crate::repository::{
     AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
     SessionRepository,
 };
+use crate::retention::{PrunePlan, Pruned};
 use crate::search::{
     page_of_first_matches, page_of_matches, read_limit, RankStats, SearchHit, SearchMode,
     SearchQuery, SearchScope, TrigramIndex,
@@ -270,6 +271,32 @@ impl SessionRepository for InMemoryRepository {
             .remove(&(app.to_string(), user_id.to_string()))
             .is_some();
         Ok(erased)
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<Pruned>> {
+        let mut inner = self.inner.write();
+        let r = writable(&mut inner.sessions, id, self.now())?;
+        let Some(plan) = PrunePlan::new(&r.head(), expected_version)? else {
+            return Ok(None);
+        };
+        let gone: HashSet<u64> = seqs
+            .iter()
+            .copied()
+            .filter(|s| r.archive.remove(s).is_some())
+            .collect();
+        r.index.remove(&gone);
+        r.ids.retain(|_, seq| !gone.contains(seq));
+        r.session.event_count = u64::try_from(r.archive.len()).unwrap_or(u64::MAX);
+        r.session.version = plan.version;
+        Ok(Some(Pruned {
+            removed: u64::try_from(gone.len()).unwrap_or(u64::MAX),
+            version: plan.version,
+        }))
     }
 
     async fn get(&self, id: &SessionId) -> Result<Session> {

@@ -374,6 +374,21 @@ pub trait SessionRepository: Send + Sync {
     /// the `app:` state are not the user's and stay. Idempotent: a second
     /// call erases nothing and reports zeros.
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased>;
+
+    /// Removes the archived events at `seqs` (core chose them with
+    /// [`crate::retention::ArchiveRetention::removable`]: never context
+    /// events), with their search index entries and their ids, if the
+    /// session is still at `expected_version`; `None` (nothing written) if
+    /// it moved. Plan with [`crate::retention::PrunePlan`]: the version goes
+    /// up by one, the event count drops by the events removed, `last_seq`
+    /// and `updated_at` stay (a prune is not activity). Seqs the archive
+    /// does not hold are skipped.
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<crate::retention::Pruned>>;
 }
 
 /// What [`SessionRepository::erase_user`] removed.
@@ -590,6 +605,14 @@ macro_rules! forward_repository {
             }
             async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
                 (**self).erase_user(app, user_id).await
+            }
+            async fn prune_events(
+                &self,
+                id: &SessionId,
+                seqs: &[u64],
+                expected_version: u64,
+            ) -> Result<Option<crate::retention::Pruned>> {
+                (**self).prune_events(id, seqs, expected_version).await
             }
             async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
                 (**self).import_session(dump).await

@@ -121,6 +121,22 @@ impl EsRepository {
         .await;
     }
 
+    /// Removes the event documents of an incarnation at `seqs` (after an
+    /// archive prune; the head already marks them dead).
+    pub(crate) async fn drop_pruned(&self, session_id: &str, inc: &str, seqs: &[u64]) {
+        for chunk in seqs.chunks(1000) {
+            self.delete_by_query(
+                "events",
+                json!({"bool": {"filter": [
+                    {"term": {"session_id": session_id}},
+                    {"term": {"inc": inc}},
+                    {"terms": {"seq": chunk}}
+                ]}}),
+            )
+            .await;
+        }
+    }
+
     /// Removes the event documents of an incarnation from seq `from` on (after a rewind).
     pub(crate) async fn drop_rewound(&self, session_id: &str, inc: &str, from: u64) {
         self.delete_by_query(

@@ -217,6 +217,16 @@ impl Head {
         self.pending.clear();
     }
 
+    /// Drops the live events at `gone` (an archive prune): their seqs
+    /// marked dead, the event count lowered; context and state stay.
+    pub(crate) fn prune(&mut self, gone: &[u64]) {
+        let removed = u64::try_from(gone.len()).unwrap_or(u64::MAX);
+        self.session.event_count = self.session.event_count.saturating_sub(removed);
+        self.dead.extend(gone.iter().map(|s| [*s, *s]));
+        self.dead = crate::body::merge_ranges(&self.dead);
+        self.pending.retain(|p| !gone.contains(&p.seq));
+    }
+
     /// The context's seqs in order, given every live event of the session.
     pub(crate) fn context_seqs(&self, events: &[SessionEvent]) -> Vec<u64> {
         let mut context: Vec<u64> = self.base.iter().map(|[s, _]| *s).collect();

@@ -1,6 +1,6 @@
 //! The [`SessionRepository`] implementation: read the head, plan in `session_core::plan`, persist by compare-and-swap of the head.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -8,6 +8,7 @@ use serde_json::json;
 use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
+use session_core::retention::{PrunePlan, Pruned};
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
@@ -246,6 +247,41 @@ impl SessionRepository for EsRepository {
                     version: plan.version,
                     removed,
                 });
+            }
+        }
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> session_core::Result<Option<Pruned>> {
+        let wanted: HashSet<u64> = seqs.iter().copied().collect();
+        let memo = self.lock(id).await;
+        let mut attempt = 0;
+        loop {
+            backoff(&mut attempt).await;
+            let cur = self.heads().writable(id).await?;
+            let Some(plan) = PrunePlan::new(&cur.head.plan(), expected_version)? else {
+                return Ok(None);
+            };
+            let gone: Vec<u64> = self
+                .all_events(&cur.head)
+                .await?
+                .iter()
+                .map(|e| e.seq)
+                .filter(|s| wanted.contains(s))
+                .collect();
+            let mut head = cur.head.clone();
+            head.prune(&gone);
+            head.session.version = plan.version;
+            if self.commit(&memo, &cur, &head).await? {
+                self.drop_pruned(id, &head.inc, &gone).await;
+                return Ok(Some(Pruned {
+                    removed: u64::try_from(gone.len()).unwrap_or(u64::MAX),
+                    version: plan.version,
+                }));
             }
         }
     }

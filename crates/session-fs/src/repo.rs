@@ -11,6 +11,7 @@ use session_core::plan::{
     self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent,
     RewindPlan, Stored,
 };
+use session_core::retention::{PrunePlan, Pruned};
 use session_core::state::apply_delta;
 use session_core::{
     AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter, EventView,
@@ -23,7 +24,7 @@ use crate::error::io_err;
 use crate::files::{read_json, sync_dir, to_pretty, write_atomic, Lock};
 use crate::format::{ContextFile, SessionFile};
 use crate::shared::{self, Write};
-use crate::{count, log, view, FsRepository, Inner, Result, BACKEND};
+use crate::{count, log, search_index, view, FsRepository, Inner, Result, BACKEND};
 
 /// The owner of a session, whose shared scopes its writes change.
 fn owner(s: &Session) -> (&AppName, &UserId) {
@@ -255,6 +256,40 @@ impl Inner {
             version: plan.version,
             removed: removed.len(),
         })
+    }
+
+    fn prune(&self, id: &SessionId, seqs: &[u64], expected: u64) -> Result<Option<Pruned>> {
+        let (dir, mut file, _lock) = self.writable(id)?;
+        let Some(plan) = PrunePlan::new(&file.head(), expected)? else {
+            return Ok(None);
+        };
+        let gone: HashSet<u64> = seqs.iter().copied().collect();
+        let archive = log::archive(&dir, &file)?;
+        let held = archive.len();
+        let mut kept: Vec<SessionEvent> = archive
+            .into_iter()
+            .filter(|e| !gone.contains(&e.seq))
+            .collect();
+        let removed = held.saturating_sub(kept.len());
+        if removed > 0 {
+            for e in &mut kept {
+                e.session_id.clear();
+            }
+            let lines = log::encode(&kept)?;
+            write_atomic(&log::path(&dir), &lines, self.sync)?;
+            file.log_bytes = count(lines.len());
+            // The saved index covers the removed events: rebuilt from the log.
+            search_index::discard(&dir)?;
+        }
+        file.session.event_count = count(kept.len());
+        file.session.version = plan.version;
+        self.save(&dir, &file)?;
+        self.ids.lock().forget(id);
+        self.search_indexes.lock().forget(id);
+        Ok(Some(Pruned {
+            removed: count(removed),
+            version: plan.version,
+        }))
     }
 
     fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
@@ -490,6 +525,17 @@ impl SessionRepository for FsRepository {
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
         let (app, user) = (app.clone(), user_id.clone());
         self.blocking(move |i| i.erase_user(&app, &user)).await
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<Pruned>> {
+        let (id, seqs) = (id.clone(), seqs.to_vec());
+        self.blocking(move |i| i.prune(&id, &seqs, expected_version))
+            .await
     }
 
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {

@@ -24,6 +24,15 @@ fn path(dir: &Path) -> PathBuf {
     dir.join("search.idx")
 }
 
+/// Deletes the saved index of the session in `dir`, if there is one.
+pub(crate) fn discard(dir: &Path) -> Result<()> {
+    let file = path(dir);
+    match std::fs::remove_file(&file) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&file, e)),
+        _ => Ok(()),
+    }
+}
+
 const MAGIC: &[u8; 8] = b"ASIDX01\n";
 /// Log bytes before the covered end that the file keeps to recognise the log.
 const TAIL: usize = 64;

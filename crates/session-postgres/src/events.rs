@@ -225,6 +225,24 @@ pub(crate) async fn remove_from(
         .await
 }
 
+/// Removes the events at `seqs` (an archive prune; the search index lives
+/// in the rows); returns how many the archive held.
+pub(crate) async fn remove_seqs(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &SessionId,
+    seqs: &[u64],
+) -> R<u64> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE session_id = $1 AND seq = ANY($2)",
+            t.events
+        ))
+        .await?;
+    let seqs: Vec<i64> = seqs.iter().map(|s| sql_int(*s)).collect();
+    tx.run(&stmt, &[&session_id.as_str(), &seqs]).await
+}
+
 /// The state deltas of the archive, in seq order.
 pub(crate) async fn deltas(
     tx: &Transaction<'_>,

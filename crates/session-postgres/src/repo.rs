@@ -12,6 +12,7 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent, RewindPlan,
     StateChanges, Stored,
 };
+use session_core::retention::{PrunePlan, Pruned};
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
@@ -251,6 +252,26 @@ async fn rewind(
     })
 }
 
+async fn prune(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    seqs: &[u64],
+    expected_version: u64,
+    now: DateTime<Utc>,
+) -> R<Option<Pruned>> {
+    let locked = sessions::lock(tx, t, id, now).await?;
+    let Some(plan) = PrunePlan::new(&locked.head, expected_version)? else {
+        return Ok(None);
+    };
+    let removed = events::remove_seqs(tx, t, id, seqs).await?;
+    sessions::pruned(tx, t, id, plan.version).await?;
+    Ok(Some(Pruned {
+        removed,
+        version: plan.version,
+    }))
+}
+
 async fn import(
     tx: &Transaction<'_>,
     t: &Tables,
@@ -421,6 +442,23 @@ impl SessionRepository for PostgresRepository {
     ) -> session_core::Result<RewindOutcome> {
         let t = &self.tables;
         write_tx!(self, |tx, now| rewind(&tx, t, id, to, now))
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> session_core::Result<Option<Pruned>> {
+        let t = &self.tables;
+        write_tx!(self, |tx, now| prune(
+            &tx,
+            t,
+            id,
+            seqs,
+            expected_version,
+            now
+        ))
     }
 
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {

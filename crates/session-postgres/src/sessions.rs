@@ -431,6 +431,26 @@ pub(crate) async fn initial_state(tx: &Transaction<'_>, t: &Tables, id: &Session
 
 /// Writes the session row after a rewind: the replayed state, the new
 /// version, and the counters recounted from the remaining events.
+/// Records an archive prune: the new version and event count; the
+/// activity time stays.
+pub(crate) async fn pruned(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    id: &SessionId,
+    version: u64,
+) -> R<()> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE {s} SET version = $2, \
+             event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1) WHERE id = $1",
+            s = t.sessions,
+            e = t.events
+        ))
+        .await?;
+    tx.run(&stmt, &[&id.as_str(), &sql_int(version)]).await?;
+    Ok(())
+}
+
 pub(crate) async fn rewound(
     tx: &Transaction<'_>,
     t: &Tables,

@@ -16,6 +16,7 @@ use session_core::plan::{
     self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
     RewindPlan, Stored,
 };
+use session_core::retention::{PrunePlan, Pruned};
 use session_core::{
     prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
@@ -311,6 +312,35 @@ impl SessionRepository for RedisRepository {
             {
                 self.heads.remember(id, left);
                 return Ok(true);
+            }
+        }
+        Err(too_contended(id, ATTEMPTS))
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> session_core::Result<Option<Pruned>> {
+        let _turn = self.gates.enter(id).await;
+        self.heads.forget(id);
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
+            let now = self.now();
+            let (fields, _) = plan::writable(self.find_session(id).await?, id, now)?;
+            let read = HeadFields::from_map(&fields);
+            let Some(plan) = PrunePlan::new(&read.head(id)?, expected_version)? else {
+                return Ok(None);
+            };
+            if let Some(removed) = self
+                .persist_prune(id, &read, seqs, plan.version, now)
+                .await?
+            {
+                return Ok(Some(Pruned {
+                    removed,
+                    version: plan.version,
+                }));
             }
         }
         Err(too_contended(id, ATTEMPTS))

@@ -35,6 +35,8 @@ pub(crate) struct Scripts {
     pub(crate) append: Script,
     /// A rewind.
     pub(crate) rewind: Script,
+    /// An archive prune.
+    pub(crate) prune: Script,
     /// A session update.
     pub(crate) update: Script,
     /// A create or an import (a whole session written at once).
@@ -54,6 +56,7 @@ impl Scripts {
             read: script(include_str!("../lua/read.lua")),
             append: script(include_str!("../lua/append.lua")),
             rewind: script(include_str!("../lua/rewind.lua")),
+            prune: script(include_str!("../lua/prune.lua")),
             update: script(include_str!("../lua/update.lua")),
             create: script(include_str!("../lua/create.lua")),
             delete: script(include_str!("../lua/delete.lua")),

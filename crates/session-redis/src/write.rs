@@ -306,6 +306,28 @@ impl RedisRepository {
         Ok(Some(usize::try_from(removed).unwrap_or(0)))
     }
 
+    /// Persists an archive prune of `seqs` planned from `read`: how many
+    /// events went, or `None` when the head moved.
+    pub(crate) async fn persist_prune(
+        &self,
+        id: &SessionId,
+        read: &HeadFields,
+        seqs: &[u64],
+        version: u64,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<Option<u64>> {
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.prune, &keys);
+        call.begin(now, read.fingerprint())
+            .list(seqs)
+            .fields(&[("version", version.to_string())]);
+        let removed = call.run::<i64>(&self.conn, "prune").await?;
+        if removed == MOVED {
+            return Ok(None);
+        }
+        Ok(Some(u64::try_from(removed).unwrap_or(0)))
+    }
+
     /// Persists `update` made from `read`; `updated` is the session after it.
     pub(crate) async fn persist_update(
         &self,

@@ -161,6 +161,28 @@ pub(crate) fn remove_from(tx: &Transaction<'_>, session_id: &str, from_seq: u64)
         .sql()
 }
 
+/// Removes the events at `seqs` with their search index entries (an
+/// archive prune); returns how many the archive held.
+pub(crate) fn remove_seqs(tx: &Transaction<'_>, session_id: &str, seqs: &[u64]) -> Result<u64> {
+    let mut index = tx
+        .prepare_cached(
+            "DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE session_id = ?1 \
+             AND seq = ?2 AND rowid <= (SELECT indexed_through FROM fts_state))",
+        )
+        .sql()?;
+    let mut events = tx
+        .prepare_cached("DELETE FROM events WHERE session_id = ?1 AND seq = ?2")
+        .sql()?;
+    let mut removed = 0_u64;
+    for seq in seqs {
+        let seq = sql_int(*seq);
+        index.execute(params![session_id, seq]).sql()?;
+        let n = events.execute(params![session_id, seq]).sql()?;
+        removed = removed.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+    Ok(removed)
+}
+
 /// The state deltas of the session's events, in seq order.
 pub(crate) fn state_deltas(tx: &Transaction<'_>, session_id: &str) -> Result<Vec<StateMap>> {
     let mut stmt = tx

@@ -7,6 +7,7 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
     StateChanges,
 };
+use session_core::retention::{PrunePlan, Pruned};
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode,
@@ -216,6 +217,29 @@ impl SessionRepository for SqliteRepository {
                 version: plan.version,
                 removed,
             })
+        })
+        .await
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<Pruned>> {
+        let id = id.clone();
+        let seqs = seqs.to_vec();
+        self.write(move |tx, now, _| {
+            let h = sessions::head(tx, &id, now)?;
+            let Some(plan) = PrunePlan::new(&h.head, expected_version)? else {
+                return Ok(None);
+            };
+            let removed = events::remove_seqs(tx, &id, &seqs)?;
+            sessions::pruned(tx, &id, plan.version)?;
+            Ok(Some(Pruned {
+                removed,
+                version: plan.version,
+            }))
         })
         .await
     }

@@ -430,6 +430,19 @@ pub(crate) fn advance(
 
 /// Writes the head of a session after a rewind: the replayed state, the
 /// planned version, and the counters recounted from what is left.
+/// Records an archive prune: the new version and event count; the
+/// activity time stays.
+pub(crate) fn pruned(tx: &Transaction<'_>, id: &str, version: u64) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE sessions SET version = ?2, \
+         event_count = (SELECT COUNT(*) FROM events WHERE session_id = ?1) WHERE id = ?1",
+    )
+    .sql()?
+    .execute(params![id, sql_int(version)])
+    .sql()?;
+    Ok(())
+}
+
 pub(crate) fn rewound(
     tx: &Transaction<'_>,
     id: &str,

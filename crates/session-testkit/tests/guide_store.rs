@@ -12,6 +12,7 @@ use session_core::plan::{
     plan_update, readable, writable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head,
     ImportPlan, NewEvent, RewindPlan, RewindTo, Stored,
 };
+use session_core::retention::{PrunePlan, Pruned};
 use session_core::state::apply_delta;
 use session_core::{
     page_of_matches, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
@@ -335,6 +336,30 @@ impl SessionRepository for TinyStore {
             version: plan.version,
             removed,
         })
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<Pruned>> {
+        let now = self.clock.now();
+        let mut t = self.lock()?;
+        let row = writable(found(t.sessions.get_mut(id.as_str())), id, now)?;
+        let Some(plan) = PrunePlan::new(&row.head(), expected_version)? else {
+            return Ok(None);
+        };
+        let gone: Vec<SessionEvent> = seqs.iter().filter_map(|s| row.archive.remove(s)).collect();
+        for e in &gone {
+            row.ids.remove(&e.id);
+        }
+        row.session.event_count = count(row.archive.len());
+        row.session.version = plan.version;
+        Ok(Some(Pruned {
+            removed: count(gone.len()),
+            version: plan.version,
+        }))
     }
 
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {

@@ -189,6 +189,20 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    /// Retried: a prune that landed but whose answer was lost finds the
+    /// version moved on the retry and answers `None`, and the caller plans again.
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<crate::retention::Pruned>> {
+        (|| self.inner.prune_events(id, seqs, expected_version))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
 
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         (|| self.inner.import_session(dump.clone()))
@@ -287,6 +301,14 @@ mod tests {
         }
         async fn erase_user(&self, app: &AppName, user: &UserId) -> Result<Erased> {
             self.inner.erase_user(app, user).await
+        }
+        async fn prune_events(
+            &self,
+            id: &SessionId,
+            seqs: &[u64],
+            v: u64,
+        ) -> Result<Option<crate::retention::Pruned>> {
+            self.inner.prune_events(id, seqs, v).await
         }
     }
 

@@ -212,6 +212,20 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         )
         .await
     }
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<crate::retention::Pruned>> {
+        traced(
+            self.capabilities().backend,
+            "prune_events",
+            Some(id),
+            self.inner.prune_events(id, seqs, expected_version),
+        )
+        .await
+    }
 
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         let id = dump.session.id.clone();

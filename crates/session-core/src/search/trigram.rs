@@ -202,6 +202,15 @@ impl TrigramIndex {
         }
     }
 
+    /// Forgets the events at `seqs` (an archive prune); the highest seq
+    /// indexed stays, since seqs are never handed out again.
+    pub fn remove(&mut self, seqs: &std::collections::HashSet<u64>) {
+        self.postings.retain(|_, list| {
+            list.retain(|s| !seqs.contains(s));
+            !list.is_empty()
+        });
+    }
+
     /// The seqs that can match `query` (see [`candidates_from`]).
     pub fn candidates(&self, query: &ParsedQuery) -> Option<Vec<u64>> {
         candidates_from(query, |t| self.postings.get(&t).cloned())

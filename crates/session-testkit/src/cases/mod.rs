@@ -20,6 +20,7 @@ mod metadata;
 mod paging;
 mod query;
 mod resolve;
+mod retention;
 mod search;
 mod sessions;
 mod state;
@@ -65,6 +66,10 @@ pub use query::{
 pub use resolve::{
     end_archives_but_keeps_readable, resolve_daily_reset, resolve_group_key_is_shared,
     resolve_idle_timeout_starts_over, resolve_manual_reset, resolve_returns_fresh_session,
+};
+pub use retention::{
+    retention_by_age_removes_the_old_head_of_the_archive,
+    retention_keeps_the_latest_events_and_what_must_stay,
 };
 pub use search::{
     search_across_a_users_sessions, search_is_case_insensitive_over_the_archive,

@@ -1,0 +1,154 @@
+//! Retention inside a live session: archive prunes keep what must stay and
+//! leave seqs, search and export consistent.
+
+use std::collections::HashSet;
+
+use chrono::Duration;
+use session_core::retention::{prune_archive, ArchiveRetention};
+use session_core::{
+    Clock as _, InMemoryRepository, Message, SearchQuery, SessionEvent, SessionRepository,
+    SessionStatus, SessionUpdate,
+};
+
+use crate::{assistant, texts, user, Fixture};
+
+fn seqs(events: &[SessionEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.seq).collect()
+}
+
+/// Keeping the latest 3 of 10 archived events removes the old ones outside
+/// the context, but never a context event, a system message or a state
+/// change; the version goes up once, `updated_at` stays, seqs continue,
+/// search forgets the removed events, ids of kept events stay idempotent,
+/// the export imports elsewhere, a stale version removes nothing and a
+/// second run removes nothing more.
+pub async fn retention_keeps_the_latest_events_and_what_must_stay(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let mut events = vec![
+        SessionEvent::new(Message::system("be brief")),
+        user("zebra one"),
+        assistant("zebra two"),
+        SessionEvent::builder(Message::user("zebra three"))
+            .state("plan", "B")
+            .build()
+            .unwrap(),
+        assistant("zebra four"),
+        user("zebra five"),
+    ];
+    events.extend((7..=10).map(|i| user(&format!("kept {i}"))));
+    let sent = events.clone();
+    fx.append(&s.id, events).await;
+    let archive = fx.archive(&s.id).await;
+    let context: Vec<SessionEvent> = std::iter::once(archive[0].clone())
+        .chain(archive[6..].iter().cloned())
+        .collect();
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx.repo.replace_context(&s.id, context, v).await.unwrap());
+    let before = fx.repo.get(&s.id).await.unwrap();
+    fx.clock.advance(Duration::hours(1));
+
+    let stale = fx.repo.prune_events(&s.id, &[2], before.version - 1).await;
+    assert_eq!(stale.unwrap(), None, "a stale version removes nothing");
+    assert_eq!(fx.archive(&s.id).await.len(), 10);
+
+    let policy = ArchiveRetention::keep_latest(3);
+    let pruned = prune_archive(&*fx.repo, &s.id, &policy, fx.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(pruned.removed, 4, "seqs 2, 3, 5 and 6 go");
+    assert_eq!(pruned.version, before.version + 1);
+    assert_eq!(seqs(&fx.archive(&s.id).await), [1, 4, 7, 8, 9, 10]);
+    assert_eq!(
+        texts(&fx.context(&s.id).await),
+        ["be brief", "kept 7", "kept 8", "kept 9", "kept 10"]
+    );
+    let after = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(after.event_count, 6);
+    assert_eq!(after.version, before.version + 1);
+    assert_eq!(
+        after.updated_at, before.updated_at,
+        "a prune is not activity"
+    );
+    assert_eq!(after.context_tokens, before.context_tokens);
+    assert_eq!(after.state, before.state, "the state change stays");
+
+    let hits = fx
+        .repo
+        .search(&SearchQuery::in_session(&s.id, "zebra"))
+        .await
+        .unwrap();
+    assert_eq!(
+        hits.items.iter().map(|h| h.event.seq).collect::<Vec<_>>(),
+        [4],
+        "search finds only the kept zebra"
+    );
+
+    let dump = fx.repo.export_session(&s.id).await.unwrap();
+    assert_eq!(seqs(&dump.events), [1, 4, 7, 8, 9, 10]);
+    let elsewhere = InMemoryRepository::new();
+    elsewhere.import_session(dump).await.unwrap();
+    assert_eq!(elsewhere.get(&s.id).await.unwrap().event_count, 6);
+
+    let resent = fx.append(&s.id, vec![sent[8].clone()]).await;
+    assert_eq!((resent.seqs, resent.written), (vec![9], 0));
+    assert_eq!(fx.append(&s.id, vec![user("next")]).await.seqs, [11]);
+    let again = prune_archive(&*fx.repo, &s.id, &policy, fx.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(again.removed, 0, "everything left must stay");
+}
+
+/// An age policy removes the leading events older than the age, also on an
+/// ended session (retention is storage upkeep, not a write of content);
+/// an unknown session is `NotFound`.
+pub async fn retention_by_age_removes_the_old_head_of_the_archive(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let now = fx.clock.now();
+    let at = |days: i64, text: &str| {
+        SessionEvent::builder(Message::user(text))
+            .timestamp(now - Duration::days(days))
+            .build()
+            .unwrap()
+    };
+    fx.append(
+        &s.id,
+        vec![
+            at(5, "old a"),
+            at(4, "old b"),
+            at(0, "new c"),
+            at(0, "new d"),
+        ],
+    )
+    .await;
+    let ctx = fx.context(&s.id).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx
+        .repo
+        .replace_context(&s.id, ctx[3..].to_vec(), v)
+        .await
+        .unwrap());
+    fx.repo
+        .update(&s.id, SessionUpdate::new().status(SessionStatus::Archived))
+        .await
+        .unwrap();
+    let policy =
+        ArchiveRetention::younger_than(std::time::Duration::from_secs(2 * 86_400)).unwrap();
+    let pruned = prune_archive(&*fx.repo, &s.id, &policy, now).await.unwrap();
+    assert_eq!(pruned.removed, 2);
+    assert_eq!(texts(&fx.archive(&s.id).await), ["new c", "new d"]);
+    let gone: HashSet<u64> = [1, 2].into();
+    assert!(fx
+        .archive(&s.id)
+        .await
+        .iter()
+        .all(|e| !gone.contains(&e.seq)));
+    let ghost = session_core::SessionId::new("ghost").unwrap();
+    assert_eq!(
+        fx.repo
+            .prune_events(&ghost, &[1], 0)
+            .await
+            .unwrap_err()
+            .kind(),
+        session_core::ErrorKind::NotFound
+    );
+}
