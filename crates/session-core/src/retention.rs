@@ -125,10 +125,14 @@ impl ArchiveRetention {
 
     /// The policy as the metadata value stored under [`RETENTION_KEY`].
     pub fn to_metadata(&self) -> serde_json::Value {
-        serde_json::json!({
-            "keep_latest": self.keep_latest,
-            "max_age_secs": self.max_age_secs,
-        })
+        let mut out = serde_json::Map::new();
+        if let Some(n) = self.keep_latest {
+            out.insert("keep_latest".into(), n.into());
+        }
+        if let Some(secs) = self.max_age_secs {
+            out.insert("max_age_secs".into(), secs.into());
+        }
+        serde_json::Value::Object(out)
     }
 
     /// The policy session `session` stores in its metadata, if any: a
@@ -410,27 +414,41 @@ impl PruneOnAppend {
     pub fn new(rules: RetentionRules, clock: SharedClock) -> Self {
         Self { rules, clock }
     }
+}
 
-    async fn run(&self, repo: &dyn SessionRepository, id: &SessionId) -> Result<()> {
-        let session = repo.get(id).await?;
-        let Some(policy) = self.rules.policy_for(&session)? else {
-            return Ok(());
-        };
-        let now = self.clock.now();
-        let over_count = policy.keep_latest.is_some_and(|n| session.event_count > n);
-        let over_age = match policy.cutoff(now) {
-            Some(cutoff) => repo
-                .events(id, &EventFilter::archive().page(0, 1))
-                .await?
-                .items
-                .first()
-                .is_some_and(|e| e.timestamp < cutoff),
-            None => false,
-        };
-        if over_count || over_age {
-            prune_archive(repo, id, &policy, now).await?;
-        }
-        Ok(())
+/// Runs the policy `rules` give session `id` when it is due: the archive
+/// holds more events than the policy keeps, or its oldest event is past
+/// the age. Reads the session and, for an age policy, the oldest event;
+/// prunes only then. What [`PruneOnAppend`] and the service's
+/// prune-on-append run.
+pub async fn prune_if_due<R: SessionRepository + ?Sized>(
+    repo: &R,
+    rules: &RetentionRules,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> Result<Pruned> {
+    let session = repo.get(id).await?;
+    let idle = Pruned {
+        removed: 0,
+        version: session.version,
+    };
+    let Some(policy) = rules.policy_for(&session)? else {
+        return Ok(idle);
+    };
+    let over_count = policy.keep_latest.is_some_and(|n| session.event_count > n);
+    let over_age = match policy.cutoff(now) {
+        Some(cutoff) => repo
+            .events(id, &EventFilter::archive().page(0, 1))
+            .await?
+            .items
+            .first()
+            .is_some_and(|e| e.timestamp < cutoff),
+        None => false,
+    };
+    if over_count || over_age {
+        prune_archive(repo, id, &policy, now).await
+    } else {
+        Ok(idle)
     }
 }
 
@@ -443,7 +461,8 @@ impl AppendHook for PruneOnAppend {
         session_id: &SessionId,
         _outcome: &AppendOutcome,
     ) {
-        if let Err(e) = self.run(repository, session_id).await {
+        let due = prune_if_due(repository, &self.rules, session_id, self.clock.now());
+        if let Err(e) = due.await {
             tracing::warn!(session_id = %session_id, error = %e, "archive prune after append failed");
         }
     }

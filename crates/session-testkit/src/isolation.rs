@@ -44,10 +44,12 @@ enum Call {
     Rewind,
     Resolve,
     Reset,
+    SetRetention,
+    PruneArchive,
 }
 
 impl Call {
-    const ALL: [Self; 18] = [
+    const ALL: [Self; 20] = [
         Self::Get,
         Self::List,
         Self::Update,
@@ -66,6 +68,8 @@ impl Call {
         Self::Rewind,
         Self::Resolve,
         Self::Reset,
+        Self::SetRetention,
+        Self::PruneArchive,
     ];
 
     /// Whether the call names a session by id (and so must be `NotFound`
@@ -139,6 +143,18 @@ async fn run(
         }
         Call::End => vec![svc.end(caller, id).await?.id.into_string()],
         Call::Reopen => vec![svc.reopen(caller, id).await?.id.into_string()],
+        Call::SetRetention => {
+            let keep_none = session_core::retention::ArchiveRetention::keep_latest(0);
+            vec![svc
+                .set_retention(caller, id, Some(keep_none))
+                .await?
+                .id
+                .into_string()]
+        }
+        Call::PruneArchive => {
+            svc.prune_archive(caller, id).await?;
+            one()
+        }
         Call::Fork => vec![svc
             .fork(caller, id, &session_core::ForkAt::Latest)
             .await?

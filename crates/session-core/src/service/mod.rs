@@ -15,6 +15,7 @@ use crate::ids::{InvocationId, SessionId};
 use crate::message::Message;
 use crate::plan::RewindTo;
 use crate::repository::{AppendOutcome, SessionRepository, SessionRepositoryExt};
+use crate::retention::{ArchiveRetention, Pruned, RetentionReport, RetentionRules, RETENTION_KEY};
 use crate::search::{SearchHit, SearchQuery, SearchScope};
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::StateMap;
@@ -123,6 +124,20 @@ pub trait SessionService: Send + Sync {
     async fn reset(&self, request: &ResolveRequest) -> Result<Session>;
     /// Deletes every expired session; returns how many.
     async fn purge_expired(&self) -> Result<u64>;
+    /// Sets (or with `None` clears) a session's own archive retention
+    /// policy (see [`crate::retention`]); returns the session after.
+    async fn set_retention(
+        &self,
+        owner: &Owner,
+        id: &str,
+        policy: Option<ArchiveRetention>,
+    ) -> Result<Session>;
+    /// Runs the retention policy that applies to a session (its own, else
+    /// the service's defaults) now.
+    async fn prune_archive(&self, owner: &Owner, id: &str) -> Result<Pruned>;
+    /// Runs the retention policies over every session of the store (what a
+    /// purge does besides deleting expired sessions).
+    async fn prune_archives(&self) -> Result<RetentionReport>;
     /// The model usage recorded in a session ([`crate::ModelUsage`] on its
     /// events), in total, per invocation and per model.
     async fn usage(&self, owner: &Owner, id: &str) -> Result<crate::UsageReport> {
@@ -162,6 +177,8 @@ pub struct DefaultSessionService<R = Arc<dyn SessionRepository>> {
     estimator: Arc<dyn TokenEstimator>,
     hooks: Vec<Arc<dyn AppendHook>>,
     filters: Vec<Arc<dyn PersistFilter>>,
+    retention: RetentionRules,
+    prune_on_append: bool,
 }
 
 impl<R> std::fmt::Debug for DefaultSessionService<R> {
@@ -183,7 +200,24 @@ impl<R: SessionRepository> DefaultSessionService<R> {
             estimator: Arc::new(HeuristicEstimator),
             hooks: Vec::new(),
             filters: Vec::new(),
+            retention: RetentionRules::new(),
+            prune_on_append: false,
         }
+    }
+
+    /// The archive retention defaults for sessions without their own
+    /// policy (see [`crate::retention`]).
+    pub fn with_retention(mut self, rules: RetentionRules) -> Self {
+        self.retention = rules;
+        self
+    }
+
+    /// Also runs a session's retention policy after each append that wrote
+    /// to it (when it is due: over its count, or its oldest event past the
+    /// age); a failed prune is logged and the append stands.
+    pub fn with_prune_on_append(mut self) -> Self {
+        self.prune_on_append = true;
+        self
     }
 
     /// Uses `clock` (share it with the repository).
@@ -261,6 +295,17 @@ impl<R: SessionRepository> DefaultSessionService<R> {
             for hook in &self.hooks {
                 hook.after_append(&self.repo, owner, &session.id, &out)
                     .await;
+            }
+            if self.prune_on_append {
+                let due = crate::retention::prune_if_due(
+                    &self.repo,
+                    &self.retention,
+                    &session.id,
+                    self.clock.now(),
+                );
+                if let Err(e) = due.await {
+                    tracing::warn!(session_id = %session.id, error = %e, "archive prune after append failed");
+                }
             }
         }
         Ok(out)
@@ -549,6 +594,45 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
     #[tracing::instrument(skip_all, fields(op = "purge_expired"))]
     async fn purge_expired(&self) -> Result<u64> {
         self.repo.purge_expired(self.clock.now()).await
+    }
+
+    #[tracing::instrument(skip_all, fields(op = "set_retention", app = %owner.app, session_id = %id))]
+    async fn set_retention(
+        &self,
+        owner: &Owner,
+        id: &str,
+        policy: Option<ArchiveRetention>,
+    ) -> Result<Session> {
+        let s = self.owned(owner, id).await?;
+        let mut metadata = s.metadata.clone();
+        match policy {
+            Some(p) => metadata.insert(RETENTION_KEY.to_owned(), p.to_metadata()),
+            None => metadata.remove(RETENTION_KEY),
+        };
+        let update = SessionUpdate::new()
+            .metadata(metadata)
+            .expect_version(s.version);
+        let updated = self.repo.update(&s.id, update).await?;
+        self.merged(updated).await
+    }
+
+    #[tracing::instrument(skip_all, fields(op = "prune_archive", app = %owner.app, session_id = %id))]
+    async fn prune_archive(&self, owner: &Owner, id: &str) -> Result<Pruned> {
+        let s = self.owned(owner, id).await?;
+        match self.retention.policy_for(&s)? {
+            Some(policy) => {
+                crate::retention::prune_archive(&self.repo, &s.id, &policy, self.clock.now()).await
+            }
+            None => Ok(Pruned {
+                removed: 0,
+                version: s.version,
+            }),
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(op = "prune_archives"))]
+    async fn prune_archives(&self) -> Result<RetentionReport> {
+        crate::retention::prune_archives(&self.repo, &self.retention, None, self.clock.now()).await
     }
 }
 

@@ -70,6 +70,7 @@ pub use resolve::{
 pub use retention::{
     retention_by_age_removes_the_old_head_of_the_archive,
     retention_keeps_the_latest_events_and_what_must_stay,
+    retention_policies_run_on_purge_and_on_append,
 };
 pub use search::{
     search_across_a_users_sessions, search_is_case_insensitive_over_the_archive,

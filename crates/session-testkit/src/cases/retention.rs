@@ -4,13 +4,14 @@
 use std::collections::HashSet;
 
 use chrono::Duration;
-use session_core::retention::{prune_archive, ArchiveRetention};
+use serde_json::json;
+use session_core::retention::{prune_archive, ArchiveRetention, RetentionRules, RETENTION_KEY};
 use session_core::{
-    Clock as _, InMemoryRepository, Message, SearchQuery, SessionEvent, SessionRepository,
-    SessionStatus, SessionUpdate,
+    Clock as _, ErrorKind, InMemoryRepository, Message, Owner, SearchQuery, SessionEvent,
+    SessionRepository, SessionService, SessionStatus, SessionUpdate, StateMap,
 };
 
-use crate::{assistant, texts, user, Fixture};
+use crate::{assistant, texts, user, Fixture, APP};
 
 fn seqs(events: &[SessionEvent]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
@@ -150,5 +151,86 @@ pub async fn retention_by_age_removes_the_old_head_of_the_archive(fx: Fixture) {
             .unwrap_err()
             .kind(),
         session_core::ErrorKind::NotFound
+    );
+}
+
+/// Appends six events and leaves only the last one in the context.
+async fn six_events_one_in_context(fx: &Fixture, id: &session_core::SessionId) {
+    fx.append(id, (1..=6).map(|i| user(&format!("m{i}"))).collect())
+        .await;
+    let ctx = fx.context(id).await;
+    let v = fx.repo.event_version(id).await.unwrap();
+    assert!(fx
+        .repo
+        .replace_context(id, ctx[5..].to_vec(), v)
+        .await
+        .unwrap());
+}
+
+/// Through the service: a session's own policy (in its metadata) wins over
+/// its app's default, setting one prunes nothing until a purge runs the
+/// policies over the store, a session without any keeps everything, an
+/// unreadable policy is `InvalidInput` for its session and does not stop
+/// the purge, and with prune-on-append an append runs the policy.
+pub async fn retention_policies_run_on_purge_and_on_append(fx: Fixture) {
+    let rules = RetentionRules::new().app(APP, ArchiveRetention::keep_latest(4));
+    let svc = fx.service().with_retention(rules);
+    let owner = Owner::new(APP, "alice");
+    let own = fx.session("alice").await;
+    let by_app = fx.session("alice").await;
+    let other = fx.session_in("other", "alice").await;
+    let broken = fx.session("alice").await;
+    for s in [&own, &by_app, &other, &broken] {
+        six_events_one_in_context(&fx, &s.id).await;
+    }
+    let set = svc
+        .set_retention(&owner, &own.id, Some(ArchiveRetention::keep_latest(2)))
+        .await
+        .unwrap();
+    assert_eq!(
+        ArchiveRetention::of_session(&set).unwrap(),
+        Some(ArchiveRetention::keep_latest(2))
+    );
+    assert_eq!(fx.archive(&own.id).await.len(), 6, "setting prunes nothing");
+    let mut meta = StateMap::new();
+    meta.insert(RETENTION_KEY.into(), json!("forever"));
+    fx.repo
+        .update(&broken.id, SessionUpdate::new().metadata(meta))
+        .await
+        .unwrap();
+    assert_eq!(
+        svc.prune_archive(&owner, &broken.id)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+
+    let report = svc.prune_archives().await.unwrap();
+    assert_eq!(
+        (report.sessions, report.pruned_sessions, report.removed),
+        (2, 2, 6)
+    );
+    assert_eq!(seqs(&fx.archive(&own.id).await), [5, 6]);
+    assert_eq!(seqs(&fx.archive(&by_app.id).await), [3, 4, 5, 6]);
+    assert_eq!(fx.archive(&other.id).await.len(), 6, "no policy, no prune");
+    assert_eq!(fx.archive(&broken.id).await.len(), 6);
+
+    let cleared = svc.set_retention(&owner, &own.id, None).await.unwrap();
+    assert_eq!(ArchiveRetention::of_session(&cleared).unwrap(), None);
+
+    let everywhere = RetentionRules::new().every_app(ArchiveRetention::keep_latest(3));
+    let svc = fx
+        .service()
+        .with_retention(everywhere)
+        .with_prune_on_append();
+    let other_owner = Owner::new("other", "alice");
+    svc.append_message(&other_owner, &other.id, Message::user("m7"))
+        .await
+        .unwrap();
+    assert_eq!(
+        seqs(&fx.archive(&other.id).await),
+        [5, 6, 7],
+        "the append ran the policy"
     );
 }
