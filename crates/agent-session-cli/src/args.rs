@@ -69,6 +69,17 @@ enum DurationError {
 /// Parses a duration the way `humantime` does (`30d`, `12h`, `90m`, `45s`,
 /// `1h30m`, `2 weeks`, `1.5h`, units from `ns` to `y`), one term at a time.
 ///
+/// A `--max-age` value (`12h`, `30d`, `2weeks`): how old archived events may get.
+pub fn parse_max_age(value: &str) -> Result<StdDuration, ArgError> {
+    const FLAG: &str = "--max-age";
+    human_duration(value).map_err(|e| match e {
+        DurationError::TooLarge => ArgError::new(FLAG, value, "out of range: at most 100 years"),
+        DurationError::Syntax(why) => {
+            ArgError::new(FLAG, value, format!("{why}; use e.g. 12h, 30d or 2weeks"))
+        }
+    })
+}
+
 /// `humantime::parse_duration` panics when the terms of one value add up to
 /// exactly `u64::MAX` seconds plus a carried second; each term alone cannot
 /// panic, so the sum is taken here with checked arithmetic.

@@ -526,17 +526,24 @@ async fn everyday(
                 )?;
             }
         }
-        Command::PurgeExpired => {
-            let n = repo.purge_expired(SystemClock.now()).await?;
-            writeln!(
-                out,
-                "{}",
-                if json {
-                    json!({"purged": n}).to_string()
-                } else {
-                    format!("purged {n} expired sessions")
-                }
-            )?;
+        Command::PurgeExpired {
+            keep_latest,
+            max_age,
+            app,
+        } => {
+            let default = crate::retention_cmd::policy(keep_latest, max_age.as_deref())?;
+            let app = app.map(|a| AppName::new(&a)).transpose()?;
+            crate::retention_cmd::purge(repo, default, app.as_deref(), json, out).await?;
+        }
+        Command::Retention {
+            session,
+            keep_latest,
+            max_age,
+            clear,
+            prune,
+        } => {
+            let set = crate::retention_cmd::policy(keep_latest, max_age.as_deref())?;
+            crate::retention_cmd::run(repo, &session, set, clear, prune, json, out).await?;
         }
         Command::Stats {
             session: Some(id),

@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod demo;
 mod output;
+mod retention_cmd;
 mod search_cmd;
 mod session_stats;
 mod store;
@@ -340,8 +341,43 @@ pub(crate) enum Command {
         #[arg(long)]
         app: Option<String>,
     },
-    /// Deletes expired sessions.
-    PurgeExpired,
+    /// Deletes expired sessions, then prunes archives by their retention
+    /// policies: each session's own (see `retention`), else the default
+    /// given here. Context events, system messages and state changes stay.
+    PurgeExpired {
+        /// Default for sessions without their own policy: keep the latest
+        /// this many archived events.
+        #[arg(long)]
+        keep_latest: Option<u64>,
+        /// Default for sessions without their own policy: keep archived
+        /// events younger than this (e.g. 30d).
+        #[arg(long)]
+        max_age: Option<String>,
+        /// Prune archives (and give the default) in this app only; expired
+        /// sessions are purged in every app.
+        #[arg(long)]
+        app: Option<String>,
+    },
+    /// Shows, sets or clears a session's archive retention policy. Old
+    /// archived events outside it go at the next `purge-expired` (or now
+    /// with --prune); context events, system messages and state changes
+    /// stay, and seqs never move.
+    Retention {
+        /// The session id.
+        session: SessionId,
+        /// Keep the latest this many archived events.
+        #[arg(long)]
+        keep_latest: Option<u64>,
+        /// Keep archived events younger than this (e.g. 30d, 12h).
+        #[arg(long)]
+        max_age: Option<String>,
+        /// Remove the session's own policy.
+        #[arg(long, conflicts_with_all = ["keep_latest", "max_age"])]
+        clear: bool,
+        /// Prune the archive by the policy now.
+        #[arg(long)]
+        prune: bool,
+    },
     /// Erases everything stored of one user in one app: every session of
     /// theirs (forks, ended and expired ones included), its events and
     /// search entries, and their `user:` state. Group sessions and `app:`

@@ -8,37 +8,9 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 
-struct Store {
-    dir: tempfile::TempDir,
-    url: String,
-}
+mod support;
 
-fn store() -> Store {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("s.db").display());
-    Store { dir, url }
-}
-
-fn cli(store: &Store) -> Command {
-    let mut c = Command::cargo_bin("agent-session").unwrap();
-    c.arg("--store")
-        .arg(&store.url)
-        .env_remove("AGENT_SESSION_STORE");
-    c
-}
-
-fn out(c: &mut Command) -> String {
-    let o = c.assert().success().get_output().stdout.clone();
-    String::from_utf8(o).unwrap().trim().to_owned()
-}
-
-fn create(s: &Store, args: &[&str]) -> String {
-    out(cli(s).arg("create").args(["--user", "ada"]).args(args))
-}
-
-fn append(s: &Store, id: &str, args: &[&str]) -> String {
-    out(cli(s).args(["append", id]).args(args))
-}
+use support::{append, cli, create, out, store, Store};
 
 #[test]
 fn create_append_show_search_round_trip() {
@@ -1098,39 +1070,5 @@ fn logs_follow_the_flags_and_never_hold_message_content() {
         .args(["-q", "-v", "show", "s1"])
         .assert()
         .failure()
-        .code(2);
-}
-
-#[test]
-fn erase_user_removes_the_users_sessions_and_reports_counts() {
-    let s = store();
-    create(&s, &["--id", "mine", "--app", "a1"]);
-    create(&s, &["--id", "other-app", "--app", "a2"]);
-    append(
-        &s,
-        "mine",
-        &[
-            "--role",
-            "user",
-            "--text",
-            "hi",
-            "--state",
-            "user:city=\"Oslo\"",
-        ],
-    );
-    append(&s, "mine", &["--role", "assistant", "--text", "hello"]);
-    assert_eq!(
-        out(cli(&s).args(["erase-user", "--app", "a1", "--user", "ada"])),
-        "erased 1 sessions and 2 events of ada in a1, and their user: state"
-    );
-    cli(&s).args(["show", "mine"]).assert().code(3);
-    assert_eq!(
-        out(cli(&s).args(["--json", "erase-user", "--app", "a1", "--user", "ada"])),
-        r#"{"sessions":0,"events":0,"user_state":false}"#
-    );
-    assert!(out(cli(&s).args(["list", "--app", "a2"])).contains("other-app"));
-    cli(&s)
-        .args(["erase-user", "--app", "a 1", "--user", "ada"])
-        .assert()
         .code(2);
 }
