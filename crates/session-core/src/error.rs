@@ -102,6 +102,16 @@ pub enum SessionError {
         #[source]
         source: BoxError,
     },
+    /// Encrypted data could not be opened: the key it names is not in the
+    /// keyring, or the ciphertext does not open with it (a wrong key, or
+    /// damaged data). Nothing is returned in its place.
+    #[error("cannot decrypt {context}: {reason}")]
+    Encryption {
+        /// What was being opened: which session, field or key.
+        context: String,
+        /// Why it did not open.
+        reason: String,
+    },
     /// The engine is unreachable, overloaded or out of disk space; the same
     /// call may succeed later.
     #[error("{backend} backend unavailable")]
@@ -140,6 +150,8 @@ pub enum ErrorKind {
     Serialization,
     /// See [`SessionError::Unavailable`].
     Unavailable,
+    /// See [`SessionError::Encryption`].
+    Encryption,
 }
 
 impl From<std::convert::Infallible> for SessionError {
@@ -163,6 +175,7 @@ impl SessionError {
             Self::Backend { .. } => ErrorKind::Backend,
             Self::Serialization { .. } => ErrorKind::Serialization,
             Self::Unavailable { .. } => ErrorKind::Unavailable,
+            Self::Encryption { .. } => ErrorKind::Encryption,
         }
     }
 

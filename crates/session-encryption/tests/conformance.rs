@@ -1,0 +1,42 @@
+//! The conformance suite through the encryption layer, over the reference
+//! store and over SQLite: sealing changes nothing an agent can observe.
+
+use session_core::{InMemoryRepository, Limits, SharedClock};
+use session_encryption::{sealed_limits, EncryptedRepository, Keyring};
+use session_sqlite::SqliteRepository;
+use session_testkit::TestStore;
+
+fn keyring() -> Keyring {
+    Keyring::parse(&format!(
+        "{}\n{}",
+        Keyring::generate_entry("old"),
+        Keyring::generate_entry("current")
+    ))
+    .expect("keyring")
+}
+
+async fn encrypted_memory(clock: SharedClock) -> Option<TestStore> {
+    let inner = InMemoryRepository::new()
+        .with_clock(clock)
+        .with_limits(sealed_limits(&Limits::default()));
+    Some(TestStore::new(EncryptedRepository::new(inner, keyring())))
+}
+
+session_testkit::conformance_suite!(encrypted_memory);
+
+mod sqlite {
+    use super::*;
+
+    async fn encrypted_sqlite(clock: SharedClock) -> Option<TestStore> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let inner = SqliteRepository::builder(dir.path().join("sessions.db"))
+            .clock(clock)
+            .limits(sealed_limits(&Limits::default()))
+            .open()
+            .await
+            .expect("open sqlite");
+        Some(TestStore::new(EncryptedRepository::new(inner, keyring())).with_guard(dir))
+    }
+
+    session_testkit::conformance_suite!(encrypted_sqlite);
+}
