@@ -1,9 +1,9 @@
-//! The conformance suite through the encryption layer, over the reference
-//! store and over SQLite: sealing changes nothing an agent can observe.
+//! The conformance suite through the encryption layer over the reference
+//! store: sealing changes nothing an agent can observe. (`session-sqlite`
+//! runs it over SQLite too.)
 
 use session_core::{InMemoryRepository, Limits, SharedClock};
 use session_encryption::{sealed_limits, EncryptedRepository, Keyring};
-use session_sqlite::SqliteRepository;
 use session_testkit::TestStore;
 
 fn keyring() -> Keyring {
@@ -23,20 +23,3 @@ async fn encrypted_memory(clock: SharedClock) -> Option<TestStore> {
 }
 
 session_testkit::conformance_suite!(encrypted_memory);
-
-mod sqlite {
-    use super::*;
-
-    async fn encrypted_sqlite(clock: SharedClock) -> Option<TestStore> {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let inner = SqliteRepository::builder(dir.path().join("sessions.db"))
-            .clock(clock)
-            .limits(sealed_limits(&Limits::default()))
-            .open()
-            .await
-            .expect("open sqlite");
-        Some(TestStore::new(EncryptedRepository::new(inner, keyring())).with_guard(dir))
-    }
-
-    session_testkit::conformance_suite!(encrypted_sqlite);
-}

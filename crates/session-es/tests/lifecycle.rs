@@ -6,6 +6,7 @@
 #[path = "support/fake_es.rs"]
 mod fake_es;
 
+use session_encryption::{EncryptedRepository, Keyring};
 use session_es::EsRepository;
 use session_testkit::erasure::plant;
 
@@ -33,4 +34,22 @@ async fn the_events_quota_holds_under_racing_writers() {
         .await
         .unwrap();
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+}
+
+/// Behind the encryption layer, no document of any index holds a canary
+/// in plain text.
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_sessions_leave_no_plain_canary_in_any_document() {
+    let node = fake_es::FakeServer::start().await;
+    let repo = EsRepository::builder(node.url())
+        .prefix("sealed")
+        .connect()
+        .await
+        .unwrap();
+    let sealed = EncryptedRepository::new(
+        repo,
+        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
+    );
+    session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::check_sealed(&node.fake.dump());
 }

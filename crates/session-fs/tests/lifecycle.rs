@@ -2,6 +2,7 @@
 //! nothing of the user in any file under the store's root; the events quota holds.
 #![allow(clippy::unwrap_used)]
 
+use session_encryption::{EncryptedRepository, Keyring};
 use std::path::Path;
 
 use session_fs::FsRepository;
@@ -43,4 +44,19 @@ async fn the_events_quota_holds_under_racing_writers() {
         .await
         .unwrap();
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+}
+
+/// Behind the encryption layer, no file (logs, session files, search
+/// indexes, state files) holds a canary in plain text.
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_sessions_leave_no_plain_canary_in_any_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let repo = FsRepository::open(&root).await.unwrap();
+    let sealed = EncryptedRepository::new(
+        repo,
+        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
+    );
+    session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::check_sealed(&raw_files(&root));
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use session_core::Limits;
+use session_encryption::{EncryptedRepository, Keyring};
 use session_postgres::PostgresRepository;
 use session_testkit::erasure::plant;
 
@@ -84,4 +85,22 @@ async fn the_events_quota_holds_under_racing_writers() {
     };
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo.clone())).await;
     repo.drop_schema().await.unwrap();
+}
+
+/// Behind the encryption layer, no row of any table holds a canary in
+/// plain text.
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
+    let Some((repo, schema)) = store(Limits::default()).await else {
+        return;
+    };
+    let repo = std::sync::Arc::new(repo);
+    let sealed = EncryptedRepository::new(
+        repo.clone(),
+        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
+    );
+    session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    let raw = raw_rows(&schema).await;
+    repo.drop_schema().await.unwrap();
+    session_testkit::sealed::check_sealed(&raw);
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use session_core::Limits;
+use session_encryption::{EncryptedRepository, Keyring};
 use session_redis::RedisRepository;
 use session_testkit::erasure::plant;
 
@@ -97,4 +98,21 @@ async fn the_events_quota_holds_under_racing_writers() {
     };
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
     drop_prefix(&prefix);
+}
+
+/// Behind the encryption layer, no key or value (search index keys
+/// included) holds a canary in plain text.
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_sessions_leave_no_plain_canary_in_any_key() {
+    let Some((repo, prefix)) = store(Limits::default()).await else {
+        return;
+    };
+    let sealed = EncryptedRepository::new(
+        repo,
+        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
+    );
+    session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    let raw = raw_keys(&prefix);
+    drop_prefix(&prefix);
+    session_testkit::sealed::check_sealed(&raw);
 }

@@ -53,3 +53,30 @@ mod small_index_batches {
 
     session_testkit::conformance_suite!(sqlite_batch_3);
 }
+
+/// The suite through the encryption layer: sealing changes nothing an
+/// agent can observe on the default store.
+mod encrypted {
+    use super::*;
+    use session_core::Limits;
+    use session_encryption::{sealed_limits, EncryptedRepository, Keyring};
+
+    async fn sqlite_encrypted(clock: SharedClock) -> Option<TestStore> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let inner = SqliteRepository::builder(dir.path().join("sessions.db"))
+            .clock(clock)
+            .limits(sealed_limits(&Limits::default()))
+            .open()
+            .await
+            .expect("open sqlite");
+        let keys = format!(
+            "{}\n{}",
+            Keyring::generate_entry("old"),
+            Keyring::generate_entry("current")
+        );
+        let ring = Keyring::parse(&keys).expect("keyring");
+        Some(TestStore::new(EncryptedRepository::new(inner, ring)).with_guard(dir))
+    }
+
+    session_testkit::conformance_suite!(sqlite_encrypted);
+}

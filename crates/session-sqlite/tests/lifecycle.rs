@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use rusqlite::types::ValueRef;
+use session_encryption::{EncryptedRepository, Keyring};
 use session_sqlite::SqliteRepository;
 use session_testkit::erasure::plant;
 
@@ -60,4 +61,19 @@ async fn the_events_quota_holds_under_racing_writers() {
         .await
         .unwrap();
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+}
+
+/// Behind the encryption layer, no row of any table (search index shadow
+/// tables included) holds a canary in plain text.
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sealed.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let sealed = EncryptedRepository::new(
+        repo,
+        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
+    );
+    session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::check_sealed(&raw_rows(&db));
 }

@@ -41,6 +41,7 @@ mod isolation;
 pub mod model;
 pub mod process;
 pub mod quota;
+pub mod sealed;
 pub mod stress;
 
 #[doc(hidden)]
