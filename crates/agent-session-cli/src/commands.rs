@@ -23,8 +23,10 @@ use crate::{store, Cli, Command, RoleArg, StatusArg, StrategyArg, SummarizerArg,
 /// Runs one command, writing what it prints to `out`.
 pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let json = cli.json;
+    store::set_keys_file(cli.keys_file.clone());
     // What needs no store comes first: no default store is announced for it.
     match cli.command {
+        Command::Keygen { id } => return crate::keys_cmd::keygen(&id, out),
         // Rendered in memory first: clap_complete panics on a failed write,
         // and a reader that stops early (`| head`) is not a failure.
         Command::Completions { shell } => {
@@ -46,6 +48,7 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let url = store::url(cli.store.as_deref());
     match cli.command {
         Command::Demo => crate::demo::run(&url, out).await,
+        Command::Rekey { sessions } => crate::keys_cmd::rekey(&url, sessions, json, out).await,
         Command::Bench {
             workload,
             events,
@@ -551,6 +554,8 @@ async fn everyday(
         } => crate::session_stats::run(repo.as_ref(), &id, model.as_deref(), json, out).await?,
         Command::Stats { session: None, .. } => stats(repo, json, out).await?,
         Command::Demo
+        | Command::Rekey { .. }
+        | Command::Keygen { .. }
         | Command::Completions { .. }
         | Command::Man
         | Command::Bench { .. }

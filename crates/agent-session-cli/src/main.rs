@@ -5,6 +5,7 @@
 mod bench;
 mod commands;
 mod demo;
+mod keys_cmd;
 mod output;
 mod retention_cmd;
 mod search_cmd;
@@ -33,6 +34,11 @@ pub(crate) struct Cli {
     /// The store: sqlite://file.db, memory://, postgres://host/db, ... (default sqlite://agent-sessions.db)
     #[arg(long, global = true, env = "AGENT_SESSION_STORE")]
     store: Option<String>,
+    /// A keyring file (`id:base64-key` per line, the last current): the
+    /// store's content is sealed with it (see `docs/security.md`); or give
+    /// the keys inline in AGENT_SESSION_KEYS.
+    #[arg(long, global = true, env = "AGENT_SESSION_KEYS_FILE")]
+    keys_file: Option<std::path::PathBuf>,
     /// Machine-readable JSON on stdout.
     #[arg(long, global = true)]
     json: bool,
@@ -389,6 +395,19 @@ pub(crate) enum Command {
         /// The user.
         #[arg(long)]
         user: String,
+    },
+    /// Wraps each session's data key with the keyring's current (last)
+    /// key and seals what was stored before encryption was on; the store
+    /// stays in use. Every session, or the ones given.
+    Rekey {
+        /// Only these sessions.
+        sessions: Vec<SessionId>,
+    },
+    /// Prints a new random key as a keyring entry (`ID:base64`): append it
+    /// to the keyring file to make it the current key.
+    Keygen {
+        /// The new key's id (letters, digits, - or _).
+        id: String,
     },
     /// Counts sessions and events; with a session: its size, how its
     /// tokens are counted, and the model usage recorded per invocation.

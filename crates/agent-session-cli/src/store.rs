@@ -1,7 +1,9 @@
 //! Opening the store the command line names.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
+use agent_session::encryption::{EncryptedRepository, Keyring};
 use agent_session::{SessionRepository, SharedClock};
 use agent_session_cli::store_url::redact;
 use anyhow::{Context, Result};
@@ -23,11 +25,32 @@ pub(crate) fn url(given: Option<&str>) -> String {
     DEFAULT_STORE.to_owned()
 }
 
-/// Opens a store by URL.
+/// The keyring file `--keys-file` named, set once before any store opens.
+static KEYS_FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Records the `--keys-file` flag (or `AGENT_SESSION_KEYS_FILE`).
+pub(crate) fn set_keys_file(path: Option<PathBuf>) {
+    let _ = KEYS_FILE.set(path);
+}
+
+/// The keyring in effect: `--keys-file`, else `AGENT_SESSION_KEYS`; none
+/// means the store is used as it is.
+pub(crate) fn keyring() -> Result<Option<Keyring>> {
+    if let Some(Some(path)) = KEYS_FILE.get() {
+        return Ok(Some(Keyring::from_file(path)?));
+    }
+    Ok(Keyring::from_env()?)
+}
+
+/// Opens a store by URL, behind the encryption layer when a keyring is given.
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
-    agent_session::open(url)
+    let repo = agent_session::open(url)
         .await
-        .with_context(|| format!("cannot open store {}", redact(url)))
+        .with_context(|| format!("cannot open store {}", redact(url)))?;
+    Ok(match keyring()? {
+        Some(ring) => Arc::new(EncryptedRepository::new(repo, ring)),
+        None => repo,
+    })
 }
 
 /// Opens an embedded store on `clock` (the demo moves time forward).

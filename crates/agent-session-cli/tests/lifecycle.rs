@@ -104,3 +104,64 @@ fn retention_prunes_old_archived_events_outside_the_context() {
         .assert()
         .code(2);
 }
+
+/// Every byte the store keeps on disk, as text.
+fn raw_files(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            out.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn an_encrypted_store_seals_content_and_rekey_rotates_its_key() {
+    let s = store();
+    let keys = s.dir.path().join("keys.txt");
+    let k1 = out(cli(&s).args(["keygen", "k1"]));
+    std::fs::write(&keys, format!("{k1}\n")).unwrap();
+    let keys_flag = ["--keys-file", keys.to_str().unwrap()];
+    create(&s, &["--id", "s1", keys_flag[0], keys_flag[1]]);
+    append(
+        &s,
+        "s1",
+        &[
+            "--role",
+            "user",
+            "--text",
+            "the vault code is 0451",
+            keys_flag[0],
+            keys_flag[1],
+        ],
+    );
+    let shown = out(cli(&s).args(["show", "s1"]).args(keys_flag));
+    assert!(shown.contains("the vault code is 0451"), "{shown}");
+    assert!(!raw_files(s.dir.path()).contains("0451"), "sealed on disk");
+    let unkeyed = out(cli(&s).args(["show", "s1"]));
+    assert!(
+        unkeyed.contains("asenc1:") && !unkeyed.contains("0451"),
+        "{unkeyed}"
+    );
+
+    let wrong = s.dir.path().join("wrong.txt");
+    std::fs::write(&wrong, out(cli(&s).args(["keygen", "k1"]))).unwrap();
+    cli(&s)
+        .args(["show", "s1", "--keys-file", wrong.to_str().unwrap()])
+        .assert()
+        .code(10);
+
+    let k2 = out(cli(&s).args(["keygen", "k2"]));
+    std::fs::write(&keys, format!("{k1}\n{k2}\n")).unwrap();
+    assert_eq!(
+        out(cli(&s).arg("rekey").args(keys_flag)),
+        "rekeyed 1 sessions to key k2 (0 already up to date, 0 busy, 0 failed)"
+    );
+    std::fs::write(&keys, format!("{k2}\n")).unwrap();
+    let shown = out(cli(&s).args(["show", "s1"]).args(keys_flag));
+    assert!(shown.contains("the vault code is 0451"), "{shown}");
+    cli(&s).arg("rekey").assert().code(2);
+    cli(&s).args(["keygen", "bad id"]).assert().code(2);
+}

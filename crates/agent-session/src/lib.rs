@@ -7,6 +7,9 @@ pub use session_core::*;
 /// Compaction: triggers, strategies, summarizers, token estimators (feature `compaction`).
 #[cfg(feature = "compaction")]
 pub use session_compaction as compaction;
+/// Encryption at rest over any store (feature `encryption`).
+#[cfg(feature = "encryption")]
+pub use session_encryption as encryption;
 #[cfg(feature = "es")]
 pub use session_es::{EsRepository, EsRepositoryBuilder, Refresh};
 #[cfg(feature = "fs")]
