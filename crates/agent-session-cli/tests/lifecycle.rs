@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{append, cli, create, out, store};
+use support::{append, cli, create, out, store, Store};
 
 #[test]
 fn erase_user_removes_the_users_sessions_and_reports_counts() {
@@ -164,4 +164,30 @@ fn an_encrypted_store_seals_content_and_rekey_rotates_its_key() {
     assert!(shown.contains("the vault code is 0451"), "{shown}");
     cli(&s).arg("rekey").assert().code(2);
     cli(&s).args(["keygen", "bad id"]).assert().code(2);
+}
+
+#[test]
+fn a_store_url_sets_the_events_quota() {
+    let s = store();
+    let quota = Store {
+        url: format!("{}?max_session_events=2", s.url),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let with_quota = || cli(&quota);
+    out(with_quota().args(["create", "--user", "ada", "--id", "s1"]));
+    for text in ["one", "two"] {
+        out(with_quota().args(["append", "s1", "--role", "user", "--text", text]));
+    }
+    with_quota()
+        .args(["append", "s1", "--role", "user", "--text", "three"])
+        .assert()
+        .code(9)
+        .stderr(predicates::str::contains("events per session"));
+    // Without the setting the store takes more.
+    append(&s, "s1", &["--role", "user", "--text", "three"]);
+    let bad = Store {
+        url: format!("{}?max_session_events=many", s.url),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    cli(&bad).arg("list").assert().code(2);
 }

@@ -65,7 +65,7 @@ pub use session::{
 };
 pub use state::{SharedDelta, SharedState, StateMap, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
-pub use url::split_url_query;
+pub use url::{limits_from_url, split_url_query, QUOTA_PARAMS};
 pub use usage::{ModelUsage, UsageReport, UsageTotals, USAGE_KEY};
 pub use validate::{
     check_seq_room, next_seq, next_version, stored_counter, validate_branch, validate_id,

@@ -1,6 +1,7 @@
 //! Store URL query parameters: parsed once, unknown names refused.
 
 use crate::error::{Result, SessionError};
+use crate::validate::Limits;
 
 /// Splits `url` at its `?` and returns the part before it with the query's
 /// `name=value` pairs, refusing a name not in `known` (or given twice) with
@@ -45,6 +46,47 @@ pub fn split_url_query<'a>(
         params.push((name.to_owned(), value.to_owned()));
     }
     Ok((base, params))
+}
+
+/// The store-level quota settings any store URL takes, whatever its engine.
+pub const QUOTA_PARAMS: [&str; 1] = ["max_session_events"];
+
+/// Takes the quota settings ([`QUOTA_PARAMS`]) out of a store URL's query:
+/// the URL without them (for the engine's own parsing) and `limits` with
+/// them applied. A value that is not a whole number is `InvalidInput`.
+///
+/// ```
+/// use session_core::{limits_from_url, Limits};
+/// let (url, limits) = limits_from_url("redis://h/0?prefix=a&max_session_events=500", Limits::default()).unwrap();
+/// assert_eq!(url, "redis://h/0?prefix=a");
+/// assert_eq!(limits.max_session_events, Some(500));
+/// ```
+pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), limits));
+    };
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if name == "max_session_events" {
+            let n = value.parse::<u64>().map_err(|e| {
+                SessionError::invalid_because(
+                    "store URL",
+                    format!("max_session_events={value:?} is not a whole number"),
+                    e,
+                )
+            })?;
+            limits = limits.with_max_session_events(n);
+        } else {
+            rest.push(pair);
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, limits))
 }
 
 #[cfg(test)]

@@ -148,6 +148,11 @@ impl FsRepository {
 
     /// Opens the store an `fs://path` URL names.
     pub async fn from_url(url: &str) -> session_core::Result<Self> {
+        Self::from_url_with_limits(url, Limits::default()).await
+    }
+
+    /// [`Self::from_url`] with `limits` (the facade passes a URL's quota settings).
+    pub async fn from_url_with_limits(url: &str, limits: Limits) -> session_core::Result<Self> {
         let not_a_store =
             || SessionError::invalid("store URL", format!("{url:?} is not fs://<directory>"));
         let path = url
@@ -158,7 +163,7 @@ impl FsRepository {
         if path.is_empty() {
             return Err(not_a_store());
         }
-        Self::open(path).await
+        Self::builder(path).limits(limits).open().await
     }
 
     /// Runs `f`, which blocks on the file system, without stalling other

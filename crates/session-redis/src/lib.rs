@@ -178,6 +178,11 @@ impl RedisRepository {
     /// `?prefix=NAME` sets the key prefix (default `as`), so several
     /// applications can share one database; any other parameter is refused.
     pub async fn from_url(url: &str) -> session_core::Result<Self> {
+        Self::from_url_with_limits(url, Limits::default()).await
+    }
+
+    /// [`Self::from_url`] with `limits` (the facade passes a URL's quota settings).
+    pub async fn from_url_with_limits(url: &str, limits: Limits) -> session_core::Result<Self> {
         let (base, params) = session_core::split_url_query(url, "redis", &["prefix"])?;
         let mut builder = if let Some(rest) = base.strip_prefix("redis+cluster://") {
             let nodes = rest.split(',').map(|n| format!("redis://{n}")).collect();
@@ -188,7 +193,7 @@ impl RedisRepository {
         for (_, prefix) in params {
             builder = builder.prefix(prefix);
         }
-        builder.connect().await
+        builder.limits(limits).connect().await
     }
 
     fn now(&self) -> DateTime<Utc> {

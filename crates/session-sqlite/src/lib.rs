@@ -258,6 +258,11 @@ impl SqliteRepository {
     /// Opens the database a URL names: `sqlite://path/to/file.db`,
     /// `sqlite:relative.db`, `sqlite::memory:` or `sqlite://:memory:`.
     pub async fn from_url(url: &str) -> session_core::Result<Self> {
+        Self::from_url_with_limits(url, Limits::default()).await
+    }
+
+    /// [`Self::from_url`] with `limits` (the facade passes a URL's quota settings).
+    pub async fn from_url_with_limits(url: &str, limits: Limits) -> session_core::Result<Self> {
         let rest = url
             .strip_prefix("sqlite://")
             .or_else(|| url.strip_prefix("sqlite:"))
@@ -266,12 +271,12 @@ impl SqliteRepository {
             })?;
         let (path, _) = session_core::split_url_query(rest, "sqlite", &[])?;
         match path {
-            ":memory:" => Self::in_memory().await,
+            ":memory:" => Self::memory_builder().limits(limits).open().await,
             "" => Err(SessionError::invalid(
                 "store URL",
                 "sqlite:// needs a file path, e.g. sqlite://sessions.db",
             )),
-            p => Self::open(p).await,
+            p => Self::builder(p).limits(limits).open().await,
         }
     }
 
