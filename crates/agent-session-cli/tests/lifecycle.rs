@@ -167,7 +167,7 @@ fn an_encrypted_store_seals_content_and_rekey_rotates_its_key() {
 }
 
 #[test]
-fn a_store_url_sets_the_events_quota() {
+fn a_store_url_sets_the_quotas() {
     let s = store();
     let quota = Store {
         url: format!("{}?max_session_events=2", s.url),
@@ -190,4 +190,16 @@ fn a_store_url_sets_the_events_quota() {
         dir: tempfile::tempdir().unwrap(),
     };
     cli(&bad).arg("list").assert().code(2);
+    let one_each = Store {
+        url: format!("{}?max_user_sessions=2", s.url),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    // ada holds s1 already: one more, then the quota.
+    out(cli(&one_each).args(["create", "--user", "ada", "--id", "s2"]));
+    cli(&one_each)
+        .args(["create", "--user", "ada", "--id", "s3"])
+        .assert()
+        .code(9)
+        .stderr(predicates::str::contains("sessions per user"));
+    out(cli(&one_each).args(["create", "--user", "grace", "--id", "s4"]));
 }

@@ -100,27 +100,55 @@ async fn open_store(url: &str) -> Result<(Arc<dyn SessionRepository>, bool)> {
     };
     let scheme = scheme.to_ascii_lowercase();
     if scheme == "memory" {
-        return Ok((InMemoryRepository::new().with_limits(limits).shared(), false));
+        return Ok((
+            InMemoryRepository::new().with_limits(limits).shared(),
+            false,
+        ));
     }
     #[cfg(feature = "sqlite")]
     if scheme == "sqlite" {
-        return Ok((Arc::new(SqliteRepository::from_url_with_limits(url, limits).await?), false));
+        return Ok((
+            Arc::new(SqliteRepository::from_url_with_limits(url, limits).await?),
+            false,
+        ));
     }
     #[cfg(feature = "fs")]
     if scheme == "fs" || scheme == "file" {
-        return Ok((Arc::new(FsRepository::from_url_with_limits(url, limits).await?), false));
+        return Ok((
+            Arc::new(FsRepository::from_url_with_limits(url, limits).await?),
+            false,
+        ));
     }
     #[cfg(feature = "redis")]
     if scheme == "redis" || scheme == "rediss" || scheme == "redis+cluster" {
-        return Ok((Arc::new(RedisRepository::from_url_with_limits(url, limits).await?), true));
+        return Ok((
+            Arc::new(RedisRepository::from_url_with_limits(url, limits).await?),
+            true,
+        ));
     }
     #[cfg(feature = "postgres")]
     if scheme == "postgres" || scheme == "postgresql" {
-        return Ok((Arc::new(PostgresRepository::builder(url).limits(limits).connect().await?), true));
+        return Ok((
+            Arc::new(
+                PostgresRepository::builder(url)
+                    .limits(limits)
+                    .connect()
+                    .await?,
+            ),
+            true,
+        ));
     }
     #[cfg(feature = "es")]
     if scheme == "es+http" || scheme == "es+https" {
-        return Ok((Arc::new(EsRepository::builder_from_url(url)?.limits(limits).connect().await?), true));
+        return Ok((
+            Arc::new(
+                EsRepository::builder_from_url(url)?
+                    .limits(limits)
+                    .connect()
+                    .await?,
+            ),
+            true,
+        ));
     }
     if let Some((_, feature, krate)) = BACKENDS
         .iter()

@@ -208,6 +208,20 @@ fn found(r: Option<&Record>) -> Option<(&Record, Option<DateTime<Utc>>)> {
     r.map(|r| (r, r.session.expires_at))
 }
 
+/// How many live sessions the owner of `session` holds.
+fn live_of(inner: &Inner, session: &Session, now: DateTime<Utc>) -> u64 {
+    let n = inner
+        .sessions
+        .values()
+        .filter(|r| {
+            r.session.app == session.app
+                && r.session.user_id == session.user_id
+                && !r.session.is_expired_at(now)
+        })
+        .count();
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
 fn live<'a>(inner: &'a Inner, id: &SessionId, now: DateTime<Utc>) -> Result<&'a Record> {
     readable(found(inner.sessions.get(id.as_str())), id, now)
 }
@@ -236,6 +250,10 @@ impl SessionRepository for InMemoryRepository {
             .get(new.id.as_str())
             .map(|r| r.session.expires_at);
         let plan = CreatePlan::new(new, existing, now)?;
+        if self.limits.max_user_sessions.is_some() {
+            self.limits
+                .check_user_sessions(&plan.session, live_of(&inner, &plan.session, now))?;
+        }
         let (sessions, mut shared) = inner.split();
         shared.apply(&plan.session, &plan.shared);
         sessions.insert(
@@ -532,6 +550,10 @@ impl SessionRepository for InMemoryRepository {
         };
         let dump = plan.dump;
         let s = &dump.session;
+        if existing.is_none() && self.limits.max_user_sessions.is_some() {
+            self.limits
+                .check_user_sessions(s, live_of(&inner, s, now))?;
+        }
         if !dump.shared.app.is_empty() {
             inner
                 .app_state

@@ -49,7 +49,7 @@ pub fn split_url_query<'a>(
 }
 
 /// The store-level quota settings any store URL takes, whatever its engine.
-pub const QUOTA_PARAMS: [&str; 1] = ["max_session_events"];
+pub const QUOTA_PARAMS: [&str; 2] = ["max_session_events", "max_user_sessions"];
 
 /// Takes the quota settings ([`QUOTA_PARAMS`]) out of a store URL's query:
 /// the URL without them (for the engine's own parsing) and `limits` with
@@ -68,15 +68,19 @@ pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if name == "max_session_events" {
+        if QUOTA_PARAMS.contains(&name) {
             let n = value.parse::<u64>().map_err(|e| {
                 SessionError::invalid_because(
                     "store URL",
-                    format!("max_session_events={value:?} is not a whole number"),
+                    format!("{name}={value:?} is not a whole number"),
                     e,
                 )
             })?;
-            limits = limits.with_max_session_events(n);
+            limits = if name == "max_user_sessions" {
+                limits.with_max_user_sessions(n)
+            } else {
+                limits.with_max_session_events(n)
+            };
         } else {
             rest.push(pair);
         }

@@ -164,6 +164,9 @@ pub struct Limits {
     /// Quota: most events one session may hold; an append past it is
     /// `QuotaExceeded` and writes nothing (default: none).
     pub max_session_events: Option<u64>,
+    /// Quota: most live sessions one user may hold in an app; a create or
+    /// an import of a new session past it is `QuotaExceeded` (default: none).
+    pub max_user_sessions: Option<u64>,
 }
 
 impl Default for Limits {
@@ -173,6 +176,7 @@ impl Default for Limits {
             max_page_size: 1000,
             max_batch_events: 10_000,
             max_session_events: None,
+            max_user_sessions: None,
         }
     }
 }
@@ -197,6 +201,28 @@ impl Limits {
         self
     }
 
+    /// Sets the quota of live sessions per user in an app (checked
+    /// atomically with each create and each import of a new session).
+    pub fn with_max_user_sessions(mut self, n: u64) -> Self {
+        self.max_user_sessions = Some(n);
+        self
+    }
+
+    /// `QuotaExceeded` when the owner of `session` already holds `live`
+    /// sessions (expired ones not counted) and the quota allows no more;
+    /// a store calls it with the count it read atomically with the insert.
+    pub fn check_user_sessions(&self, session: &crate::Session, live: u64) -> Result<()> {
+        match self.max_user_sessions {
+            Some(limit) if live >= limit => Err(SessionError::QuotaExceeded {
+                id: format!("{}/{}", session.app, session.user_id),
+                quota: "sessions per user",
+                limit,
+                requested: live.saturating_add(1),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// No size limits: for re-writing data a store already accepted (imports, migrations).
     pub fn unlimited() -> Self {
         Self {
@@ -204,6 +230,7 @@ impl Limits {
             max_page_size: 1000,
             max_batch_events: usize::MAX,
             max_session_events: None,
+            max_user_sessions: None,
         }
     }
 

@@ -136,6 +136,14 @@ impl EsRepositoryBuilder {
     /// Builds the client and, unless turned off, runs [`EsRepository::migrate`].
     pub async fn connect(self) -> session_core::Result<EsRepository> {
         validate_prefix(&self.prefix)?;
+        if self.limits.max_user_sessions.is_some() {
+            // Elasticsearch writes one document at a time: nothing counts a
+            // user's sessions atomically with a create.
+            return Err(SessionError::Unsupported {
+                backend: "elasticsearch",
+                operation: "the sessions-per-user quota",
+            });
+        }
         let url = elasticsearch::http::Url::parse(&self.url).map_err(|e| {
             SessionError::invalid_because(
                 "elasticsearch url",

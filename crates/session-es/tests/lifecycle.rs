@@ -29,7 +29,10 @@ async fn the_events_quota_holds_under_racing_writers() {
     let node = fake_es::FakeServer::start().await;
     let repo = EsRepository::builder(node.url())
         .prefix("quota")
-        .limits(session_testkit::quota::quota_limits())
+        .limits(
+            session_core::Limits::default()
+                .with_max_session_events(session_testkit::quota::MAX_SESSION_EVENTS),
+        )
         .connect()
         .await
         .unwrap();
@@ -52,4 +55,16 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_document() {
     );
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     session_testkit::sealed::check_sealed(&node.fake.dump());
+}
+
+/// Elasticsearch cannot count a user's sessions atomically with a create:
+/// the quota is refused when the store is built, not ignored.
+#[tokio::test]
+async fn the_sessions_per_user_quota_is_refused() {
+    let err = EsRepository::builder("http://127.0.0.1:1")
+        .limits(session_core::Limits::default().with_max_user_sessions(3))
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), session_core::ErrorKind::Unsupported, "{err}");
 }

@@ -120,6 +120,7 @@ impl Inner {
         let _create = Lock::exclusive(&self.layout.create_lock())?;
         let existing = Self::read_file(&dir, &id)?.map(|f| f.session.expires_at);
         let plan = CreatePlan::new(new, existing, now)?;
+        self.check_owner_quota(&plan.session, now)?;
         if dir.exists() {
             // An expired session, or a create that crashed before writing its session file.
             self.remove(&id, &dir)?;
@@ -323,6 +324,9 @@ impl Inner {
         let Some(plan) = ImportPlan::new(dump, live_version)? else {
             return Ok(ImportOutcome::Unchanged);
         };
+        if live_version.is_none() {
+            self.check_owner_quota(&plan.dump.session, now)?;
+        }
         if dir.exists() {
             let _lock = Lock::exclusive(&dir.join(".lock"))?;
             self.remove(&id, &dir)?;
@@ -420,6 +424,24 @@ impl Inner {
             page.unreadable = unreadable;
         }
         Ok(page)
+    }
+
+    /// The sessions-per-user quota for a new `session`: its owner's live
+    /// sessions, counted under the create lock every create and import holds.
+    fn check_owner_quota(&self, session: &Session, now: DateTime<Utc>) -> Result<()> {
+        if self.limits.max_user_sessions.is_none() {
+            return Ok(());
+        }
+        let live = self
+            .readable_sessions()?
+            .iter()
+            .filter(|f| {
+                f.session.app == session.app
+                    && f.session.user_id == session.user_id
+                    && !f.session.is_expired_at(now)
+            })
+            .count();
+        self.limits.check_user_sessions(session, count(live))
     }
 
     fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {

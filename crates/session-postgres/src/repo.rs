@@ -108,15 +108,33 @@ async fn lock_and_held(
     )
 }
 
+/// The sessions-per-user quota for a new session `s`, counted under the
+/// owner's advisory lock.
+async fn check_owner_quota(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    limits: &Limits,
+    s: &Session,
+    now: DateTime<Utc>,
+) -> R<()> {
+    if limits.max_user_sessions.is_some() {
+        let live = sessions::lock_owner_and_count(tx, t, &s.app, &s.user_id, now).await?;
+        limits.check_user_sessions(s, live)?;
+    }
+    Ok(())
+}
+
 async fn create(
     tx: &Transaction<'_>,
     t: &Tables,
+    limits: &Limits,
     new: NewSession,
     now: DateTime<Utc>,
 ) -> R<Session> {
     let existing = sessions::lock_existing(tx, t, &new.id).await?;
     let plan = CreatePlan::new(new, existing, now)?;
     let s = &plan.session;
+    check_owner_quota(tx, t, limits, s, now).await?;
     if existing.is_some() {
         sessions::delete(tx, t, &s.id).await?;
     }
@@ -275,6 +293,7 @@ async fn prune(
 async fn import(
     tx: &Transaction<'_>,
     t: &Tables,
+    limits: &Limits,
     dump: SessionDump,
     now: DateTime<Utc>,
 ) -> R<ImportOutcome> {
@@ -288,9 +307,13 @@ async fn import(
         .await?;
     tx.run(&lock, &[&id.as_str()]).await?;
     let existing = sessions::lock_for_import(tx, t, &id, now).await?;
-    let Some(plan) = ImportPlan::new(dump, existing.flatten())? else {
+    let live = existing.flatten();
+    let Some(plan) = ImportPlan::new(dump, live)? else {
         return Ok(ImportOutcome::Unchanged);
     };
+    if live.is_none() {
+        check_owner_quota(tx, t, limits, &plan.dump.session, now).await?;
+    }
     if existing.is_some() {
         sessions::delete(tx, t, &id).await?;
     }
@@ -330,7 +353,8 @@ impl SessionRepository for PostgresRepository {
 
     async fn create(&self, session: NewSession) -> session_core::Result<Session> {
         let t = &self.tables;
-        write_tx!(self, |tx, now| create(&tx, t, session.clone(), now))
+        let limits = &self.limits;
+        write_tx!(self, |tx, now| create(&tx, t, limits, session.clone(), now))
     }
 
     async fn get(&self, id: &SessionId) -> session_core::Result<Session> {
@@ -502,6 +526,12 @@ impl SessionRepository for PostgresRepository {
 
     async fn import_session(&self, dump: SessionDump) -> session_core::Result<ImportOutcome> {
         let t = &self.tables;
-        write_tx!(self, |tx, now| import(&tx, t, dump.clone(), now))
+        write_tx!(self, |tx, now| import(
+            &tx,
+            t,
+            &self.limits,
+            dump.clone(),
+            now
+        ))
     }
 }

@@ -254,6 +254,36 @@ pub(crate) async fn erase_user(
     })
 }
 
+/// How many live (unexpired) sessions `user_id` holds in `app`, after
+/// taking the owner's advisory lock, so that creates of one owner count
+/// one after another (the sessions-per-user quota).
+pub(crate) async fn lock_owner_and_count(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    app: &str,
+    user_id: &str,
+    now: DateTime<Utc>,
+) -> R<u64> {
+    let lock = tx
+        .prepare_cached(
+            "SELECT pg_advisory_xact_lock(hashtext('agent-session owner ' || $1 || '/' || $2))",
+        )
+        .await?;
+    tx.run(&lock, &[&app, &user_id]).await?;
+    let count = tx
+        .prepare_cached(&format!(
+            "SELECT COUNT(*) FROM {} WHERE app = $1 AND user_id = $2 \
+             AND (expires_at IS NULL OR expires_at > $3)",
+            t.sessions
+        ))
+        .await?;
+    let row = tx
+        .fetch_one(&count, &[&app, &user_id, &micros(now)])
+        .await?;
+    let n: i64 = row.try_get(0)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Deletes every session expired at `now`; how many.
 pub(crate) async fn purge_expired(tx: &Transaction<'_>, t: &Tables, now: DateTime<Utc>) -> R<u64> {
     let stmt = tx

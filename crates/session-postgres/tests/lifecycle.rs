@@ -104,3 +104,13 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     repo.drop_schema().await.unwrap();
     session_testkit::sealed::check_sealed(&raw);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sessions_per_user_quota_holds_under_racing_creators() {
+    let Some((repo, _)) = store(session_testkit::quota::quota_limits()).await else {
+        return;
+    };
+    let repo = std::sync::Arc::new(repo);
+    session_testkit::quota::sessions_per_user(repo.clone()).await;
+    repo.drop_schema().await.unwrap();
+}

@@ -114,6 +114,14 @@ impl RedisRepositoryBuilder {
                 "must be non-empty, without braces, glob characters or spaces",
             ));
         }
+        if self.cluster && self.limits.max_user_sessions.is_some() {
+            // A user's sessions live under many hash tags: no script can
+            // count them atomically with a create.
+            return Err(SessionError::Unsupported {
+                backend: "redis",
+                operation: "the sessions-per-user quota on Redis Cluster",
+            });
+        }
         let conn = if self.cluster {
             let client =
                 redis::cluster::ClusterClient::new(self.nodes.clone()).map_err(|e| bad_url(&e))?;

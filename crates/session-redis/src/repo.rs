@@ -95,6 +95,7 @@ impl SessionRepository for RedisRepository {
                 events: Vec::new(),
                 context: Vec::new(),
                 changes: Vec::new(),
+                new_session: true,
             };
             if self.persist_session(&read, whole, now).await? {
                 return Ok(plan.session);
@@ -479,6 +480,7 @@ impl SessionRepository for RedisRepository {
                     .iter()
                     .map(session_core::ContextChange::encode)
                     .collect::<session_core::Result<_>>()?,
+                new_session: existing.is_none(),
             };
             if self.persist_session(&read, whole, now).await? {
                 return Ok(ImportOutcome::Imported);

@@ -27,6 +27,10 @@ pub(crate) const MOVED: i64 = -1;
 /// an event the plan took for new (a plan made from a remembered head).
 pub(crate) const HELD: i64 = -2;
 
+/// What the create script answers when the owner already holds the
+/// sessions-per-user quota of live sessions.
+pub(crate) const OVER_QUOTA: i64 = -3;
+
 /// The scripts, loaded once.
 pub(crate) struct Scripts {
     /// The head fields and held event ids a write depends on.

@@ -13,7 +13,7 @@ use session_core::{Session, SessionEvent, SessionId, SessionUpdate, SharedDelta,
 use crate::error::map_err;
 use crate::keys::OwnerKeys;
 use crate::read::HeadFields;
-use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, HELD, MOVED};
+use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, HELD, MOVED, OVER_QUOTA};
 use crate::RedisRepository;
 
 fn micros(t: DateTime<Utc>) -> i64 {
@@ -180,6 +180,9 @@ pub(crate) struct WholeSession<'a> {
     pub(crate) context: Vec<(u64, u64)>,
     /// Its context's history, encoded, oldest first.
     pub(crate) changes: Vec<String>,
+    /// Whether it is a new session of its owner (counted against the
+    /// sessions-per-user quota) rather than one the store holds live.
+    pub(crate) new_session: bool,
 }
 
 impl RedisRepository {
@@ -398,10 +401,16 @@ impl RedisRepository {
             .saturating_add(1);
         let keys = self.keys.session(id);
         let mut call = Call::new(&self.scripts.create, &keys);
+        let quota = match self.limits.max_user_sessions {
+            Some(limit) if w.new_session => i64::try_from(limit).unwrap_or(i64::MAX),
+            _ => -1,
+        };
         call.begin(now, read.fingerprint())
             .arg(id)
             .owner(old.as_ref().and_then(|o| self.script_owner(o)))
             .owner(self.script_owner(&owner))
+            .arg(quota)
+            .arg(micros(now))
             .fields(&session_fields(s, w.last_seq, next_pos)?)
             .kv(&s.state)?;
         if self.cluster {
@@ -415,8 +424,18 @@ impl RedisRepository {
             .changes(&w.changes)
             .index(micros(s.updated_at), expiry_index(s.expires_at))
             .touch(Touch::Refresh);
-        if call.run::<i64>(&self.conn, "create").await? == MOVED {
-            return Ok(false);
+        match call.run::<i64>(&self.conn, "create").await? {
+            MOVED => return Ok(false),
+            OVER_QUOTA => {
+                let limit = self.limits.max_user_sessions.unwrap_or(0);
+                return Err(session_core::SessionError::QuotaExceeded {
+                    id: format!("{}/{}", s.app, s.user_id),
+                    quota: "sessions per user",
+                    limit,
+                    requested: limit.saturating_add(1),
+                });
+            }
+            _ => {}
         }
         if self.cluster {
             if let Some(old) = old.filter(|o| o.owner != owner.owner || o.key != owner.key) {

@@ -116,3 +116,24 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_key() {
     drop_prefix(&prefix);
     session_testkit::sealed::check_sealed(&raw);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sessions_per_user_quota_holds_under_racing_creators() {
+    let Some((repo, prefix)) = store(session_testkit::quota::quota_limits()).await else {
+        return;
+    };
+    session_testkit::quota::sessions_per_user(std::sync::Arc::new(repo)).await;
+    drop_prefix(&prefix);
+}
+
+/// Redis Cluster cannot count a user's sessions atomically: the quota is
+/// refused when the store is built, not ignored.
+#[tokio::test]
+async fn the_sessions_per_user_quota_is_refused_on_a_cluster() {
+    let err = session_redis::RedisRepository::cluster_builder(vec!["redis://127.0.0.1:1".into()])
+        .limits(session_testkit::quota::quota_limits())
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), session_core::ErrorKind::Unsupported, "{err}");
+}

@@ -33,6 +33,22 @@ fn write_head(
     shared::apply(tx, &h.app, &h.user_id, &state.shared)
 }
 
+/// The sessions-per-user quota for a new `session`, counted in the
+/// writer's transaction.
+fn check_owner_quota(
+    tx: &rusqlite::Transaction<'_>,
+    inner: &crate::Inner,
+    session: &Session,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<()> {
+    let limits = &inner.limits;
+    if limits.max_user_sessions.is_none() {
+        return Ok(());
+    }
+    let live = sessions::live_of_owner(tx, &session.app, &session.user_id, now)?;
+    limits.check_user_sessions(session, live)
+}
+
 #[async_trait]
 impl SessionRepository for SqliteRepository {
     fn capabilities(&self) -> Capabilities {
@@ -44,9 +60,10 @@ impl SessionRepository for SqliteRepository {
     }
 
     async fn create(&self, new: NewSession) -> Result<Session> {
-        self.write(move |tx, now, _| {
+        self.write(move |tx, now, inner| {
             let existing = sessions::existing(tx, &new.id)?;
             let plan = CreatePlan::new(new, existing, now)?;
+            check_owner_quota(tx, inner, &plan.session, now)?;
             if existing.is_some() {
                 // An expired session under the same id: replaced.
                 sessions::purge(tx, &plan.session.id)?;
@@ -289,13 +306,16 @@ impl SessionRepository for SqliteRepository {
         for (e, seq) in dump.events.iter_mut().zip(seqs) {
             e.seq = seq;
         }
-        self.write(move |tx, now, _| {
+        self.write(move |tx, now, inner| {
             let (stored, live_version) = sessions::live_version(tx, &dump.session.id, now)?;
             let Some(plan) = ImportPlan::new(dump, live_version)? else {
                 return Ok(ImportOutcome::Unchanged);
             };
             let d = &plan.dump;
             let s = &d.session;
+            if live_version.is_none() {
+                check_owner_quota(tx, inner, s, now)?;
+            }
             if stored {
                 sessions::purge(tx, &s.id)?;
             }

@@ -188,6 +188,26 @@ pub(crate) fn existing(tx: &Transaction<'_>, id: &str) -> Result<Option<Option<D
     exp.map(|e| expiry(e, id)).transpose()
 }
 
+/// How many live (unexpired) sessions `user_id` holds in `app` (the
+/// sessions-per-user quota; the writer's transaction makes it atomic with
+/// the insert).
+pub(crate) fn live_of_owner(
+    tx: &Transaction<'_>,
+    app: &str,
+    user_id: &str,
+    now: DateTime<Utc>,
+) -> Result<u64> {
+    let n: i64 = tx
+        .prepare_cached(
+            "SELECT COUNT(*) FROM sessions WHERE app = ?1 AND user_id = ?2 \
+             AND (expires_at IS NULL OR expires_at > ?3)",
+        )
+        .sql()?
+        .query_row(params![app, user_id, micros(now)], |r| r.get(0))
+        .sql()?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Whether a row is stored under `id`, and the version of the live session
 /// there, for the import planner. A corrupt stored version (negative, past
 /// the maximum) counts as none, so that a valid dump replaces it rather

@@ -77,3 +77,14 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     session_testkit::sealed::check_sealed(&raw_rows(&db));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sessions_per_user_quota_holds_under_racing_creators() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = SqliteRepository::builder(dir.path().join("quota.db"))
+        .limits(session_testkit::quota::quota_limits())
+        .open()
+        .await
+        .unwrap();
+    session_testkit::quota::sessions_per_user(std::sync::Arc::new(repo)).await;
+}

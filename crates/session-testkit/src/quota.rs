@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use session_core::{
-    ErrorKind, EventView, Limits, Message, NewSession, SessionEvent, SessionRepository,
-    SessionRepositoryExt,
+    ErrorKind, EventView, ImportOutcome, Limits, Message, NewSession, SessionEvent, SessionId,
+    SessionQuery, SessionRepository, SessionRepositoryExt,
 };
 
 use crate::{texts, user};
@@ -13,9 +13,15 @@ use crate::{texts, user};
 /// The events a session may hold in [`quota_limits`].
 pub const MAX_SESSION_EVENTS: u64 = 5;
 
-/// The limits a backend test builds its store with for [`events_per_session`].
+/// The live sessions a user may hold in an app in [`quota_limits`].
+pub const MAX_USER_SESSIONS: u64 = 5;
+
+/// The limits a backend test builds its store with for
+/// [`events_per_session`] and [`sessions_per_user`].
 pub fn quota_limits() -> Limits {
-    Limits::default().with_max_session_events(MAX_SESSION_EVENTS)
+    Limits::default()
+        .with_max_session_events(MAX_SESSION_EVENTS)
+        .with_max_user_sessions(MAX_USER_SESSIONS)
 }
 
 /// An append past the events quota is `QuotaExceeded` and writes nothing
@@ -96,4 +102,72 @@ pub async fn events_per_session(repo: Arc<dyn SessionRepository>) {
         repo.get(&race.id).await.unwrap().event_count,
         MAX_SESSION_EVENTS
     );
+}
+
+/// 16 creators racing for a user's last places get exactly the quota
+/// between them; a create or an import of a new session past it is
+/// `QuotaExceeded` naming the owner and writes nothing; other users and
+/// other apps are not counted; re-importing a held session is not a new
+/// one; deleting a session frees its place.
+pub async fn sessions_per_user(repo: Arc<dyn SessionRepository>) {
+    let now = chrono::Utc::now();
+    let new = |app: &str, user: &str| NewSession::new(app, user, now).unwrap();
+    let mut creators = Vec::new();
+    for _ in 0..16 {
+        let repo = repo.clone();
+        let session = new("quota-app", "carol");
+        creators.push(tokio::spawn(async move {
+            match repo.create(session).await {
+                Ok(s) => Some(s.id),
+                Err(e) if e.kind() == ErrorKind::QuotaExceeded => None,
+                Err(e) => panic!("create failed: {e}"),
+            }
+        }));
+    }
+    let mut created: Vec<SessionId> = Vec::new();
+    for c in creators {
+        created.extend(c.await.unwrap());
+    }
+    assert_eq!(
+        u64::try_from(created.len()).unwrap(),
+        MAX_USER_SESSIONS,
+        "exactly the quota was created"
+    );
+    let held = repo
+        .list(
+            &SessionQuery::new()
+                .app("quota-app")
+                .user("carol")
+                .page(0, 100),
+        )
+        .await
+        .unwrap();
+    assert_eq!(u64::try_from(held.items.len()).unwrap(), MAX_USER_SESSIONS);
+    let err = repo.create(new("quota-app", "carol")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExceeded);
+    assert!(
+        err.to_string().contains("quota-app/carol")
+            && err.to_string().contains("sessions per user"),
+        "{err}"
+    );
+    repo.create(new("quota-app", "dave")).await.unwrap();
+    repo.create(new("other-app", "carol")).await.unwrap();
+
+    let dump = repo.export_session(&created[0]).await.unwrap();
+    assert_eq!(
+        repo.import_session(dump.clone()).await.unwrap(),
+        ImportOutcome::Unchanged,
+        "a held session is not a new one"
+    );
+    let mut copy = dump;
+    copy.session.id = SessionId::generate();
+    let err = repo.import_session(copy.clone()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExceeded);
+    assert_eq!(
+        repo.get(&copy.session.id).await.unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "nothing written"
+    );
+    assert!(repo.delete(&created[0]).await.unwrap());
+    repo.create(new("quota-app", "carol")).await.unwrap();
 }

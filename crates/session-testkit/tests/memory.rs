@@ -27,3 +27,10 @@ async fn the_events_quota_holds_under_racing_writers() {
     let repo = InMemoryRepository::new().with_limits(session_testkit::quota::quota_limits());
     session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
 }
+
+/// The sessions-per-user quota holds under racing creators.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sessions_per_user_quota_holds_under_racing_creators() {
+    let repo = InMemoryRepository::new().with_limits(session_testkit::quota::quota_limits());
+    session_testkit::quota::sessions_per_user(std::sync::Arc::new(repo)).await;
+}
