@@ -129,12 +129,7 @@ async fn open_store(url: &str) -> Result<(Arc<dyn SessionRepository>, bool)> {
     #[cfg(feature = "postgres")]
     if scheme == "postgres" || scheme == "postgresql" {
         return Ok((
-            Arc::new(
-                PostgresRepository::builder(url)
-                    .limits(limits)
-                    .connect()
-                    .await?,
-            ),
+            Arc::new(PostgresRepository::connect_with_limits(url, limits).await?),
             true,
         ));
     }

@@ -241,9 +241,17 @@ impl PostgresRepository {
     /// query parameter in the URL picks the schema
     /// (`postgres://host/db?schema=tenant_a`).
     pub async fn connect(url: impl Into<String>) -> session_core::Result<Self> {
+        Self::connect_with_limits(url, Limits::default()).await
+    }
+
+    /// [`Self::connect`] with `limits` (the facade passes a URL's quota settings).
+    pub async fn connect_with_limits(
+        url: impl Into<String>,
+        limits: Limits,
+    ) -> session_core::Result<Self> {
         let url = url.into();
         let (url, schema) = split_schema_param(&url);
-        let mut builder = Self::builder(url);
+        let mut builder = Self::builder(url).limits(limits);
         if let Some(schema) = schema {
             builder = builder.schema(schema);
         }
