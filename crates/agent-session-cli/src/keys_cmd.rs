@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use agent_session::encryption::{EncryptedRepository, Keyring, Rekeyed};
-use agent_session::{SessionError, SessionId, SessionQuery, SessionRepository};
+use agent_session::{SessionError, SessionId};
 use agent_session_cli::store_url::redact;
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -37,7 +37,7 @@ pub(crate) async fn rekey(
         .await
         .with_context(|| format!("cannot open store {}", redact(url)))?;
     let ids = if sessions.is_empty() {
-        every_session(inner.as_ref()).await?
+        crate::transfer::all_ids(inner.as_ref(), None).await?
     } else {
         sessions
     };
@@ -77,18 +77,4 @@ pub(crate) async fn rekey(
         anyhow::bail!("{failed} sessions could not be rekeyed (see above)");
     }
     Ok(())
-}
-
-/// The ids of every live session of the store.
-async fn every_session(repo: &dyn SessionRepository) -> Result<Vec<SessionId>> {
-    let mut ids = Vec::new();
-    let mut page = 0;
-    loop {
-        let p = repo.list(&SessionQuery::new().page(page, 1000)).await?;
-        ids.extend(p.items.into_iter().map(|s| s.id));
-        if !p.has_more {
-            return Ok(ids);
-        }
-        page += 1;
-    }
 }

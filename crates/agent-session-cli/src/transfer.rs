@@ -23,7 +23,10 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 }
 
 /// Every session id of the store (optionally of one app), newest activity first.
-async fn all_ids(repo: &dyn SessionRepository, app: Option<&str>) -> Result<Vec<SessionId>> {
+pub(crate) async fn all_ids(
+    repo: &dyn SessionRepository,
+    app: Option<&str>,
+) -> Result<Vec<SessionId>> {
     let mut ids = Vec::new();
     let mut page = 0;
     loop {

@@ -116,19 +116,25 @@ impl<R: SessionRepository> EncryptedRepository<R> {
         Ok(SessionSeal::new(&self.ring, self.data_key(s)?, s))
     }
 
-    /// The seal of session `id` for a write. A session the store does not
+    /// Session `id` as stored, for a write. A session the store does not
     /// show is asked for again with an empty append, so the write fails as
     /// the store fails it (`Expired`, `NotFound`, `SessionEnded`), and
     /// nothing is written unsealed.
-    async fn seal_for(&self, id: &SessionId) -> Result<SessionSeal<'_>> {
+    async fn stored_for_write(&self, id: &SessionId) -> Result<Session> {
         match self.inner.get(id).await {
-            Ok(s) => self.seal_of(&s),
+            Ok(s) => Ok(s),
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 self.inner.append(id, Vec::new()).await?;
                 Err(e)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Self::stored_for_write`]'s seal.
+    async fn seal_for(&self, id: &SessionId) -> Result<SessionSeal<'_>> {
+        let s = self.stored_for_write(id).await?;
+        self.seal_of(&s)
     }
 
     /// The seal of session `id` for a read (a session the store does not show is `NotFound`).
@@ -249,8 +255,8 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
     }
 
     async fn update(&self, id: &SessionId, mut update: SessionUpdate) -> Result<Session> {
-        let seal = self.seal_for(id).await?;
-        let stored = self.inner.get(id).await?;
+        let stored = self.stored_for_write(id).await?;
+        let seal = self.seal_of(&stored)?;
         if let Some(m) = &update.metadata {
             let mut sealed = seal.seal_metadata(m)?;
             if let Some(record) = stored.metadata.get(KEY_RECORD) {
