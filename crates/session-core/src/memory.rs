@@ -213,11 +213,7 @@ fn live_of(inner: &Inner, session: &Session, now: DateTime<Utc>) -> u64 {
     let n = inner
         .sessions
         .values()
-        .filter(|r| {
-            r.session.app == session.app
-                && r.session.user_id == session.user_id
-                && !r.session.is_expired_at(now)
-        })
+        .filter(|r| r.session.counts_for_owner_of(session, now))
         .count();
     u64::try_from(n).unwrap_or(u64::MAX)
 }

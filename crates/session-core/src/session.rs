@@ -104,6 +104,12 @@ impl Session {
         self.expires_at.is_some_and(|t| t <= now)
     }
 
+    /// Whether this session is live at `now` and has the owner (app and
+    /// user) of `other`: what the sessions-per-user quota counts.
+    pub fn counts_for_owner_of(&self, other: &Session, now: DateTime<Utc>) -> bool {
+        self.app == other.app && self.user_id == other.user_id && !self.is_expired_at(now)
+    }
+
     /// Whether this is a group session shared by all users of its app.
     pub fn is_group(&self) -> bool {
         self.user_id.is_group()

@@ -435,11 +435,7 @@ impl Inner {
         let live = self
             .readable_sessions()?
             .iter()
-            .filter(|f| {
-                f.session.app == session.app
-                    && f.session.user_id == session.user_id
-                    && !f.session.is_expired_at(now)
-            })
+            .filter(|f| f.session.counts_for_owner_of(session, now))
             .count();
         self.limits.check_user_sessions(session, count(live))
     }

@@ -36,14 +36,14 @@ async fn erase_user_leaves_no_file_of_the_user() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_events_quota_holds_under_racing_writers() {
+async fn the_quotas_hold_under_racing_writers() {
     let dir = tempfile::tempdir().unwrap();
     let repo = FsRepository::builder(dir.path())
         .limits(session_testkit::quota::quota_limits())
         .open()
         .await
         .unwrap();
-    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+    session_testkit::quota::all(std::sync::Arc::new(repo)).await;
 }
 
 /// Behind the encryption layer, no file (logs, session files, search
@@ -59,15 +59,4 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_file() {
     );
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     session_testkit::sealed::check_sealed(&raw_files(&root));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn the_sessions_per_user_quota_holds_under_racing_creators() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = FsRepository::builder(dir.path())
-        .limits(session_testkit::quota::quota_limits())
-        .open()
-        .await
-        .unwrap();
-    session_testkit::quota::sessions_per_user(std::sync::Arc::new(repo)).await;
 }

@@ -79,11 +79,11 @@ async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_events_quota_holds_under_racing_writers() {
+async fn the_quotas_hold_under_racing_writers() {
     let Some((repo, _)) = store(session_testkit::quota::quota_limits()).await else {
         return;
     };
-    session_testkit::quota::events_per_session(std::sync::Arc::new(repo.clone())).await;
+    session_testkit::quota::all(std::sync::Arc::new(repo.clone())).await;
     repo.drop_schema().await.unwrap();
 }
 
@@ -103,14 +103,4 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     let raw = raw_rows(&schema).await;
     repo.drop_schema().await.unwrap();
     session_testkit::sealed::check_sealed(&raw);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn the_sessions_per_user_quota_holds_under_racing_creators() {
-    let Some((repo, _)) = store(session_testkit::quota::quota_limits()).await else {
-        return;
-    };
-    let repo = std::sync::Arc::new(repo);
-    session_testkit::quota::sessions_per_user(repo.clone()).await;
-    repo.drop_schema().await.unwrap();
 }

@@ -92,11 +92,11 @@ async fn erase_user_leaves_no_key_or_value_of_the_user() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_events_quota_holds_under_racing_writers() {
+async fn the_quotas_hold_under_racing_writers() {
     let Some((repo, prefix)) = store(session_testkit::quota::quota_limits()).await else {
         return;
     };
-    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+    session_testkit::quota::all(std::sync::Arc::new(repo)).await;
     drop_prefix(&prefix);
 }
 
@@ -115,15 +115,6 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_key() {
     let raw = raw_keys(&prefix);
     drop_prefix(&prefix);
     session_testkit::sealed::check_sealed(&raw);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn the_sessions_per_user_quota_holds_under_racing_creators() {
-    let Some((repo, prefix)) = store(session_testkit::quota::quota_limits()).await else {
-        return;
-    };
-    session_testkit::quota::sessions_per_user(std::sync::Arc::new(repo)).await;
-    drop_prefix(&prefix);
 }
 
 /// Redis Cluster cannot count a user's sessions atomically: the quota is

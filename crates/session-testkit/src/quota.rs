@@ -24,6 +24,13 @@ pub fn quota_limits() -> Limits {
         .with_max_user_sessions(MAX_USER_SESSIONS)
 }
 
+/// Both quota checks, on one store built with [`quota_limits`] (they use
+/// different users).
+pub async fn all(repo: Arc<dyn SessionRepository>) {
+    events_per_session(repo.clone()).await;
+    sessions_per_user(repo).await;
+}
+
 /// An append past the events quota is `QuotaExceeded` and writes nothing
 /// (a batch is refused whole); a retried append of held events still
 /// answers; 16 writers racing for the last places get exactly the quota

@@ -21,16 +21,9 @@ async fn erase_user_leaves_nothing_of_the_user_in_memory() {
     planted.check_after(&format!("{repo:?}"));
 }
 
-/// The events quota holds under racing writers.
+/// The events and sessions-per-user quotas hold under racing writers.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_events_quota_holds_under_racing_writers() {
+async fn the_quotas_hold_under_racing_writers() {
     let repo = InMemoryRepository::new().with_limits(session_testkit::quota::quota_limits());
-    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
-}
-
-/// The sessions-per-user quota holds under racing creators.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_sessions_per_user_quota_holds_under_racing_creators() {
-    let repo = InMemoryRepository::new().with_limits(session_testkit::quota::quota_limits());
-    session_testkit::quota::sessions_per_user(std::sync::Arc::new(repo)).await;
+    session_testkit::quota::all(std::sync::Arc::new(repo)).await;
 }
