@@ -8,15 +8,20 @@
 #[path = "support/fake_es.rs"]
 mod fake_es;
 
-use session_core::SharedClock;
+use session_core::{Limits, SharedClock};
 use session_es::EsRepository;
 use session_testkit::TestStore;
 
 async fn fake_store(clock: SharedClock) -> Option<TestStore> {
+    fake_store_with(clock, Limits::default()).await
+}
+
+async fn fake_store_with(clock: SharedClock, limits: Limits) -> Option<TestStore> {
     let node = fake_es::FakeServer::start().await;
     let repo = EsRepository::builder(node.url())
         .prefix("t")
         .clock(clock)
+        .limits(limits)
         .connect()
         .await
         .unwrap();
@@ -25,3 +30,22 @@ async fn fake_store(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(fake_store);
 session_testkit::model_suite!(fake_store);
+
+/// The suite through the encryption layer: sealing changes nothing an
+/// agent can observe on this store.
+mod encrypted {
+    use std::sync::Arc;
+
+    use session_core::{Limits, SharedClock};
+    use session_encryption::{sealed_limits, EncryptedRepository, Keyring};
+    use session_testkit::TestStore;
+
+    async fn sealed(clock: SharedClock) -> Option<TestStore> {
+        let ring = Keyring::parse(&Keyring::generate_entry("k1")).expect("keyring");
+        super::fake_store_with(clock, sealed_limits(&Limits::default()))
+            .await
+            .map(|s| s.map(|inner| Arc::new(EncryptedRepository::new(inner, ring))))
+    }
+
+    session_testkit::conformance_suite!(sealed);
+}

@@ -35,7 +35,7 @@ use crate::schema::{valid_schema_name, Tables};
 pub(crate) const BACKEND: &str = "postgres";
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Options for connecting a [`PostgresRepository`].
 #[derive(Clone)]

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (3, include_str!("../migrations/0003_context_base.sql")),
     (4, include_str!("../migrations/0004_context_changes.sql")),
+    (5, include_str!("../migrations/0005_rank_without_index.sql")),
 ];
 
 /// The qualified table names of one schema.

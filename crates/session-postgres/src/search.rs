@@ -82,7 +82,7 @@ pub(crate) async fn search(
     let parsed = q.parsed()?;
     let ranked = q.mode == SearchMode::Ranked;
     let select = if ranked {
-        "session_id, seq, body, ts_rank(to_tsvector('simple', search_text), \
+        "session_id, seq, body, ts_rank(to_tsvector('simple', left(search_text, 100000)), \
          to_tsquery('simple', __TSQUERY__))::float8 AS rank"
     } else {
         "session_id, seq, body"

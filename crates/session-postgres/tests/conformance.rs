@@ -1,7 +1,7 @@
 //! The conformance suite against the PostgreSQL at `POSTGRES_URL` (default
 //! the local server), each test in a schema of its own, dropped afterwards.
 
-use session_core::SharedClock;
+use session_core::{Limits, SharedClock};
 use session_postgres::PostgresRepository;
 use session_testkit::TestStore;
 
@@ -28,11 +28,16 @@ impl Drop for DropSchema {
 }
 
 async fn postgres(clock: SharedClock) -> Option<TestStore> {
+    postgres_with(clock, Limits::default()).await
+}
+
+async fn postgres_with(clock: SharedClock, limits: Limits) -> Option<TestStore> {
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
     match PostgresRepository::builder(url())
         .schema(schema)
         .pool_size(8)
         .clock(clock)
+        .limits(limits)
         .connect()
         .await
     {
@@ -48,6 +53,25 @@ async fn postgres(clock: SharedClock) -> Option<TestStore> {
 session_testkit::conformance_suite!(postgres);
 session_testkit::model_suite!(postgres);
 session_testkit::stress_suite!(postgres);
+
+/// The suite through the encryption layer: sealing changes nothing an
+/// agent can observe on this store.
+mod encrypted {
+    use std::sync::Arc;
+
+    use session_core::{Limits, SharedClock};
+    use session_encryption::{sealed_limits, EncryptedRepository, Keyring};
+    use session_testkit::TestStore;
+
+    async fn sealed(clock: SharedClock) -> Option<TestStore> {
+        let ring = Keyring::parse(&Keyring::generate_entry("k1")).expect("keyring");
+        super::postgres_with(clock, sealed_limits(&Limits::default()))
+            .await
+            .map(|s| s.map(|inner| Arc::new(EncryptedRepository::new(inner, ring))))
+    }
+
+    session_testkit::conformance_suite!(sealed);
+}
 
 /// A session row with a negative version (written by hand or by an old
 /// bug) is reported for that session only; listings name it as unreadable.

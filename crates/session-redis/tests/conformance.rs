@@ -1,7 +1,7 @@
 //! The conformance suite against the Redis at `REDIS_URL` (default the local
 //! server), each test under its own random key prefix, removed afterwards.
 
-use session_core::SharedClock;
+use session_core::{Limits, SharedClock};
 use session_redis::RedisRepository;
 use session_testkit::TestStore;
 
@@ -29,10 +29,15 @@ impl Drop for DropPrefix {
 }
 
 async fn redis_store(clock: SharedClock) -> Option<TestStore> {
+    redis_store_with(clock, Limits::default()).await
+}
+
+async fn redis_store_with(clock: SharedClock, limits: Limits) -> Option<TestStore> {
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
     match RedisRepository::builder(url())
         .prefix(&prefix)
         .clock(clock)
+        .limits(limits)
         .connect()
         .await
     {
@@ -44,6 +49,25 @@ async fn redis_store(clock: SharedClock) -> Option<TestStore> {
 session_testkit::conformance_suite!(redis_store);
 session_testkit::model_suite!(redis_store);
 session_testkit::stress_suite!(redis_store);
+
+/// The suite through the encryption layer: sealing changes nothing an
+/// agent can observe on this store.
+mod encrypted {
+    use std::sync::Arc;
+
+    use session_core::{Limits, SharedClock};
+    use session_encryption::{sealed_limits, EncryptedRepository, Keyring};
+    use session_testkit::TestStore;
+
+    async fn sealed(clock: SharedClock) -> Option<TestStore> {
+        let ring = Keyring::parse(&Keyring::generate_entry("k1")).expect("keyring");
+        super::redis_store_with(clock, sealed_limits(&Limits::default()))
+            .await
+            .map(|s| s.map(|inner| Arc::new(EncryptedRepository::new(inner, ring))))
+    }
+
+    session_testkit::conformance_suite!(sealed);
+}
 
 /// A session whose head hash holds a version that is not a number is
 /// reported for that session only; listings name it as unreadable.

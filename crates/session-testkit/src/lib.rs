@@ -191,6 +191,16 @@ impl TestStore {
         }
     }
 
+    /// The same store seen through `wrap` (a layer: encryption, retries),
+    /// its guard kept.
+    pub fn map(
+        mut self,
+        wrap: impl FnOnce(Arc<dyn SessionRepository>) -> Arc<dyn SessionRepository>,
+    ) -> Self {
+        self.repo = wrap(self.repo);
+        self
+    }
+
     /// Keeps `guard` alive for the test's duration (e.g. a `tempfile::TempDir`).
     pub fn with_guard(mut self, guard: impl std::any::Any + Send + Sync) -> Self {
         self.guard = Some(Box::new(guard));
@@ -312,6 +322,7 @@ macro_rules! __with_cases {
             concurrent_identical_imports_write_once,
             chat_platform_identifiers_stay_apart,
             oversize_event_is_rejected,
+            a_large_event_of_many_distinct_words_is_stored_and_found,
             nul_and_astral_text_round_trips,
             page_size_limits,
             session_of_100k_events_pages_and_searches,

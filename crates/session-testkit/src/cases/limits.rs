@@ -25,6 +25,29 @@ pub async fn oversize_event_is_rejected(fx: Fixture) {
     assert_eq!(fx.archive(&s.id).await[1].message.text(), "");
 }
 
+/// An event of about 1.6 MB whose text holds 200,000 distinct words (a
+/// large tool output) is stored whole and found by literal and (where the
+/// store ranks) ranked search: no engine index may refuse it.
+pub async fn a_large_event_of_many_distinct_words_is_stored_and_found(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let mut text = String::new();
+    for i in 0..200_000 {
+        text.push_str(&format!("w{i:x}q "));
+    }
+    fx.append(&s.id, vec![user(&text), user("after it")]).await;
+    let got = fx.archive(&s.id).await;
+    assert_eq!(got[0].message.text(), text);
+    let mut modes = vec![SearchQuery::in_session(&s.id, "w2a3fq")];
+    if fx.repo.capabilities().ranked_search {
+        modes.push(SearchQuery::in_session(&s.id, "w2a3fq").mode(session_core::SearchMode::Ranked));
+    }
+    for q in modes {
+        let hits = fx.repo.search(&q).await.unwrap();
+        assert_eq!(hits.items.len(), 1, "{:?}", q.mode);
+        assert_eq!(hits.items[0].event.seq, 1);
+    }
+}
+
 /// NUL characters and every Unicode plane round-trip exactly, and are searchable.
 pub async fn nul_and_astral_text_round_trips(fx: Fixture) {
     let s = fx.session("alice").await;

@@ -54,8 +54,9 @@ pub use lifecycle::{
     fork_copies_up_to_the_point_and_never_shares_appends,
 };
 pub use limits::{
-    clock_jumps_back_and_forward, nul_and_astral_text_round_trips, oversize_event_is_rejected,
-    page_size_limits, session_of_100k_events_pages_and_searches,
+    a_large_event_of_many_distinct_words_is_stored_and_found, clock_jumps_back_and_forward,
+    nul_and_astral_text_round_trips, oversize_event_is_rejected, page_size_limits,
+    session_of_100k_events_pages_and_searches,
 };
 pub use metadata::list_filters_by_metadata;
 pub use paging::events_page_by_cursor_reads_the_whole_view;
