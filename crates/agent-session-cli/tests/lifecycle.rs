@@ -203,3 +203,12 @@ fn a_store_url_sets_the_quotas() {
         .stderr(predicates::str::contains("sessions per user"));
     out(cli(&one_each).args(["create", "--user", "grace", "--id", "s4"]));
 }
+
+#[test]
+fn list_lines_up_its_columns() {
+    let s = store();
+    create(&s, &["--id", "s1", "--app", "a1"]);
+    let listed = out(cli(&s).args(["list"]));
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines[0].find("status"), lines[1].find("active"), "{listed}");
+}

@@ -69,8 +69,9 @@ macro_rules! identifier {
         }
 
         impl fmt::Display for $name {
+            // `pad`, not `write_str`: width and alignment apply (`{:<12}`).
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.pad(&self.0)
             }
         }
 
@@ -292,6 +293,14 @@ mod tests {
             serde_json::to_string(&good).ok().as_deref(),
             Some("\"s-1\"")
         );
+    }
+
+    #[test]
+    fn display_takes_width_and_alignment() {
+        let app = AppName::new("app").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(format!("[{app:<6}]"), "[app   ]");
+        assert_eq!(format!("[{app:>6}]"), "[   app]");
+        assert_eq!(app.to_string(), "app");
     }
 
     #[test]
