@@ -188,6 +188,13 @@ impl Keyring {
         format!("{id}:{}", STANDARD.encode(key.0.as_slice()))
     }
 
+    /// A keyring of one fresh random key named `id` (for tests and quick
+    /// starts: the key lives only in memory, so what it seals is lost with
+    /// it). `InvalidInput` for an id a keyring file could not hold.
+    pub fn generate(id: &str) -> Result<Self> {
+        Self::parse(&Self::generate_entry(id))
+    }
+
     /// The key ids, oldest first; the last is current.
     pub fn ids(&self) -> impl Iterator<Item = &str> {
         self.keys.iter().map(|(id, _)| id.as_str())

@@ -41,7 +41,7 @@ mod encrypted {
     use session_testkit::TestStore;
 
     async fn sealed(clock: SharedClock) -> Option<TestStore> {
-        let ring = Keyring::parse(&Keyring::generate_entry("k1")).expect("keyring");
+        let ring = Keyring::generate("k1").expect("keyring");
         super::fake_store_with(clock, sealed_limits(&Limits::default()))
             .await
             .map(|s| s.map(|inner| Arc::new(EncryptedRepository::new(inner, ring))))

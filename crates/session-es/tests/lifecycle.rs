@@ -49,10 +49,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_document() {
         .connect()
         .await
         .unwrap();
-    let sealed = EncryptedRepository::new(
-        repo,
-        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
-    );
+    let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     session_testkit::sealed::check_sealed(&node.fake.dump());
 }

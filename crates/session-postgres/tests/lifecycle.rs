@@ -95,10 +95,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
         return;
     };
     let repo = std::sync::Arc::new(repo);
-    let sealed = EncryptedRepository::new(
-        repo.clone(),
-        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
-    );
+    let sealed = EncryptedRepository::new(repo.clone(), Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     let raw = raw_rows(&schema).await;
     repo.drop_schema().await.unwrap();

@@ -107,10 +107,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_key() {
     let Some((repo, prefix)) = store(Limits::default()).await else {
         return;
     };
-    let sealed = EncryptedRepository::new(
-        repo,
-        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
-    );
+    let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     let raw = raw_keys(&prefix);
     drop_prefix(&prefix);

@@ -70,10 +70,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sealed.db");
     let repo = SqliteRepository::open(&db).await.unwrap();
-    let sealed = EncryptedRepository::new(
-        repo,
-        Keyring::parse(&Keyring::generate_entry("k1")).unwrap(),
-    );
+    let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     session_testkit::sealed::check_sealed(&raw_rows(&db));
 }
