@@ -48,6 +48,7 @@ pub(crate) async fn run(
                 "session": id.as_str(),
                 "events": archive.len(),
                 "context_events": context.len(),
+                "stored_bytes": session.event_bytes,
                 "context_tokens": session.context_tokens,
                 "estimator": store_name,
                 "model_count": by_model.as_ref().map(|(m, name, n)| json!({"model": m, "estimator": name, "tokens": n})),
@@ -60,9 +61,10 @@ pub(crate) async fn run(
     writeln!(out, "session         {id}")?;
     writeln!(
         out,
-        "events          {} ({} in the context)",
+        "events          {} ({} in the context; {} bytes stored)",
         archive.len(),
-        context.len()
+        context.len(),
+        session.event_bytes
     )?;
     writeln!(
         out,

@@ -202,6 +202,28 @@ fn a_store_url_sets_the_quotas() {
         .code(9)
         .stderr(predicates::str::contains("sessions per user"));
     out(cli(&one_each).args(["create", "--user", "grace", "--id", "s4"]));
+
+    let small = Store {
+        url: format!("{}?max_session_bytes=1KiB", s.url),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    out(cli(&small).args(["create", "--user", "ada", "--id", "s5"]));
+    out(cli(&small).args(["append", "s5", "--role", "user", "--text", "short"]));
+    let long = "x".repeat(1100);
+    cli(&small)
+        .args(["append", "s5", "--role", "user", "--text", &long])
+        .assert()
+        .code(9)
+        .stderr(predicates::str::contains(
+            "bytes per session is over the limit of 1024",
+        ));
+    let stats = out(cli(&small).args(["stats", "s5"]));
+    assert!(stats.contains("bytes stored"), "{stats}");
+    let big = Store {
+        url: format!("{}?max_session_bytes=1TB", s.url),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    cli(&big).arg("list").assert().code(2);
 }
 
 #[test]

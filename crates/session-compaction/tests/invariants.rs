@@ -87,6 +87,7 @@ fn session() -> Session {
         metadata: n.metadata,
         state: n.state,
         event_count: 0,
+        event_bytes: 0,
         context_tokens: 0,
         version: 0,
     }

@@ -222,6 +222,24 @@ impl SessionEvent {
             .map_err(|e| crate::SessionError::serialization(format!("event {}", self.id), e))
     }
 
+    /// The size of the event as stores keep it: the length in bytes of its
+    /// encoding without seq, session id and context exit (what a batch's
+    /// bodies hold and the bytes quota counts).
+    pub fn stored_bytes(&self) -> Result<u64> {
+        let mut bare = self.clone();
+        bare.seq = 0;
+        bare.session_id.clear();
+        bare.left_context = None;
+        Ok(u64::try_from(bare.encode()?.len()).unwrap_or(u64::MAX))
+    }
+
+    /// The stored sizes of `events`, summed (see [`SessionEvent::stored_bytes`]).
+    pub fn stored_bytes_of<'a>(events: impl IntoIterator<Item = &'a Self>) -> Result<u64> {
+        events
+            .into_iter()
+            .try_fold(0u64, |sum, e| Ok(sum.saturating_add(e.stored_bytes()?)))
+    }
+
     /// Decodes an event a backend stored as JSON, with its seq and session
     /// taken from the store; a corrupt body is a `Serialization` error naming both.
     pub fn decode_stored(session_id: &str, seq: u64, body: &str) -> Result<Self> {

@@ -18,8 +18,8 @@ use crate::event::{SessionEvent, REPLACES_KEY};
 use crate::ids::{InvocationId, SessionId};
 use crate::plan::RewindPlan;
 use crate::repository::SessionDump;
-use crate::session::SessionStatus;
-use crate::state::SharedState;
+use crate::session::{Session, SessionStatus};
+use crate::state::{SharedState, StateMap};
 use crate::validate::next_version;
 
 /// The metadata key naming the session a fork was made from.
@@ -38,6 +38,31 @@ pub enum ForkAt {
     Latest,
 }
 
+/// What a cut needs of an event: its seq and whether it is a summary.
+pub(crate) trait Cut {
+    /// The seq.
+    fn seq(&self) -> u64;
+    /// Whether it is a summary.
+    fn synthetic(&self) -> bool;
+}
+
+impl Cut for SessionEvent {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn synthetic(&self) -> bool {
+        self.is_synthetic()
+    }
+}
+
+/// The seqs a summary replaced, from its `replaces` metadata value.
+fn replaces_of(value: Option<&Value>) -> Vec<u64> {
+    value
+        .and_then(Value::as_array)
+        .map(|seqs| seqs.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
 /// The events, in any order, that the removed context events had replaced
 /// (their `replaces` metadata): what a cut brings back into the context.
 pub(crate) fn replaced_by<'a>(
@@ -45,129 +70,286 @@ pub(crate) fn replaced_by<'a>(
 ) -> BTreeSet<u64> {
     removed
         .into_iter()
-        .filter_map(|e| e.metadata.get(REPLACES_KEY))
-        .filter_map(Value::as_array)
-        .flatten()
-        .filter_map(Value::as_u64)
+        .flat_map(|e| replaces_of(e.metadata.get(REPLACES_KEY)))
         .collect()
 }
 
 /// The context after a cut, with `restored` events brought back: the
 /// summaries still in it, then the restored summaries, then every other
 /// event in seq order.
-pub(crate) fn merge_restored(
-    after: Vec<SessionEvent>,
-    restored: Vec<SessionEvent>,
-) -> Vec<SessionEvent> {
-    let (mut context, mut rest): (Vec<SessionEvent>, Vec<SessionEvent>) =
-        after.into_iter().partition(SessionEvent::is_synthetic);
-    let (old_summaries, restored): (Vec<SessionEvent>, Vec<SessionEvent>) =
-        restored.into_iter().partition(SessionEvent::is_synthetic);
+pub(crate) fn merge_restored<T: Cut>(after: Vec<T>, restored: Vec<T>) -> Vec<T> {
+    let (mut context, mut rest): (Vec<T>, Vec<T>) = after.into_iter().partition(T::synthetic);
+    let (old_summaries, restored): (Vec<T>, Vec<T>) = restored.into_iter().partition(T::synthetic);
     context.extend(old_summaries);
     rest.extend(restored);
-    rest.sort_by_key(|e| e.seq);
+    rest.sort_by_key(T::seq);
     context.extend(rest);
     context
 }
 
+/// What a fork needs to know of one event of its source: never its content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventOutline {
+    /// Its seq.
+    pub seq: u64,
+    /// Its invocation.
+    pub invocation_id: Option<String>,
+    /// Whether it is a summary.
+    pub synthetic: bool,
+    /// The seqs it replaced (a summary's `replaces` metadata; empty otherwise).
+    pub replaces: Vec<u64>,
+    /// Its session-scope and shared state changes.
+    pub state_delta: Option<StateMap>,
+    /// Its token estimate.
+    pub token_estimate: u32,
+}
+
+impl EventOutline {
+    /// The outline of `event`.
+    pub fn of(event: &SessionEvent) -> Self {
+        Self {
+            seq: event.seq,
+            invocation_id: event.invocation_id.clone(),
+            synthetic: event.is_synthetic(),
+            replaces: replaces_of(event.metadata.get(REPLACES_KEY)),
+            state_delta: event.state_delta.clone(),
+            token_estimate: event.token_estimate,
+        }
+    }
+
+    /// The seqs a summary replaced, from the JSON text of its `replaces`
+    /// metadata as a store extracts it from the stored event (`None`: none).
+    pub fn parse_replaces(json: Option<&str>) -> Result<Vec<u64>> {
+        let Some(text) = json else {
+            return Ok(Vec::new());
+        };
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| SessionError::serialization("an event's replaces metadata", e))?;
+        Ok(replaces_of(Some(&value)))
+    }
+}
+
+/// The source of a fork as a store reads it in one consistent step: its
+/// session row, every archived event in outline, its context and history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkSource {
+    /// The source session.
+    pub session: Session,
+    /// Its initial state (what the fork's state is replayed from).
+    pub initial_state: StateMap,
+    /// Its highest seq ever assigned.
+    pub last_seq: u64,
+    /// Every archived event, in seq order.
+    pub events: Vec<EventOutline>,
+    /// The context, as seqs in context order.
+    pub context: Vec<u64>,
+    /// The context's history.
+    pub context_log: Vec<ContextChange>,
+}
+
+/// What a fork writes: a new session holding the source's archived events
+/// with seqs up to [`ForkPlan::last_seq`], which a store copies as they
+/// are stored (no decoding or re-encoding where the engine can copy rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkPlan {
+    /// The new session: counters of what it holds, except `event_bytes`,
+    /// which the store counts as it copies.
+    pub session: Session,
+    /// The source's initial state.
+    pub initial_state: StateMap,
+    /// The last seq of the source the fork holds: events up to it are copied.
+    pub last_seq: u64,
+    /// The fork's context, as seqs in context order.
+    pub context: Vec<u64>,
+    /// The fork's context history.
+    pub context_log: Vec<ContextChange>,
+}
+
+impl ForkPlan {
+    /// Plans a fork of `source` at `at` as the new session `id`, created at
+    /// `now`.
+    ///
+    /// `NotFound` for a seq the source never had or an invocation it does
+    /// not hold. The fork is active, has no resolution key (the source
+    /// keeps it), keeps the source's owner, metadata and expiry, and its own
+    /// counters start from the cut.
+    pub fn new(source: ForkSource, at: &ForkAt, id: SessionId, now: DateTime<Utc>) -> Result<Self> {
+        let last_kept = match at {
+            ForkAt::Latest => source.last_seq,
+            ForkAt::Seq(seq) if (1..=source.last_seq).contains(seq) => *seq,
+            ForkAt::Seq(seq) => {
+                return Err(SessionError::NotFound {
+                    what: "seq",
+                    id: format!("{seq} in session {}", source.session.id),
+                })
+            }
+            ForkAt::Invocation(inv) => source
+                .events
+                .iter()
+                .find(|e| e.invocation_id.as_deref() == Some(inv.as_str()))
+                .map(|e| e.seq.saturating_sub(1))
+                .ok_or_else(|| SessionError::NotFound {
+                    what: "invocation",
+                    id: inv.to_string(),
+                })?,
+        };
+        let ForkSource {
+            mut session,
+            initial_state,
+            events,
+            context,
+            context_log,
+            ..
+        } = source;
+        let source_id = session.id.clone();
+        let by_seq: HashMap<u64, &EventOutline> = events.iter().map(|e| (e.seq, e)).collect();
+        let (kept_ctx, removed_ctx): (Vec<u64>, Vec<u64>) =
+            context.iter().partition(|seq| **seq <= last_kept);
+        let wanted: BTreeSet<u64> = removed_ctx
+            .iter()
+            .filter_map(|s| by_seq.get(s))
+            .flat_map(|e| e.replaces.iter().copied())
+            .collect();
+        let in_context: HashSet<u64> = kept_ctx.iter().copied().collect();
+        let restored: Vec<&EventOutline> = wanted
+            .iter()
+            .filter(|seq| **seq <= last_kept && !in_context.contains(seq))
+            .filter_map(|seq| by_seq.get(seq).copied())
+            .collect();
+        let after: Vec<&EventOutline> = kept_ctx
+            .iter()
+            .filter_map(|s| by_seq.get(s).copied())
+            .collect();
+        let brought_back = !restored.is_empty();
+        let merged = merge_restored(after, restored);
+        let context: Vec<u64> = merged.iter().map(|e| e.seq).collect();
+        let context_tokens = merged.iter().fold(0u64, |sum, e| {
+            sum.saturating_add(u64::from(e.token_estimate))
+        });
+        let kept: Vec<&EventOutline> = events.iter().filter(|e| e.seq <= last_kept).collect();
+
+        // The context history up to the cut; a change whose context reaches
+        // past it belongs to the source's later life.
+        let mut context_log: Vec<ContextChange> = context_log
+            .into_iter()
+            .filter(|c| c.before_seq <= last_kept && c.context.iter().all(|r| r[1] <= last_kept))
+            .collect();
+        let mut version = session.version;
+        if brought_back {
+            version = next_version(version)?;
+            context_log.push(ContextChange::new(version, now, last_kept, &context));
+        }
+
+        session.state = RewindPlan::state(
+            &initial_state,
+            kept.iter().filter_map(|e| e.state_delta.as_ref()),
+        );
+        session
+            .metadata
+            .insert(FORKED_FROM.to_owned(), Value::from(source_id.as_str()));
+        session
+            .metadata
+            .insert(FORKED_AT_SEQ.to_owned(), Value::from(last_kept));
+        session.id = id;
+        session.key = None;
+        session.status = SessionStatus::Active;
+        session.created_at = now;
+        session.updated_at = now;
+        session.version = version;
+        session.event_count = u64::try_from(kept.len()).unwrap_or(u64::MAX);
+        session.event_bytes = 0;
+        session.context_tokens = context_tokens;
+        Ok(Self {
+            session,
+            initial_state,
+            last_seq: last_kept,
+            context,
+            context_log,
+        })
+    }
+
+    /// Each context seq's 1-based position in the fork's context.
+    pub fn positions(&self) -> HashMap<u64, i64> {
+        (1i64..)
+            .zip(self.context.iter().copied())
+            .map(|(p, s)| (s, p))
+            .collect()
+    }
+}
+
+impl Cut for &EventOutline {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn synthetic(&self) -> bool {
+        self.synthetic
+    }
+}
+
+/// What a native fork into `id` does with the session it finds there
+/// (`found`, expired or not): `Some` to return it when it is a live fork of
+/// `source` (a retried fork whose answer was lost), `AlreadyExists` for any
+/// other live session, `None` to go on (nothing there, or an expired
+/// session the fork replaces).
+pub fn fork_target(
+    found: Option<Session>,
+    source: &SessionId,
+    id: &SessionId,
+    now: DateTime<Utc>,
+) -> Result<Option<Session>> {
+    match found {
+        Some(s) if !s.is_expired_at(now) => {
+            if s.metadata.get(FORKED_FROM).and_then(Value::as_str) == Some(source.as_str()) {
+                Ok(Some(s))
+            } else {
+                Err(SessionError::AlreadyExists {
+                    what: "session",
+                    id: id.to_string(),
+                })
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Plans a fork of `source` (a dump of the source session) at `at`: the
-/// dump to import as the new session `id`, created at `now`.
-///
-/// `NotFound` for a seq the source never had or an invocation it does not
-/// hold. The fork is active, has no resolution key (the source keeps it),
-/// keeps the source's owner, metadata and expiry, and its own counters
-/// start from the cut.
+/// dump to import as the new session `id`, created at `now` (see
+/// [`ForkPlan::new`]).
 pub fn fork_dump(
     source: SessionDump,
     at: &ForkAt,
     id: SessionId,
     now: DateTime<Utc>,
 ) -> Result<SessionDump> {
-    let last_kept = match at {
-        ForkAt::Latest => source.last_seq,
-        ForkAt::Seq(seq) if (1..=source.last_seq).contains(seq) => *seq,
-        ForkAt::Seq(seq) => {
-            return Err(SessionError::NotFound {
-                what: "seq",
-                id: format!("{seq} in session {}", source.session.id),
-            })
-        }
-        ForkAt::Invocation(inv) => source
-            .events
-            .iter()
-            .find(|e| e.invocation_id.as_deref() == Some(inv.as_str()))
-            .map(|e| e.seq.saturating_sub(1))
-            .ok_or_else(|| SessionError::NotFound {
-                what: "invocation",
-                id: inv.to_string(),
-            })?,
-    };
     let SessionDump {
-        mut session,
+        session,
         initial_state,
+        last_seq,
         events,
         context,
         context_log,
         ..
     } = source;
-    let source_id = session.id.clone();
-    let by_seq: HashMap<u64, &SessionEvent> = events.iter().map(|e| (e.seq, e)).collect();
-    let (kept_ctx, removed_ctx): (Vec<u64>, Vec<u64>) =
-        context.iter().partition(|seq| **seq <= last_kept);
-    let wanted = replaced_by(removed_ctx.iter().filter_map(|s| by_seq.get(s).copied()));
-    let in_context: HashSet<u64> = kept_ctx.iter().copied().collect();
-    let restored: Vec<SessionEvent> = wanted
-        .iter()
-        .filter(|seq| **seq <= last_kept && !in_context.contains(seq))
-        .filter_map(|seq| by_seq.get(seq).map(|e| (*e).clone()))
-        .collect();
-    let after: Vec<SessionEvent> = kept_ctx
-        .iter()
-        .filter_map(|s| by_seq.get(s).map(|e| (*e).clone()))
-        .collect();
-    let brought_back = !restored.is_empty();
-    let context: Vec<u64> = merge_restored(after, restored)
-        .iter()
-        .map(|e| e.seq)
-        .collect();
-    let kept: Vec<SessionEvent> = events.into_iter().filter(|e| e.seq <= last_kept).collect();
-
-    // The context history up to the cut; a change whose context reaches
-    // past it belongs to the source's later life.
-    let mut context_log: Vec<ContextChange> = context_log
-        .into_iter()
-        .filter(|c| c.before_seq <= last_kept && c.context.iter().all(|r| r[1] <= last_kept))
-        .collect();
-    let mut version = session.version;
-    if brought_back {
-        version = next_version(version)?;
-        context_log.push(ContextChange::new(version, now, last_kept, &context));
-    }
-
-    session.state = RewindPlan::state(
-        &initial_state,
-        kept.iter().filter_map(|e| e.state_delta.as_ref()),
-    );
-    session
-        .metadata
-        .insert(FORKED_FROM.to_owned(), Value::from(source_id.as_str()));
-    session
-        .metadata
-        .insert(FORKED_AT_SEQ.to_owned(), Value::from(last_kept));
-    session.id = id;
-    session.key = None;
-    session.status = SessionStatus::Active;
-    session.created_at = now;
-    session.updated_at = now;
-    session.version = version;
-    Ok(SessionDump {
+    let outline = ForkSource {
         session,
         initial_state,
-        last_seq: last_kept,
-        events: kept,
+        last_seq,
+        events: events.iter().map(EventOutline::of).collect(),
         context,
-        shared: SharedState::default(),
         context_log,
+    };
+    let plan = ForkPlan::new(outline, at, id, now)?;
+    Ok(SessionDump {
+        events: events
+            .into_iter()
+            .filter(|e| e.seq <= plan.last_seq)
+            .collect(),
+        session: plan.session,
+        initial_state: plan.initial_state,
+        last_seq: plan.last_seq,
+        context: plan.context,
+        shared: SharedState::default(),
+        context_log: plan.context_log,
     })
 }
 

@@ -41,7 +41,9 @@ pub use filter::{
     visible_branches, EventFilter, EventMatcher, EventView, Page, SessionQuery, SyntheticFilter,
     Total, DEFAULT_PAGE_SIZE, MAX_METADATA_FILTERS,
 };
-pub use fork::{fork_dump, ForkAt, FORKED_AT_SEQ, FORKED_FROM};
+pub use fork::{
+    fork_dump, fork_target, EventOutline, ForkAt, ForkPlan, ForkSource, FORKED_AT_SEQ, FORKED_FROM,
+};
 pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};

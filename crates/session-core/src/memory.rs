@@ -93,6 +93,7 @@ impl Record {
             self.session.status,
         )
         .with_event_count(u64::try_from(self.archive.len()).unwrap_or(u64::MAX))
+        .with_event_bytes(self.session.event_bytes)
     }
 
     /// The events of `batch` this session already holds.
@@ -122,6 +123,10 @@ impl Record {
             self.archive.insert(n.seq, event);
         }
         self.session.event_count = u64::try_from(self.archive.len()).unwrap_or(u64::MAX);
+        self.session.event_bytes = self
+            .session
+            .event_bytes
+            .saturating_add(batch.added_bytes(new));
     }
 
     fn apply_state(&mut self, shared: &mut Shared<'_>, changes: &StateChanges) {
@@ -298,11 +303,13 @@ impl SessionRepository for InMemoryRepository {
         let Some(plan) = PrunePlan::new(&r.head(), expected_version)? else {
             return Ok(None);
         };
+        let bytes = SessionEvent::stored_bytes_of(seqs.iter().filter_map(|s| r.archive.get(s)))?;
         let gone: HashSet<u64> = seqs
             .iter()
             .copied()
             .filter(|s| r.archive.remove(s).is_some())
             .collect();
+        r.session.event_bytes = r.session.event_bytes.saturating_sub(bytes);
         r.index.remove(&gone);
         r.ids.retain(|_, seq| !gone.contains(seq));
         r.session.event_count = u64::try_from(r.archive.len()).unwrap_or(u64::MAX);
@@ -454,7 +461,10 @@ impl SessionRepository for InMemoryRepository {
                 .map(|e| e.seq)
         });
         let plan = RewindPlan::new(&r.head(), to, first)?;
+        let bytes =
+            SessionEvent::stored_bytes_of(r.archive.range(plan.from_seq..).map(|(_, e)| e))?;
         let removed = r.archive.split_off(&plan.from_seq);
+        r.session.event_bytes = r.session.event_bytes.saturating_sub(bytes);
         r.index.remove_from(plan.from_seq);
         r.ids.retain(|_, seq| *seq < plan.from_seq);
         r.context.retain(|seq| *seq < plan.from_seq);

@@ -34,71 +34,8 @@ use crate::state::{ScopedDelta, SharedDelta};
 use crate::validate::{check_seq_room, next_version, Limits};
 use crate::StateMap;
 
-/// `QuotaExceeded` when `fresh` more events would take the session past `max`.
-fn check_event_quota(head: &Head, fresh: usize, max: Option<u64>) -> Result<()> {
-    let Some(max) = max else { return Ok(()) };
-    let after = head
-        .event_count
-        .saturating_add(u64::try_from(fresh).unwrap_or(u64::MAX));
-    if after > max {
-        return Err(SessionError::QuotaExceeded {
-            id: head.id.to_string(),
-            quota: "events per session",
-            limit: max,
-            requested: after,
-        });
-    }
-    Ok(())
-}
-
-/// What a store read about a session before writing to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    /// The session.
-    pub id: SessionId,
-    /// The highest seq ever assigned.
-    pub last_seq: u64,
-    /// The current version.
-    pub version: u64,
-    /// How many events the archive holds (what the events quota counts);
-    /// set with [`Head::with_event_count`].
-    pub event_count: u64,
-    /// Whether the session is active or has ended; read in the same step
-    /// as `version`, so a write planned on an active head cannot land after
-    /// an `end` (which bumps the version).
-    pub status: SessionStatus,
-}
-
-impl Head {
-    /// The head of session `id` at `last_seq` and `version`, with `status`.
-    pub fn new(id: SessionId, last_seq: u64, version: u64, status: SessionStatus) -> Self {
-        Self {
-            id,
-            last_seq,
-            version,
-            event_count: 0,
-            status,
-        }
-    }
-
-    /// The head with the archive's event count, which a store reads in the
-    /// same step as the version (the quota of events per session needs it).
-    pub fn with_event_count(mut self, event_count: u64) -> Self {
-        self.event_count = event_count;
-        self
-    }
-
-    /// `SessionEnded` when the session has ended: its events and state are
-    /// read-only until it is reopened.
-    pub fn check_open(&self) -> Result<()> {
-        match self.status {
-            SessionStatus::Active => Ok(()),
-            SessionStatus::Archived => Err(SessionError::SessionEnded {
-                id: self.id.to_string(),
-            }),
-        }
-    }
-}
+mod head;
+pub use head::{Head, SessionQuota};
 
 /// Whether a session read for a write may be written: `NotFound` when
 /// there is none, `Expired` when its expiry is at or before `now`.
@@ -146,8 +83,8 @@ pub struct EventBatch {
     pub events: Vec<SessionEvent>,
     /// Each event's JSON encoding.
     pub bodies: Vec<String>,
-    /// The store's quota of events per session, checked by [`AppendPlan`].
-    pub max_session_events: Option<u64>,
+    /// The store's per-session quotas, checked by [`AppendPlan`].
+    pub quota: SessionQuota,
 }
 
 impl EventBatch {
@@ -157,7 +94,21 @@ impl EventBatch {
         Ok(Self {
             events,
             bodies,
-            max_session_events: limits.max_session_events,
+            quota: SessionQuota::of(limits),
+        })
+    }
+
+    /// The stored size of event `index` (its encoding's length in bytes).
+    pub fn stored_bytes(&self, index: usize) -> u64 {
+        self.bodies
+            .get(index)
+            .map_or(0, |b| u64::try_from(b.len()).unwrap_or(u64::MAX))
+    }
+
+    /// The stored sizes of the `new` events, summed.
+    pub fn added_bytes(&self, new: &[NewEvent]) -> u64 {
+        new.iter().fold(0u64, |sum, n| {
+            sum.saturating_add(self.stored_bytes(n.index))
         })
     }
 
@@ -233,6 +184,9 @@ pub struct AppendPlan {
     pub state: StateChanges,
     /// The token estimates of the new events, summed.
     pub added_tokens: u64,
+    /// The stored sizes of the new events, summed (what the session's
+    /// `event_bytes` grows by).
+    pub added_bytes: u64,
 }
 
 impl AppendPlan {
@@ -252,7 +206,6 @@ impl AppendPlan {
         if fresh > 0 {
             head.check_open()?;
             check_seq_room(head.last_seq, fresh)?;
-            check_event_quota(head, fresh, batch.max_session_events)?;
         }
         let version = if fresh > 0 {
             next_version(head.version)?
@@ -279,6 +232,11 @@ impl AppendPlan {
             state.add(e.state_delta.as_ref());
             added_tokens = added_tokens.saturating_add(u64::from(e.token_estimate));
         }
+        let added_bytes = batch.added_bytes(&new);
+        if fresh > 0 {
+            let events = u64::try_from(fresh).unwrap_or(u64::MAX);
+            batch.quota.check(head, events, added_bytes)?;
+        }
         Ok(Self {
             seqs,
             new,
@@ -286,6 +244,7 @@ impl AppendPlan {
             version,
             state,
             added_tokens,
+            added_bytes,
         })
     }
 
@@ -322,6 +281,9 @@ pub struct ContextPlan {
     pub context_tokens: u64,
     /// The highest seq before the write.
     pub before_seq: u64,
+    /// The stored sizes of the new events, summed (not checked against the
+    /// bytes quota: a replace shrinks what the agent reads).
+    pub added_bytes: u64,
 }
 
 impl ContextPlan {
@@ -353,6 +315,7 @@ impl ContextPlan {
             state: StateChanges::default(),
             context_tokens: 0,
             before_seq: head.last_seq,
+            added_bytes: 0,
         };
         for (index, e) in batch.events.iter().enumerate() {
             let (seq, tokens) = if let Some(s) = stored.get(&e.id) {
@@ -369,6 +332,7 @@ impl ContextPlan {
             plan.context.push(seq);
             plan.context_tokens = plan.context_tokens.saturating_add(u64::from(tokens));
         }
+        plan.added_bytes = batch.added_bytes(&plan.new);
         Ok(Some(plan))
     }
 
@@ -507,7 +471,8 @@ pub fn plan_update(head: &Head, update: &SessionUpdate) -> Result<u64> {
 /// What an import writes: the dump with its counters recomputed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportPlan {
-    /// The session, with `event_count` and `context_tokens` recomputed from the events.
+    /// The session, with `event_count`, `event_bytes` and `context_tokens`
+    /// recomputed from the events.
     pub dump: SessionDump,
     /// Each context seq's 1-based position in the context.
     pub positions: HashMap<u64, i64>,
@@ -528,6 +493,7 @@ impl ImportPlan {
             e.left_context = None;
         }
         dump.session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
+        dump.session.event_bytes = SessionEvent::stored_bytes_of(&dump.events)?;
         dump.session.context_tokens = dump.context_tokens();
         let positions = dump.context_positions();
         Ok(Some(Self { dump, positions }))
@@ -756,26 +722,5 @@ mod tests {
             plan_update(&ended, &SessionUpdate::new().expires_at(None)).unwrap(),
             6
         );
-    }
-
-    #[test]
-    fn the_events_quota_refuses_a_batch_that_would_pass_it_whole() {
-        let limits = Limits::default().with_max_session_events(3);
-        let at = |count: u64| head(count, count).with_event_count(count);
-        let two = EventBatch::new(
-            vec![event("a", &json!(null)), event("b", &json!(null))],
-            &limits,
-        )
-        .unwrap();
-        assert!(AppendPlan::new(&at(1), &two, &HashMap::new()).is_ok());
-        let err = AppendPlan::new(&at(2), &two, &HashMap::new()).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::QuotaExceeded);
-        assert_eq!(
-            err.to_string(),
-            "quota exceeded on s: 4 events per session is over the limit of 3"
-        );
-        // Events already held do not count again.
-        let held = HashMap::from([("a".to_owned(), Stored { seq: 1, tokens: 1 })]);
-        assert!(AppendPlan::new(&at(2), &two, &held).is_ok());
     }
 }

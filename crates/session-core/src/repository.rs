@@ -389,6 +389,37 @@ pub trait SessionRepository: Send + Sync {
         seqs: &[u64],
         expected_version: u64,
     ) -> Result<Option<crate::retention::Pruned>>;
+
+    /// Forks session `source` at `at` into the new session `id` created at
+    /// `now` (planned by [`crate::ForkPlan`]) and returns it; the source is
+    /// never touched. When `id` already holds a fork of `source` (a retried
+    /// fork whose answer was lost), that fork is returned.
+    ///
+    /// Default: one consistent export, planned in core, written by one
+    /// import. A store that can copy its stored rows overrides it to copy
+    /// the events as they are stored, without decoding them; a layer that
+    /// rewrites events (encryption) keeps the default.
+    async fn fork_session(
+        &self,
+        source: &SessionId,
+        at: &crate::ForkAt,
+        id: SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        let found = match self.get(&id).await {
+            Ok(s) => Some(s),
+            Err(SessionError::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(held) = crate::fork_target(found, source, &id, now)? {
+            return Ok(held);
+        }
+        let dump = self.export_session(source).await?;
+        let fork = crate::fork_dump(dump, at, id, now)?;
+        let id = fork.session.id.clone();
+        self.import_session(fork).await?;
+        self.get(&id).await
+    }
 }
 
 /// What [`SessionRepository::erase_user`] removed.
@@ -522,20 +553,17 @@ pub trait SessionRepositoryExt: SessionRepository {
         }
     }
 
-    /// Forks session `source` at `at` into a new session created at `now`
-    /// (see [`crate::fork_dump`]): one consistent export of the source,
-    /// planned in core and written by one import, so the source is never touched.
+    /// Forks session `source` at `at` into a new session with a generated
+    /// id, created at `now` (see [`SessionRepository::fork_session`]); the
+    /// source is never touched.
     async fn fork(
         &self,
         source: &SessionId,
         at: &crate::ForkAt,
         now: DateTime<Utc>,
     ) -> Result<Session> {
-        let dump = self.export_session(source).await?;
-        let fork = crate::fork_dump(dump, at, SessionId::generate(), now)?;
-        let id = fork.session.id.clone();
-        self.import_session(fork).await?;
-        self.get(&id).await
+        self.fork_session(source, at, SessionId::generate(), now)
+            .await
     }
 
     /// Appends one event; returns its seq.
@@ -616,6 +644,15 @@ macro_rules! forward_repository {
             }
             async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
                 (**self).import_session(dump).await
+            }
+            async fn fork_session(
+                &self,
+                source: &SessionId,
+                at: &crate::ForkAt,
+                id: SessionId,
+                now: DateTime<Utc>,
+            ) -> Result<Session> {
+                (**self).fork_session(source, at, id, now).await
             }
         }
     )*};

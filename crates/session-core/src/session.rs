@@ -92,6 +92,10 @@ pub struct Session {
     pub state: StateMap,
     /// Events in the archive.
     pub event_count: u64,
+    /// Bytes the archive's events take as stored (their JSON encoding,
+    /// sealed when the store is encrypted): what the bytes quota counts.
+    #[serde(default)]
+    pub event_bytes: u64,
     /// Sum of the token estimates of the events in the context.
     pub context_tokens: u64,
     /// Bumped by exactly one on every successful mutation; never goes back.
@@ -216,6 +220,7 @@ impl NewSession {
             metadata: self.metadata.clone(),
             state: crate::state::ScopedDelta::split(&self.state).session,
             event_count: 0,
+            event_bytes: 0,
             context_tokens: 0,
             version: 0,
         }

@@ -49,17 +49,27 @@ pub fn split_url_query<'a>(
 }
 
 /// The store-level quota settings any store URL takes, whatever its engine.
-pub const QUOTA_PARAMS: [&str; 2] = ["max_session_events", "max_user_sessions"];
+pub const QUOTA_PARAMS: [&str; 3] = [
+    "max_session_events",
+    "max_session_bytes",
+    "max_user_sessions",
+];
 
 /// Takes the quota settings ([`QUOTA_PARAMS`]) out of a store URL's query:
 /// the URL without them (for the engine's own parsing) and `limits` with
-/// them applied. A value that is not a whole number is `InvalidInput`.
+/// them applied. A count is a whole number; `max_session_bytes` may carry
+/// a unit (`kB`, `MB`, `GB` in powers of 1000, `KiB`, `MiB`, `GiB` in
+/// powers of 1024). Anything else is `InvalidInput`.
 ///
 /// ```
 /// use session_core::{limits_from_url, Limits};
-/// let (url, limits) = limits_from_url("redis://h/0?prefix=a&max_session_events=500", Limits::default()).unwrap();
+/// let (url, limits) = limits_from_url(
+///     "redis://h/0?prefix=a&max_session_events=500&max_session_bytes=2MiB",
+///     Limits::default(),
+/// ).unwrap();
 /// assert_eq!(url, "redis://h/0?prefix=a");
 /// assert_eq!(limits.max_session_events, Some(500));
+/// assert_eq!(limits.max_session_bytes, Some(2 * 1024 * 1024));
 /// ```
 pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)> {
     let Some((base, query)) = url.split_once('?') else {
@@ -69,17 +79,10 @@ pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         if QUOTA_PARAMS.contains(&name) {
-            let n = value.parse::<u64>().map_err(|e| {
-                SessionError::invalid_because(
-                    "store URL",
-                    format!("{name}={value:?} is not a whole number"),
-                    e,
-                )
-            })?;
-            limits = if name == "max_user_sessions" {
-                limits.with_max_user_sessions(n)
-            } else {
-                limits.with_max_session_events(n)
+            limits = match name {
+                "max_user_sessions" => limits.with_max_user_sessions(whole(name, value)?),
+                "max_session_bytes" => limits.with_max_session_bytes(byte_size(name, value)?),
+                _ => limits.with_max_session_events(whole(name, value)?),
             };
         } else {
             rest.push(pair);
@@ -93,9 +96,54 @@ pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)
     Ok((url, limits))
 }
 
+fn whole(name: &str, value: &str) -> Result<u64> {
+    value.parse::<u64>().map_err(|e| {
+        SessionError::invalid_because(
+            "store URL",
+            format!("{name}={value:?} is not a whole number"),
+            e,
+        )
+    })
+}
+
+/// A size in bytes: a whole number with an optional decimal or binary unit.
+fn byte_size(name: &str, value: &str) -> Result<u64> {
+    const UNITS: [(&str, u64); 7] = [
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("kB", 1_000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+        ("B", 1),
+    ];
+    let (digits, unit) = UNITS
+        .iter()
+        .find_map(|(suffix, unit)| value.strip_suffix(suffix).map(|d| (d, *unit)))
+        .unwrap_or((value, 1));
+    whole(name, digits.trim())?
+        .checked_mul(unit)
+        .ok_or_else(|| SessionError::invalid("store URL", format!("{name}={value:?} is too large")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_quotas_take_decimal_and_binary_units() {
+        let bytes = |v: &str| {
+            limits_from_url(&format!("fs://d?max_session_bytes={v}"), Limits::default())
+                .map(|(_, l)| l.max_session_bytes)
+        };
+        assert_eq!(bytes("4096").unwrap(), Some(4096));
+        assert_eq!(bytes("10kB").unwrap(), Some(10_000));
+        assert_eq!(bytes("3MiB").unwrap(), Some(3 << 20));
+        assert_eq!(bytes("1GB").unwrap(), Some(1_000_000_000));
+        for bad in ["", "ten", "5 TB", "-1MB", "99999999999GiB"] {
+            assert!(bytes(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn unknown_and_repeated_parameters_are_refused() {

@@ -164,6 +164,10 @@ pub struct Limits {
     /// Quota: most events one session may hold; an append past it is
     /// `QuotaExceeded` and writes nothing (default: none).
     pub max_session_events: Option<u64>,
+    /// Quota: most bytes one session's events may take as stored (see
+    /// `Session::event_bytes`); an append past it is `QuotaExceeded` and
+    /// writes nothing (default: none).
+    pub max_session_bytes: Option<u64>,
     /// Quota: most live sessions one user may hold in an app; a create or
     /// an import of a new session past it is `QuotaExceeded` (default: none).
     pub max_user_sessions: Option<u64>,
@@ -176,6 +180,7 @@ impl Default for Limits {
             max_page_size: 1000,
             max_batch_events: 10_000,
             max_session_events: None,
+            max_session_bytes: None,
             max_user_sessions: None,
         }
     }
@@ -198,6 +203,14 @@ impl Limits {
     /// append; context replaces and imports are not counted against it).
     pub fn with_max_session_events(mut self, n: u64) -> Self {
         self.max_session_events = Some(n);
+        self
+    }
+
+    /// Sets the quota of bytes per session: the stored size of its events
+    /// (checked atomically with each append; context replaces and imports
+    /// are not counted against it, but what they write is counted).
+    pub fn with_max_session_bytes(mut self, bytes: u64) -> Self {
+        self.max_session_bytes = Some(bytes);
         self
     }
 
@@ -230,6 +243,7 @@ impl Limits {
             max_page_size: 1000,
             max_batch_events: usize::MAX,
             max_session_events: None,
+            max_session_bytes: None,
             max_user_sessions: None,
         }
     }

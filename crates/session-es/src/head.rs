@@ -155,6 +155,7 @@ impl Head {
             self.session.status,
         )
         .with_event_count(self.session.event_count)
+        .with_event_bytes(self.session.event_bytes)
     }
 
     /// The version a write planned and its activity time.
@@ -187,6 +188,10 @@ impl Head {
         self.last_seq = last_seq;
         let added = u64::try_from(new.len()).unwrap_or(u64::MAX);
         self.session.event_count = self.session.event_count.saturating_add(added);
+        self.session.event_bytes = self
+            .session
+            .event_bytes
+            .saturating_add(batch.added_bytes(new));
         apply_delta(&mut self.session.state, state);
     }
 
@@ -199,7 +204,12 @@ impl Head {
 
     /// Drops every event from seq `from` on: state replayed over `kept` (the
     /// live events before it), counters recomputed, the range marked dead.
-    pub(crate) fn rewind_to(&mut self, from: u64, kept: &[&SessionEvent]) {
+    pub(crate) fn rewind_to(
+        &mut self,
+        from: u64,
+        kept: &[&SessionEvent],
+    ) -> session_core::Result<()> {
+        self.session.event_bytes = SessionEvent::stored_bytes_of(kept.iter().copied())?;
         self.session.state = RewindPlan::state(
             &self.initial_state,
             kept.iter().filter_map(|e| e.state_delta.as_ref()),
@@ -215,11 +225,14 @@ impl Head {
         self.dead.push([from, self.last_seq]);
         self.dead = crate::body::merge_ranges(&self.dead);
         self.pending.clear();
+        Ok(())
     }
 
-    /// Drops the live events at `gone` (an archive prune): their seqs
-    /// marked dead, the event count lowered; context and state stay.
-    pub(crate) fn prune(&mut self, gone: &[u64]) {
+    /// Drops the live events at `gone` (an archive prune) that took
+    /// `bytes` as stored: their seqs marked dead, the counters lowered;
+    /// context and state stay.
+    pub(crate) fn prune(&mut self, gone: &[u64], bytes: u64) {
+        self.session.event_bytes = self.session.event_bytes.saturating_sub(bytes);
         let removed = u64::try_from(gone.len()).unwrap_or(u64::MAX);
         self.session.event_count = self.session.event_count.saturating_sub(removed);
         self.dead.extend(gone.iter().map(|s| [*s, *s]));

@@ -239,7 +239,7 @@ impl SessionRepository for EsRepository {
             let kept: Vec<&SessionEvent> = all.iter().filter(|e| e.seq < plan.from_seq).collect();
             let removed = all.len() - kept.len();
             let mut head = cur.head.clone();
-            head.rewind_to(plan.from_seq, &kept);
+            head.rewind_to(plan.from_seq, &kept)?;
             head.stamp(plan.version, self.now());
             if self.commit(&memo, &cur, &head).await? {
                 self.drop_rewound(id, &head.inc, plan.from_seq).await;
@@ -266,15 +266,13 @@ impl SessionRepository for EsRepository {
             let Some(plan) = PrunePlan::new(&cur.head.plan(), expected_version)? else {
                 return Ok(None);
             };
-            let gone: Vec<u64> = self
-                .all_events(&cur.head)
-                .await?
-                .iter()
-                .map(|e| e.seq)
-                .filter(|s| wanted.contains(s))
-                .collect();
+            let all = self.all_events(&cur.head).await?;
+            let going: Vec<&SessionEvent> =
+                all.iter().filter(|e| wanted.contains(&e.seq)).collect();
+            let bytes = SessionEvent::stored_bytes_of(going.iter().copied())?;
+            let gone: Vec<u64> = going.iter().map(|e| e.seq).collect();
             let mut head = cur.head.clone();
-            head.prune(&gone);
+            head.prune(&gone, bytes);
             head.session.version = plan.version;
             if self.commit(&memo, &cur, &head).await? {
                 self.drop_pruned(id, &head.inc, &gone).await;

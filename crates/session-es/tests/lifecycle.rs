@@ -25,18 +25,22 @@ async fn erase_user_leaves_no_document_of_the_user() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_events_quota_holds_under_racing_writers() {
+async fn the_session_quotas_hold_under_racing_writers() {
     let node = fake_es::FakeServer::start().await;
-    let repo = EsRepository::builder(node.url())
-        .prefix("quota")
-        .limits(
-            session_core::Limits::default()
-                .with_max_session_events(session_testkit::quota::MAX_SESSION_EVENTS),
-        )
-        .connect()
-        .await
-        .unwrap();
-    session_testkit::quota::events_per_session(std::sync::Arc::new(repo)).await;
+    let repo = std::sync::Arc::new(
+        EsRepository::builder(node.url())
+            .prefix("quota")
+            .limits(
+                session_core::Limits::default()
+                    .with_max_session_events(session_testkit::quota::MAX_SESSION_EVENTS)
+                    .with_max_session_bytes(session_testkit::quota::MAX_SESSION_BYTES),
+            )
+            .connect()
+            .await
+            .unwrap(),
+    );
+    session_testkit::quota::events_per_session(repo.clone()).await;
+    session_testkit::quota::bytes_per_session(repo).await;
 }
 
 /// Behind the encryption layer, no document of any index holds a canary

@@ -34,6 +34,7 @@ impl SessionFile {
             self.session.status,
         )
         .with_event_count(self.session.event_count)
+        .with_event_bytes(self.session.event_bytes)
     }
 
     /// The file with its session's expiry, as [`session_core::plan`] takes it.

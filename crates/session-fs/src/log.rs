@@ -160,6 +160,7 @@ pub(crate) fn recover(dir: &Path, mut file: SessionFile, sync: bool) -> Result<S
         let scan = scan(&log, keep_to, &id, Some)?;
         file.log_bytes = keep_to;
         file.session.event_count = count(scan.events.len());
+        file.session.event_bytes = SessionEvent::stored_bytes_of(&scan.events)?;
         let seqs: Vec<u64> = scan.events.iter().map(|e| e.seq).collect();
         let ctx: HashSet<u64> = file.context.resolve(&seqs).into_iter().collect();
         file.context.seqs.retain(|s| seqs.contains(s));

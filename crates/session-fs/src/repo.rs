@@ -166,6 +166,7 @@ impl Inner {
         file.last_seq = plan.last_seq;
         let s = &mut file.session;
         s.event_count = s.event_count.saturating_add(count(plan.new.len()));
+        s.event_bytes = s.event_bytes.saturating_add(plan.added_bytes);
         s.context_tokens = s.context_tokens.saturating_add(plan.added_tokens);
         apply_delta(&mut s.state, &plan.state.session);
         self.commit(&dir, &mut file, plan.version)?;
@@ -203,6 +204,7 @@ impl Inner {
         };
         let s = &mut file.session;
         s.event_count = s.event_count.saturating_add(count(plan.new.len()));
+        s.event_bytes = s.event_bytes.saturating_add(plan.added_bytes);
         s.context_tokens = plan.context_tokens;
         apply_delta(&mut s.state, &plan.state.session);
         self.commit(&dir, &mut file, plan.version)?;
@@ -233,6 +235,7 @@ impl Inner {
         for e in &mut kept {
             e.session_id.clear();
         }
+        let kept_bytes = SessionEvent::stored_bytes_of(&kept)?;
         let lines = log::encode(&kept)?;
         write_atomic(&log::path(&dir), &lines, self.sync)?;
         file.log_bytes = count(lines.len());
@@ -245,6 +248,7 @@ impl Inner {
             kept.iter().filter_map(|e| e.state_delta.as_ref()),
         );
         s.event_count = count(kept.len());
+        s.event_bytes = kept_bytes;
         s.context_tokens = kept
             .iter()
             .filter(|e| context.contains(&e.seq))
@@ -272,6 +276,7 @@ impl Inner {
             .filter(|e| !gone.contains(&e.seq))
             .collect();
         let removed = held.saturating_sub(kept.len());
+        let kept_bytes = SessionEvent::stored_bytes_of(&kept)?;
         if removed > 0 {
             for e in &mut kept {
                 e.session_id.clear();
@@ -283,6 +288,7 @@ impl Inner {
             search_index::discard(&dir)?;
         }
         file.session.event_count = count(kept.len());
+        file.session.event_bytes = kept_bytes;
         file.session.version = plan.version;
         self.save(&dir, &file)?;
         self.ids.lock().forget(id);

@@ -13,6 +13,7 @@
 
 mod error;
 mod events;
+mod fork;
 mod history;
 mod quiet;
 mod repo;
@@ -35,7 +36,7 @@ use crate::schema::{valid_schema_name, Tables};
 pub(crate) const BACKEND: &str = "postgres";
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Options for connecting a [`PostgresRepository`].
 #[derive(Clone)]

@@ -14,7 +14,7 @@ use session_core::plan::{
 };
 use session_core::retention::{PrunePlan, Pruned};
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView,
+    prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
     Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
     SessionUpdate, SharedState, UserId,
@@ -110,7 +110,7 @@ async fn lock_and_held(
 
 /// The sessions-per-user quota for a new session `s`, counted under the
 /// owner's advisory lock.
-async fn check_owner_quota(
+pub(crate) async fn check_owner_quota(
     tx: &Transaction<'_>,
     t: &Tables,
     limits: &Limits,
@@ -198,6 +198,7 @@ async fn append(
         last_seq: plan.last_seq,
         next_ctx_pos,
         added: plan.new.len(),
+        added_bytes: plan.added_bytes,
         tokens: Tokens::Add(plan.added_tokens),
     };
     persist(tx, t, id, &mut locked, &rows, &plan.state, advance, now).await?;
@@ -238,6 +239,7 @@ async fn replace_context(
         last_seq: plan.last_seq,
         next_ctx_pos,
         added: plan.new.len(),
+        added_bytes: plan.added_bytes,
         tokens: Tokens::Set(plan.context_tokens),
     };
     // After the context is cleared and placed, the rest is as for an append.
@@ -522,6 +524,28 @@ impl SessionRepository for PostgresRepository {
                 context_log,
             })
         })
+    }
+
+    async fn fork_session(
+        &self,
+        source: &SessionId,
+        at: &ForkAt,
+        id: SessionId,
+        now: DateTime<Utc>,
+    ) -> session_core::Result<Session> {
+        let t = &self.tables;
+        write_tx!(self, |tx, clock| crate::fork::fork(
+            &tx,
+            t,
+            &self.limits,
+            source,
+            at,
+            crate::fork::ForkTo {
+                id: &id,
+                created: now,
+                now: clock,
+            }
+        ))
     }
 
     async fn import_session(&self, dump: SessionDump) -> session_core::Result<ImportOutcome> {

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_context_base.sql")),
     (4, include_str!("../migrations/0004_context_changes.sql")),
     (5, include_str!("../migrations/0005_rank_without_index.sql")),
+    (6, include_str!("../migrations/0006_event_bytes.sql")),
 ];
 
 /// The qualified table names of one schema.

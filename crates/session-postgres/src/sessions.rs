@@ -15,10 +15,11 @@ use crate::quiet::Quiet;
 use crate::schema::Tables;
 use crate::sql::{count, expiry, from_micros, micros, offset, sql_int, sql_len, Conditions};
 
-const SESSION_COLUMNS: &str = "id, app, user_id, key, status, created_at, updated_at, expires_at, \
-     metadata, state, event_count, context_tokens, version";
+pub(crate) const SESSION_COLUMNS: &str =
+    "id, app, user_id, key, status, created_at, updated_at, expires_at, \
+     metadata, state, event_count, context_tokens, version, event_bytes";
 
-fn decode_session(row: &Row) -> R<Session> {
+pub(crate) fn decode_session(row: &Row) -> R<Session> {
     let id: String = row.try_get(0)?;
     let ctx = |field: &str| format!("session {id} {field}");
     let status: String = row.try_get(4)?;
@@ -35,6 +36,7 @@ fn decode_session(row: &Row) -> R<Session> {
         metadata: decode_state(row.try_get(8)?, || ctx("metadata"))?,
         state: decode_state(row.try_get(9)?, || ctx("state"))?,
         event_count: count(row.try_get(10)?),
+        event_bytes: count(row.try_get(13)?),
         context_tokens: count(row.try_get(11)?),
         version: stored_counter(row.try_get(12)?, MAX_VERSION, || ctx("version"))?,
         id: stored_id(&id, || ctx("id"))?,
@@ -42,7 +44,11 @@ fn decode_session(row: &Row) -> R<Session> {
 }
 
 /// A row with the expiry in its column `idx`, as the planner's checks take it.
-fn with_expiry(row: Option<Row>, idx: usize, id: &str) -> R<Option<(Row, Option<DateTime<Utc>>)>> {
+pub(crate) fn with_expiry(
+    row: Option<Row>,
+    idx: usize,
+    id: &str,
+) -> R<Option<(Row, Option<DateTime<Utc>>)>> {
     row.map(|row| {
         let at = expiry(&row, idx, id)?;
         Ok((row, at))
@@ -126,7 +132,7 @@ pub(crate) async fn lock_statement(tx: &Transaction<'_>, t: &Tables) -> R<Statem
     Ok(tx
         .prepare_cached(&format!(
             "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status, \
-             event_count FROM {} WHERE id = $1 FOR UPDATE",
+             event_count, event_bytes FROM {} WHERE id = $1 FOR UPDATE",
             t.sessions
         ))
         .await?)
@@ -164,8 +170,13 @@ pub(crate) async fn lock_with(
     let events = stored_counter(row.try_get(8)?, MAX_SEQ, || {
         format!("session {id} event_count")
     })?;
+    let bytes = stored_counter(row.try_get(9)?, u64::MAX, || {
+        format!("session {id} event_bytes")
+    })?;
     Ok(Locked {
-        head: Head::new(id.clone(), last_seq, version, status).with_event_count(events),
+        head: Head::new(id.clone(), last_seq, version, status)
+            .with_event_count(events)
+            .with_event_bytes(bytes),
         app: row.try_get(0)?,
         user_id: row.try_get(1)?,
         state: LazyState::new(row.try_get(3)?, id),
@@ -307,8 +318,8 @@ pub(crate) async fn insert(
     let stmt = tx
         .prepare_cached(&format!(
             "INSERT INTO {} (id, app, user_id, key, status, created_at, updated_at, expires_at, metadata, \
-             state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos, \
+             event_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
             t.sessions
         ))
         .await?;
@@ -331,6 +342,7 @@ pub(crate) async fn insert(
             &sql_int(s.version),
             &sql_int(last_seq),
             &next_ctx_pos,
+            &sql_int(s.event_bytes),
         ],
     )
     .await?;
@@ -405,6 +417,8 @@ pub(crate) struct Advance {
     pub(crate) next_ctx_pos: i64,
     /// Events added to the archive.
     pub(crate) added: usize,
+    /// Their stored bytes.
+    pub(crate) added_bytes: u64,
     pub(crate) tokens: Tokens,
 }
 
@@ -424,7 +438,7 @@ pub(crate) async fn advance(
         .prepare_cached(&format!(
             "UPDATE {} SET state = COALESCE($2, state), version = $3, last_seq = $4, \
              next_ctx_pos = $5, event_count = event_count + $7, context_tokens = {tokens_sql}, \
-             updated_at = GREATEST(updated_at, $8) WHERE id = $1",
+             updated_at = GREATEST(updated_at, $8), event_bytes = event_bytes + $9 WHERE id = $1",
             t.sessions
         ))
         .await?;
@@ -439,6 +453,7 @@ pub(crate) async fn advance(
             &sql_int(tokens),
             &sql_len(a.added),
             &micros(now),
+            &sql_int(a.added_bytes),
         ],
     )
     .await?;
@@ -459,10 +474,28 @@ pub(crate) async fn initial_state(tx: &Transaction<'_>, t: &Tables, id: &Session
     })?)
 }
 
-/// Writes the session row after a rewind: the replayed state, the new
-/// version, and the counters recounted from the remaining events.
-/// Records an archive prune: the new version and event count; the
-/// activity time stays.
+/// The archive's counters of session `$1`, recounted from the rows left
+/// (`e` names the events table).
+fn recount_sql(e: &str) -> String {
+    format!(
+        "event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1), \
+         event_bytes = (SELECT COALESCE(SUM(octet_length(body)), 0) FROM {e} WHERE session_id = $1)"
+    )
+}
+
+/// Recounts the archive's counters of session `id` from its rows.
+pub(crate) async fn recount(tx: &Transaction<'_>, t: &Tables, id: &SessionId) -> R<()> {
+    let sql = format!(
+        "UPDATE {} SET {} WHERE id = $1",
+        t.sessions,
+        recount_sql(&t.events)
+    );
+    tx.run(&sql, &[&id.as_str()]).await?;
+    Ok(())
+}
+
+/// Records an archive prune: the new version and the archive's counters;
+/// the activity time stays.
 pub(crate) async fn pruned(
     tx: &Transaction<'_>,
     t: &Tables,
@@ -471,16 +504,17 @@ pub(crate) async fn pruned(
 ) -> R<()> {
     let stmt = tx
         .prepare_cached(&format!(
-            "UPDATE {s} SET version = $2, \
-             event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1) WHERE id = $1",
+            "UPDATE {s} SET version = $2, {counters} WHERE id = $1",
             s = t.sessions,
-            e = t.events
+            counters = recount_sql(&t.events)
         ))
         .await?;
     tx.run(&stmt, &[&id.as_str(), &sql_int(version)]).await?;
     Ok(())
 }
 
+/// Writes the session row after a rewind: the replayed state, the new
+/// version, and the counters recounted from the remaining events.
 pub(crate) async fn rewound(
     tx: &Transaction<'_>,
     t: &Tables,
@@ -491,13 +525,13 @@ pub(crate) async fn rewound(
 ) -> R<()> {
     let stmt = tx
         .prepare_cached(&format!(
-            "UPDATE {s} SET state = $2, version = $4, \
-             event_count = (SELECT COUNT(*) FROM {e} WHERE session_id = $1), \
+            "UPDATE {s} SET state = $2, version = $4, {counters}, \
              context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM {e} \
                                WHERE session_id = $1 AND ctx_pos >= {s}.ctx_base), \
              updated_at = GREATEST(updated_at, $3) WHERE id = $1",
             s = t.sessions,
-            e = t.events
+            e = t.events,
+            counters = recount_sql(&t.events)
         ))
         .await?;
     tx.run(

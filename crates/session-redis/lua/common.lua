@@ -78,6 +78,15 @@ local function set_head()
   if #fields > 0 then redis.call('HSET', KEYS[S], unpack(fields)) end
 end
 
+-- Lowers the head's count of stored event bytes by `bytes` (events that
+-- left the archive), never below zero.
+local function drop_bytes(bytes)
+  local held = tonumber(redis.call('HGET', KEYS[S], 'event_bytes') or '0') or 0
+  local left = held - bytes
+  if left < 0 then left = 0 end
+  redis.call('HSET', KEYS[S], 'event_bytes', string.format('%.0f', left))
+end
+
 -- Whether the session already holds an id of the count of events at the
 -- next argument (read without consuming them): a plan made without reading
 -- the held ids (an append from a remembered head) must not write then.

@@ -5,8 +5,10 @@ if not begin(true) then return -1 end
 local sid, o = arg(), owner()
 local from = count()
 local gone = redis.call('ZRANGEBYSCORE', KEYS[ARC], from, '+inf')
+local bytes = 0
 for _, seq in ipairs(gone) do
   local body = redis.call('HGET', KEYS[EV], seq)
+  bytes = bytes + string.len(body or '')
   local ok, e = pcall(cjson.decode, body or '')
   if ok and type(e) == 'table' and e.id then redis.call('HDEL', KEYS[IDS], e.id) end
   redis.call('HDEL', KEYS[EV], seq)
@@ -25,6 +27,7 @@ local tokens = 0
 for _, seq in ipairs(redis.call('ZRANGE', KEYS[CTX], 0, -1)) do tokens = tokens + tokens_of(seq) end
 redis.call('HSET', KEYS[S], 'context_tokens', string.format('%.0f', tokens),
   'event_count', redis.call('ZCARD', KEYS[ARC]))
+drop_bytes(bytes)
 index(o, sid)
 touch()
 return #gone

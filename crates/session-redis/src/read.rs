@@ -21,7 +21,7 @@ pub(crate) const CHUNK: usize = 500;
 
 /// The head fields a write reads. The first [`FINGERPRINT`] of them are
 /// what a write script checks are unchanged before it writes.
-const HEAD_FIELDS: [&str; 11] = [
+const HEAD_FIELDS: [&str; 12] = [
     "version",
     "last_seq",
     "expires_at",
@@ -33,6 +33,7 @@ const HEAD_FIELDS: [&str; 11] = [
     "event_count",
     "context_tokens",
     "status",
+    "event_bytes",
 ];
 
 /// How many of [`HEAD_FIELDS`] make the fingerprint: the version and last
@@ -107,6 +108,15 @@ impl HeadFields {
         stored_counter(self.int(id, name)?, max, || format!("session {id} {name}"))
     }
 
+    /// The bytes the archive's events take as stored (0 for a session
+    /// written before they were counted).
+    pub(crate) fn event_bytes(&self, id: &str) -> session_core::Result<u64> {
+        match self.get("event_bytes") {
+            None | Some("") => Ok(0),
+            Some(_) => self.counter(id, "event_bytes", u64::MAX),
+        }
+    }
+
     /// The last activity, in microseconds.
     pub(crate) fn updated_micros(&self, id: &str) -> session_core::Result<i64> {
         self.int(id, "updated_at")
@@ -143,7 +153,8 @@ impl HeadFields {
             self.counter(id, "version", MAX_VERSION)?,
             SessionStatus::stored(status, || format!("session {id} status"))?,
         )
-        .with_event_count(self.counter(id, "event_count", MAX_SEQ)?))
+        .with_event_count(self.counter(id, "event_count", MAX_SEQ)?)
+        .with_event_bytes(self.event_bytes(id)?))
     }
 }
 
@@ -182,6 +193,10 @@ pub(crate) fn decode_session(
         metadata: serde_json::from_str(get("metadata")).map_err(|e| corrupt(id, "metadata", e))?,
         state,
         event_count: counter("event_count", u64::MAX)?,
+        event_bytes: match get("event_bytes") {
+            "" => 0,
+            _ => counter("event_bytes", u64::MAX)?,
+        },
         context_tokens: counter("context_tokens", u64::MAX)?,
         version: counter("version", MAX_VERSION)?,
     })

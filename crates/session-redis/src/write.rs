@@ -98,6 +98,7 @@ fn session_fields(
         ("ttl_at", ttl_at(s.expires_at)),
         ("metadata", json(&s.metadata)?),
         ("event_count", s.event_count.to_string()),
+        ("event_bytes", s.event_bytes.to_string()),
         ("context_tokens", s.context_tokens.to_string()),
         ("version", s.version.to_string()),
         ("last_seq", last_seq.to_string()),
@@ -215,6 +216,9 @@ impl RedisRepository {
             Some(context) => (true, context.to_vec()),
         };
         let events = read.counter(id, "event_count", u64::MAX)?;
+        let bytes = read
+            .event_bytes(id)?
+            .saturating_add(batch.added_bytes(plan.new));
         let tokens = match plan.tokens {
             Tokens::Added(n) => read
                 .counter(id, "context_tokens", u64::MAX)?
@@ -235,6 +239,7 @@ impl RedisRepository {
             ("version", plan.version.to_string()),
             ("updated_at", updated.to_string()),
             ("context_tokens", tokens.to_string()),
+            ("event_bytes", bytes.to_string()),
         ];
         let context: Vec<(u64, u64)> = (next_pos..).zip(joining).collect();
         let changes = match plan.replace {

@@ -132,6 +132,10 @@ async fn exports(repo: &RedisRepository) -> Value {
         let mut value = serde_json::to_value(dump).unwrap();
         if let Some(fields) = value.as_object_mut() {
             fields.remove("context_log");
+            // Added since v0.1 (sessions written before count from 0).
+            if let Some(session) = fields.get_mut("session").and_then(Value::as_object_mut) {
+                session.remove("event_bytes");
+            }
         }
         out.insert(id, value);
     }
@@ -266,6 +270,8 @@ async fn a_store_written_by_v0_1_reads_unchanged() {
         .await
         .unwrap();
     assert_eq!((out.seqs, out.version), (vec![7], 8));
+    let counted = repo.get(&sid("s-1")).await.unwrap().event_bytes;
+    assert!(counted > 0, "a v0.1 session counts the bytes it gains");
     drop_prefix(&prefix);
 }
 
@@ -287,6 +293,16 @@ async fn writes_keep_the_v0_1_layout() {
     );
     let dumped = repo.export_session(&sid("s-1")).await.unwrap();
     assert_eq!(dumped.context_log.len(), 1);
+    // The one head field added since v0.1: the stored bytes of the events.
+    for (session, id) in [("P:{s-1}:s", "s-1"), ("P:{s-2}:s", "s-2")] {
+        let bytes = keys
+            .get_mut(session)
+            .and_then(|k| k["content"].as_object_mut())
+            .and_then(|fields| fields.remove("event_bytes"));
+        let stored = repo.get(&sid(id)).await.unwrap().event_bytes;
+        assert_eq!(bytes, Some(json!(stored.to_string())), "{session}");
+        assert!(stored > 0);
+    }
     let expected: BTreeMap<String, Value> =
         serde_json::from_value(fixture["keys"].clone()).unwrap();
     for (name, key) in &expected {

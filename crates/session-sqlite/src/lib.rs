@@ -12,6 +12,7 @@
 
 mod error;
 mod events;
+mod fork;
 mod history;
 mod repo;
 mod schema;

@@ -9,7 +9,7 @@ use session_core::plan::{
 };
 use session_core::retention::{PrunePlan, Pruned};
 use session_core::{
-    prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView,
+    prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode,
     SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
     SessionUpdate, SharedState, UserId,
@@ -137,6 +137,7 @@ impl SessionRepository for SqliteRepository {
                 last_seq: plan.last_seq,
                 next_ctx_pos: pos,
                 added: plan.new.len(),
+                added_bytes: plan.added_bytes,
                 tokens: Tokens::Add(plan.added_tokens),
             };
             write_head(tx, &mut h, &plan.state, &advance, now)?;
@@ -204,6 +205,7 @@ impl SessionRepository for SqliteRepository {
                 last_seq: plan.last_seq,
                 next_ctx_pos: pos,
                 added: plan.new.len(),
+                added_bytes: plan.added_bytes,
                 tokens: Tokens::Set(plan.context_tokens),
             };
             write_head(tx, &mut h, &plan.state, &advance, now)?;
@@ -295,6 +297,29 @@ impl SessionRepository for SqliteRepository {
                 shared,
                 context_log,
             })
+        })
+        .await
+    }
+
+    async fn fork_session(
+        &self,
+        source: &SessionId,
+        at: &ForkAt,
+        id: SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        let (source, at) = (source.clone(), at.clone());
+        self.write(move |tx, clock, inner| {
+            let to = crate::fork::ForkTo {
+                id: &id,
+                created: now,
+                now: clock,
+            };
+            let fork = crate::fork::fork(tx, &source, &at, &to, |s| {
+                check_owner_quota(tx, inner, s, clock)
+            })?;
+            inner.indexing().after_insert(tx)?;
+            Ok(fork)
         })
         .await
     }

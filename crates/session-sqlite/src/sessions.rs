@@ -58,7 +58,7 @@ pub(crate) fn next_position(pos: i64) -> Result<i64> {
 }
 
 const SESSION_COLUMNS: &str = "id, app, user_id, key, status, created_at, updated_at, expires_at, \
-     metadata, state, event_count, context_tokens, version";
+     metadata, state, event_count, context_tokens, version, event_bytes";
 
 struct RawSession {
     id: String,
@@ -74,6 +74,7 @@ struct RawSession {
     event_count: i64,
     context_tokens: i64,
     version: i64,
+    event_bytes: i64,
 }
 
 /// Reads one session row: the id, and the rest or the reason it could not
@@ -96,6 +97,7 @@ fn raw_session(row: &Row<'_>) -> rusqlite::Result<(String, Result<RawSession>)> 
             event_count: row.get(10)?,
             context_tokens: row.get(11)?,
             version: row.get(12)?,
+            event_bytes: row.get(13)?,
         })
     })()
     .map_err(|e: rusqlite::Error| SessionError::serialization(format!("session {id} row"), e));
@@ -113,6 +115,7 @@ fn decode_session(r: &RawSession) -> Result<Session> {
         metadata: decode_state(&r.metadata, || ctx("metadata"))?,
         state: decode_state(&r.state, || ctx("state"))?,
         event_count: stored_counter(r.event_count, u64::MAX, || ctx("event_count"))?,
+        event_bytes: stored_counter(r.event_bytes, u64::MAX, || ctx("event_bytes"))?,
         context_tokens: stored_counter(r.context_tokens, u64::MAX, || ctx("context_tokens"))?,
         version: stored_counter(r.version, MAX_VERSION, || ctx("version"))?,
         app: stored_id(&r.app, || ctx("app"))?,
@@ -126,16 +129,28 @@ fn decode_session(r: &RawSession) -> Result<Session> {
     })
 }
 
+fn raw_row(conn: &Connection, id: &str) -> Result<Option<(String, Result<RawSession>)>> {
+    conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+    ))
+    .sql()?
+    .query_row([id], raw_session)
+    .optional()
+    .sql()
+}
+
+/// The session stored under `id`, expired or not (`None`: no row).
+pub(crate) fn stored(conn: &Connection, id: &SessionId) -> Result<Option<Session>> {
+    match raw_row(conn, id)? {
+        Some((_, Err(e))) => Err(e),
+        Some((_, Ok(r))) => decode_session(&r).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Reads a live session, or `NotFound` (absent or expired).
 pub(crate) fn get(conn: &Connection, id: &SessionId, now: DateTime<Utc>) -> Result<Session> {
-    let raw = conn
-        .prepare_cached(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
-        ))
-        .sql()?
-        .query_row([id.as_str()], raw_session)
-        .optional()
-        .sql()?;
+    let raw = raw_row(conn, id)?;
     let found = match raw {
         Some((_, Err(e))) => return Err(e),
         Some((_, Ok(r))) => {
@@ -270,11 +285,12 @@ pub(crate) fn head(
         i64,
         String,
         i64,
+        i64,
     );
     let row: Option<HeadRow> = tx
         .prepare_cached(
             "SELECT app, user_id, expires_at, state, version, last_seq, next_ctx_pos, status, \
-             event_count FROM sessions WHERE id = ?1",
+             event_count, event_bytes FROM sessions WHERE id = ?1",
         )
         .sql()?
         .query_row([id.as_str()], |r| {
@@ -288,12 +304,13 @@ pub(crate) fn head(
                 r.get(6)?,
                 r.get(7)?,
                 r.get(8)?,
+                r.get(9)?,
             ))
         })
         .optional()
         .map_err(|e| corrupt_or(id, e))?;
     let row = row.map(
-        |(app, user, exp, state, version, last_seq, next_ctx_pos, status, events)| {
+        |(app, user, exp, state, version, last_seq, next_ctx_pos, status, events, bytes)| {
             (
                 (
                     app,
@@ -303,13 +320,13 @@ pub(crate) fn head(
                     last_seq,
                     next_ctx_pos,
                     status,
-                    events,
+                    (events, bytes),
                 ),
                 exp,
             )
         },
     );
-    let (app, user_id, state, version, last_seq, next_ctx_pos, status, events) =
+    let (app, user_id, state, version, last_seq, next_ctx_pos, status, (events, bytes)) =
         plan::writable(with_expiry(row, id)?, id, now)?;
     let what = |field: &str| format!("session {id} {field}");
     Ok(SessionHead {
@@ -319,7 +336,8 @@ pub(crate) fn head(
             stored_counter(version, MAX_VERSION, || what("version"))?,
             SessionStatus::stored(&status, || what("status"))?,
         )
-        .with_event_count(stored_counter(events, MAX_SEQ, || what("event_count"))?),
+        .with_event_count(stored_counter(events, MAX_SEQ, || what("event_count"))?)
+        .with_event_bytes(stored_counter(bytes, u64::MAX, || what("event_bytes"))?),
         app,
         user_id,
         state: LazyState::new(state, id),
@@ -360,8 +378,8 @@ pub(crate) fn insert(
 ) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO sessions (id, app, user_id, key, status, created_at, updated_at, expires_at, \
-         metadata, state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+         metadata, state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos, \
+         event_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )
     .sql()?
     .execute(params![
@@ -381,6 +399,7 @@ pub(crate) fn insert(
         sql_int(s.version),
         sql_int(last_seq),
         next_ctx_pos,
+        sql_int(s.event_bytes),
     ])
     .sql()?;
     Ok(())
@@ -405,6 +424,8 @@ pub(crate) struct Advance {
     pub(crate) next_ctx_pos: i64,
     /// Events added to the archive.
     pub(crate) added: usize,
+    /// Their stored bytes.
+    pub(crate) added_bytes: u64,
     /// The context token change.
     pub(crate) tokens: Tokens,
 }
@@ -422,13 +443,13 @@ pub(crate) fn advance(
         Tokens::Add(n) => (
             "UPDATE sessions SET state = COALESCE(?2, state), version = ?3, last_seq = ?4, \
              next_ctx_pos = ?5, event_count = event_count + ?6, context_tokens = context_tokens + ?7, \
-             updated_at = MAX(updated_at, ?8) WHERE id = ?1",
+             updated_at = MAX(updated_at, ?8), event_bytes = event_bytes + ?9 WHERE id = ?1",
             n,
         ),
         Tokens::Set(n) => (
             "UPDATE sessions SET state = COALESCE(?2, state), version = ?3, last_seq = ?4, \
              next_ctx_pos = ?5, event_count = event_count + ?6, context_tokens = ?7, \
-             updated_at = MAX(updated_at, ?8) WHERE id = ?1",
+             updated_at = MAX(updated_at, ?8), event_bytes = event_bytes + ?9 WHERE id = ?1",
             n,
         ),
     };
@@ -443,26 +464,40 @@ pub(crate) fn advance(
             i64::try_from(a.added).unwrap_or(i64::MAX),
             sql_int(tokens),
             micros(now),
+            sql_int(a.added_bytes),
         ])
         .sql()?;
     Ok(())
 }
 
-/// Writes the head of a session after a rewind: the replayed state, the
-/// planned version, and the counters recounted from what is left.
-/// Records an archive prune: the new version and event count; the
-/// activity time stays.
+/// The counters of the archive, recounted from the rows left (`?1` is the session).
+const RECOUNT: &str = "event_count = (SELECT COUNT(*) FROM events WHERE session_id = ?1), \
+     event_bytes = (SELECT COALESCE(SUM(length(CAST(body AS BLOB))), 0) FROM events \
+                    WHERE session_id = ?1)";
+
+/// Recounts the archive's counters of session `id` from its rows.
+pub(crate) fn recount(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.prepare_cached(&format!("UPDATE sessions SET {RECOUNT} WHERE id = ?1"))
+        .sql()?
+        .execute([id])
+        .sql()?;
+    Ok(())
+}
+
+/// Records an archive prune: the new version and the archive's counters;
+/// the activity time stays.
 pub(crate) fn pruned(tx: &Transaction<'_>, id: &str, version: u64) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE sessions SET version = ?2, \
-         event_count = (SELECT COUNT(*) FROM events WHERE session_id = ?1) WHERE id = ?1",
-    )
+    tx.prepare_cached(&format!(
+        "UPDATE sessions SET version = ?2, {RECOUNT} WHERE id = ?1"
+    ))
     .sql()?
     .execute(params![id, sql_int(version)])
     .sql()?;
     Ok(())
 }
 
+/// Writes the head of a session after a rewind: the replayed state, the
+/// planned version, and the counters recounted from what is left.
 pub(crate) fn rewound(
     tx: &Transaction<'_>,
     id: &str,
@@ -471,8 +506,7 @@ pub(crate) fn rewound(
     now: DateTime<Utc>,
 ) -> Result<()> {
     tx.prepare_cached(&format!(
-        "UPDATE sessions SET state = ?2, version = ?3, \
-         event_count = (SELECT COUNT(*) FROM events WHERE session_id = ?1), \
+        "UPDATE sessions SET state = ?2, version = ?3, {RECOUNT}, \
          context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM events \
                            WHERE session_id = ?1 AND {}), \
          updated_at = MAX(updated_at, ?4) WHERE id = ?1",

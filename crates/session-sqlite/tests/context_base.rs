@@ -94,6 +94,7 @@ async fn a_version_2_database_reads_the_same_after_the_upgrade() {
     raw.execute_batch(
         "UPDATE events SET ctx_pos = CASE WHEN seq > 15 THEN seq - 16 END; \
          ALTER TABLE sessions DROP COLUMN ctx_base; \
+         ALTER TABLE sessions DROP COLUMN event_bytes; \
          DROP TABLE context_changes; \
          DELETE FROM schema_version WHERE version >= 3;",
     )
@@ -104,4 +105,31 @@ async fn a_version_2_database_reads_the_same_after_the_upgrade() {
     let seqs: Vec<u64> = context.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [16, 17, 18, 19, 20]);
     assert_eq!(repo.export_session(&s.id).await.unwrap().context, seqs);
+}
+
+#[tokio::test]
+async fn a_version_4_database_counts_its_event_bytes_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v4.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let events: Vec<SessionEvent> = (0..20)
+        .map(|i| SessionEvent::new(Message::user(format!("m {i}"))))
+        .collect();
+    repo.append(&s.id, events).await.unwrap();
+    let counted = repo.get(&s.id).await.unwrap().event_bytes;
+    assert!(counted > 20 * 10, "{counted}");
+    drop(repo);
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch(
+        "ALTER TABLE sessions DROP COLUMN event_bytes; \
+         DELETE FROM schema_version WHERE version >= 5;",
+    )
+    .unwrap();
+    drop(raw);
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    assert_eq!(repo.get(&s.id).await.unwrap().event_bytes, counted);
 }

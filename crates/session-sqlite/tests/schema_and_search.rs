@@ -148,6 +148,7 @@ async fn migration_two_refolds_the_search_index() {
     raw.execute_batch(
         "DELETE FROM schema_version WHERE version >= 2; \
          ALTER TABLE sessions DROP COLUMN ctx_base; \
+         ALTER TABLE sessions DROP COLUMN event_bytes; \
          DROP TABLE context_changes; \
          INSERT INTO events_fts (events_fts) VALUES ('delete-all'); \
          INSERT INTO events_fts (rowid, text) SELECT rowid, 'café crème' FROM events; \

@@ -275,6 +275,7 @@ macro_rules! __with_cases {
             append_bumps_version_once_per_call,
             append_is_idempotent_by_event_id,
             an_append_that_adds_nothing_changes_nothing,
+            event_bytes_count_what_the_archive_holds,
             retention_keeps_the_latest_events_and_what_must_stay,
             retention_by_age_removes_the_old_head_of_the_archive,
             retention_policies_run_on_purge_and_on_append,
@@ -338,6 +339,7 @@ macro_rules! __with_cases {
             an_ended_session_refuses_writes_until_reopened,
             appends_racing_an_end_land_before_it_or_not_at_all,
             fork_copies_up_to_the_point_and_never_shares_appends,
+            a_repeated_fork_returns_the_fork_it_made,
             erase_user_removes_everything_of_the_user_and_nothing_else,
             export_import_round_trips,
         );

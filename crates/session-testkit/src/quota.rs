@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use session_core::{
-    ErrorKind, EventView, ImportOutcome, Limits, Message, NewSession, SessionEvent, SessionId,
-    SessionQuery, SessionRepository, SessionRepositoryExt,
+    ErrorKind, EventView, ImportOutcome, Limits, Message, NewSession, RewindTo, SessionEvent,
+    SessionId, SessionQuery, SessionRepository, SessionRepositoryExt,
 };
 
 use crate::{texts, user};
@@ -13,22 +13,97 @@ use crate::{texts, user};
 /// The events a session may hold in [`quota_limits`].
 pub const MAX_SESSION_EVENTS: u64 = 5;
 
+/// The bytes a session's events may take as stored in [`quota_limits`].
+pub const MAX_SESSION_BYTES: u64 = 4096;
+
 /// The live sessions a user may hold in an app in [`quota_limits`].
 pub const MAX_USER_SESSIONS: u64 = 5;
 
 /// The limits a backend test builds its store with for
-/// [`events_per_session`] and [`sessions_per_user`].
+/// [`events_per_session`], [`bytes_per_session`] and [`sessions_per_user`].
 pub fn quota_limits() -> Limits {
     Limits::default()
         .with_max_session_events(MAX_SESSION_EVENTS)
+        .with_max_session_bytes(MAX_SESSION_BYTES)
         .with_max_user_sessions(MAX_USER_SESSIONS)
 }
 
-/// Both quota checks, on one store built with [`quota_limits`] (they use
+/// Every quota check, on one store built with [`quota_limits`] (they use
 /// different users).
 pub async fn all(repo: Arc<dyn SessionRepository>) {
     events_per_session(repo.clone()).await;
+    bytes_per_session(repo.clone()).await;
     sessions_per_user(repo).await;
+}
+
+/// An event of about 900 bytes as stored, the same size for every `n` below 100.
+fn sized_event(n: u32) -> SessionEvent {
+    SessionEvent::new(Message::user(format!("w{n:02} {}", "b".repeat(760))))
+}
+
+/// 16 writers racing with events of about 900 bytes get exactly the four
+/// that fit in [`MAX_SESSION_BYTES`] between them; a fifth is
+/// `QuotaExceeded` naming the bytes quota and writes nothing, while a small
+/// event still fits; a rewind frees its bytes for new events.
+pub async fn bytes_per_session(repo: Arc<dyn SessionRepository>) {
+    let size = sized_event(0).stored_bytes().unwrap();
+    assert!(
+        4 * size + 300 <= MAX_SESSION_BYTES && 5 * size > MAX_SESSION_BYTES,
+        "an event of {size} bytes: four must fit with room to spare, five must not"
+    );
+    let s = repo
+        .create(NewSession::new("quota-app", "erin", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let mut writers = Vec::new();
+    for w in 0..16 {
+        let repo = repo.clone();
+        let id = s.id.clone();
+        writers.push(tokio::spawn(async move {
+            match repo.append(&id, vec![sized_event(w)]).await {
+                Ok(_) => true,
+                Err(e) if e.kind() == ErrorKind::QuotaExceeded => false,
+                Err(e) => panic!("append failed: {e}"),
+            }
+        }));
+    }
+    let mut landed = 0u64;
+    for w in writers {
+        if w.await.unwrap() {
+            landed += 1;
+        }
+    }
+    assert_eq!(landed, 4, "exactly what fits landed");
+    let held = repo.get(&s.id).await.unwrap();
+    assert_eq!(held.event_count, 4);
+    assert!(
+        held.event_bytes >= 4 * size && held.event_bytes <= MAX_SESSION_BYTES,
+        "{} bytes held",
+        held.event_bytes
+    );
+
+    let err = repo.append(&s.id, vec![sized_event(50)]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExceeded);
+    assert!(
+        err.to_string().contains("bytes per session")
+            && err
+                .to_string()
+                .contains(&format!("limit of {MAX_SESSION_BYTES}")),
+        "{err}"
+    );
+    assert_eq!(
+        repo.event_version(&s.id).await.unwrap(),
+        held.version,
+        "nothing written"
+    );
+    repo.append(&s.id, vec![user("short")]).await.unwrap();
+    let last = repo.get(&s.id).await.unwrap();
+    assert!(last.event_bytes > held.event_bytes);
+
+    repo.rewind_to(&s.id, &RewindTo::Seq(4)).await.unwrap();
+    let rewound = repo.get(&s.id).await.unwrap();
+    assert!(rewound.event_bytes <= last.event_bytes.saturating_sub(size));
+    repo.append(&s.id, vec![sized_event(51)]).await.unwrap();
 }
 
 /// An append past the events quota is `QuotaExceeded` and writes nothing

@@ -83,6 +83,7 @@ impl Row {
             self.session.status,
         )
         .with_event_count(u64::try_from(self.archive.len()).unwrap_or(u64::MAX))
+        .with_event_bytes(self.session.event_bytes)
     }
 
     fn stored(&self, batch: &EventBatch) -> HashMap<String, Stored> {
@@ -114,6 +115,8 @@ impl Row {
             self.archive.insert(n.seq, e);
         }
         self.session.event_count = count(self.archive.len());
+        let added = batch.added_bytes(new);
+        self.session.event_bytes = self.session.event_bytes.saturating_add(added);
     }
 }
 
@@ -318,7 +321,10 @@ impl SessionRepository for TinyStore {
                 .map(|e| e.seq)
         });
         let plan = RewindPlan::new(&row.head(), to, first)?;
-        let removed = row.archive.split_off(&plan.from_seq).len();
+        let removed = row.archive.split_off(&plan.from_seq);
+        let removed_bytes = SessionEvent::stored_bytes_of(removed.values())?;
+        let removed = removed.len();
+        row.session.event_bytes = row.session.event_bytes.saturating_sub(removed_bytes);
         row.ids.retain(|_, seq| *seq < plan.from_seq);
         row.context.retain(|seq| *seq < plan.from_seq);
         let deltas = row.archive.values().filter_map(|e| e.state_delta.as_ref());
@@ -354,6 +360,8 @@ impl SessionRepository for TinyStore {
         for e in &gone {
             row.ids.remove(&e.id);
         }
+        let gone_bytes = SessionEvent::stored_bytes_of(&gone)?;
+        row.session.event_bytes = row.session.event_bytes.saturating_sub(gone_bytes);
         row.session.event_count = count(row.archive.len());
         row.session.version = plan.version;
         Ok(Some(Pruned {

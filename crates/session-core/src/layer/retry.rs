@@ -204,6 +204,22 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .await
     }
 
+    /// Retried with the same id: a fork that landed but whose answer was
+    /// lost is found and returned on the retry.
+    async fn fork_session(
+        &self,
+        source: &SessionId,
+        at: &crate::ForkAt,
+        id: SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        (|| self.inner.fork_session(source, at, id.clone(), now))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         (|| self.inner.import_session(dump.clone()))
             .retry(self.policy.backoff())

@@ -227,6 +227,22 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         .await
     }
 
+    async fn fork_session(
+        &self,
+        source: &SessionId,
+        at: &crate::ForkAt,
+        id: SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        traced(
+            self.capabilities().backend,
+            "fork",
+            Some(source),
+            self.inner.fork_session(source, at, id, now),
+        )
+        .await
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         let id = dump.session.id.clone();
         traced(

@@ -12,7 +12,7 @@ use session_core::{
 };
 
 use super::{kind, map, owner, service_session};
-use crate::{app_name, iid, texts, user, user_id, Fixture, APP};
+use crate::{app_name, assistant, iid, texts, user, user_id, Fixture, APP};
 
 /// After `end`, appends, context replaces, rewinds and state or metadata
 /// updates are `SessionEnded` and write nothing; a retried append of an
@@ -317,6 +317,53 @@ pub async fn fork_copies_up_to_the_point_and_never_shares_appends(fx: Fixture) {
     svc.append_message(&o, &d.id, Message::user("a new start"))
         .await
         .unwrap();
+}
+
+/// A fork into an id that already holds a fork of the same source (a retry
+/// whose answer was lost) returns that fork and copies nothing again; an id
+/// held by any other session is `AlreadyExists`. A whole-session fork holds
+/// what its source holds, byte for byte as stored.
+pub async fn a_repeated_fork_returns_the_fork_it_made(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, vec![user("one"), assistant("two"), user("three")])
+        .await;
+    let other = fx.session("alice").await;
+    let id = SessionId::generate();
+    let now = fx.clock.now();
+    let first = fx
+        .repo
+        .fork_session(&s.id, &ForkAt::Latest, id.clone(), now)
+        .await
+        .unwrap();
+    let again = fx
+        .repo
+        .fork_session(&s.id, &ForkAt::Seq(1), id.clone(), now)
+        .await
+        .unwrap();
+    assert_eq!(again, first, "the fork that landed is returned");
+    assert_eq!(fx.archive(&id).await.len(), 3, "nothing copied twice");
+    let source = fx.repo.get(&s.id).await.unwrap();
+    assert_eq!(
+        (first.event_count, first.event_bytes),
+        (source.event_count, source.event_bytes)
+    );
+    assert_eq!(
+        kind(
+            fx.repo
+                .fork_session(&other.id, &ForkAt::Latest, id.clone(), now)
+                .await
+        ),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind(
+            fx.repo
+                .fork_session(&s.id, &ForkAt::Latest, other.id.clone(), now)
+                .await
+        ),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(fx.archive(&other.id).await.len(), 0);
 }
 
 /// `erase_user` removes every session of the user in the app (active,

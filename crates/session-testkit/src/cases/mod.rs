@@ -11,6 +11,7 @@ use session_core::{
 mod append;
 mod capabilities;
 mod context;
+mod counters;
 mod events;
 mod export;
 mod history;
@@ -39,6 +40,7 @@ pub use context::{
     rewind_removes_invocation_and_later_events, rewind_to_a_seq_removes_it_and_later_events,
     rewind_unknown_invocation_is_not_found,
 };
+pub use counters::event_bytes_count_what_the_archive_holds;
 pub use events::{
     events_branch_visibility, events_context_and_archive_views, events_filter_before_paging,
     events_keyword_filter_is_literal, events_last_n_returns_most_recent_oldest_first,
@@ -48,7 +50,7 @@ pub use events::{
 pub use export::export_import_round_trips;
 pub use history::archived_events_carry_when_they_left_the_context;
 pub use lifecycle::{
-    an_ended_session_refuses_writes_until_reopened,
+    a_repeated_fork_returns_the_fork_it_made, an_ended_session_refuses_writes_until_reopened,
     appends_racing_an_end_land_before_it_or_not_at_all,
     erase_user_removes_everything_of_the_user_and_nothing_else,
     fork_copies_up_to_the_point_and_never_shares_appends,
