@@ -11,8 +11,8 @@ use session_core::{
 
 use crate::error::{Result, SqlResult};
 use crate::events::IN_CONTEXT;
+use crate::history;
 use crate::sessions::{self, sql_int};
-use crate::{events, history};
 
 /// The source's events in outline (a summary's `replaces` read out of its
 /// stored body), and its context as seqs in context order.
@@ -108,19 +108,34 @@ pub(crate) fn fork(
         plan.last_seq,
         next_ctx_pos,
     )?;
+    // The context positions go to a keyed scratch table in one statement,
+    // so the copy joins them by seq instead of updating row by row.
+    let context = serde_json::to_string(&plan.context)
+        .map_err(|e| SessionError::serialization(format!("fork {id} context"), e))?;
+    tx.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS fork_positions \
+         (seq INTEGER PRIMARY KEY, pos INTEGER NOT NULL); \
+         DELETE FROM temp.fork_positions;",
+    )
+    .sql()?;
+    tx.prepare_cached(
+        "INSERT INTO temp.fork_positions (seq, pos) SELECT value, key + 1 FROM json_each(?1)",
+    )
+    .sql()?
+    .execute([context])
+    .sql()?;
     tx.prepare_cached(
         "INSERT INTO events (session_id, seq, id, ctx_pos, timestamp, role, branch, invocation_id, \
          synthetic, token_estimate, state_delta, body) \
-         SELECT ?2, seq, id, NULL, timestamp, role, branch, invocation_id, synthetic, \
-         token_estimate, state_delta, body FROM events \
-         WHERE session_id = ?1 AND seq <= ?3 ORDER BY seq",
+         SELECT ?2, e.seq, e.id, p.pos, e.timestamp, e.role, e.branch, e.invocation_id, \
+         e.synthetic, e.token_estimate, e.state_delta, e.body \
+         FROM events e LEFT JOIN temp.fork_positions p ON p.seq = e.seq \
+         WHERE e.session_id = ?1 AND e.seq <= ?3 ORDER BY e.seq",
     )
     .sql()?
     .execute(params![source.as_str(), id.as_str(), sql_int(plan.last_seq)])
     .sql()?;
-    for (seq, pos) in plan.context.iter().zip(1i64..) {
-        events::set_position(tx, id, *seq, pos)?;
-    }
+    tx.execute_batch("DELETE FROM temp.fork_positions").sql()?;
     sessions::recount(tx, id)?;
     for change in &plan.context_log {
         history::record(tx, id, change)?;

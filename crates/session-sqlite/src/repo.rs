@@ -315,11 +315,9 @@ impl SessionRepository for SqliteRepository {
                 created: now,
                 now: clock,
             };
-            let fork = crate::fork::fork(tx, &source, &at, &to, |s| {
+            crate::fork::fork(tx, &source, &at, &to, |s| {
                 check_owner_quota(tx, inner, s, clock)
-            })?;
-            inner.indexing().after_insert(tx)?;
-            Ok(fork)
+            })
         })
         .await
     }
