@@ -22,6 +22,19 @@ pub(crate) struct SessionFile {
     /// (what tells archive reads when each event left the context).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) context_changes: Vec<session_core::ContextChange>,
+    /// A random number drawn whenever `events.jsonl` starts anew (create,
+    /// import) or is rewritten (rewind, prune); 0 in files written before
+    /// it existed. A process that remembers the ids of a log up to some
+    /// length reads them again when the generation changed under it.
+    #[serde(default)]
+    pub(crate) log_generation: u64,
+}
+
+/// A fresh log generation: random, never 0, below 2^53 (exact in every
+/// JSON reader).
+pub(crate) fn fresh_generation() -> u64 {
+    let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
+    ((high ^ low) & ((1 << 53) - 1)).max(1)
 }
 
 impl SessionFile {

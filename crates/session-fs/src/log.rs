@@ -188,20 +188,39 @@ struct IdOnly {
 /// incrementally as its log grows (other processes' appends included).
 #[derive(Default)]
 pub(crate) struct IdCache {
-    sessions: HashMap<String, (u64, HashMap<String, Stored>)>,
+    sessions: HashMap<String, (Extent, HashMap<String, Stored>)>,
+}
+
+/// How far a session's log is known: its generation and acknowledged bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Extent {
+    /// [`SessionFile::log_generation`].
+    pub(crate) generation: u64,
+    /// [`SessionFile::log_bytes`].
+    pub(crate) bytes: u64,
+}
+
+impl Extent {
+    /// The extent of the log `file` describes.
+    pub(crate) fn of(file: &SessionFile) -> Self {
+        Self {
+            generation: file.log_generation,
+            bytes: file.log_bytes,
+        }
+    }
 }
 
 impl IdCache {
-    /// The events of `batch` the session in `dir`, whose log holds
-    /// `log_bytes` acknowledged bytes, already holds.
+    /// The events of `batch` the session in `dir`, whose log stands at
+    /// `extent`, already holds.
     pub(crate) fn stored(
         &mut self,
         dir: &Path,
         id: &SessionId,
-        log_bytes: u64,
+        extent: Extent,
         batch: &EventBatch,
     ) -> Result<HashMap<String, Stored>> {
-        let held = self.ids(dir, id, log_bytes)?;
+        let held = self.ids(dir, id, extent)?;
         Ok(batch
             .ids()
             .into_iter()
@@ -209,24 +228,31 @@ impl IdCache {
             .collect())
     }
 
-    /// The id → (seq, tokens) map for a log of `log_bytes` bytes.
+    /// The id → (seq, tokens) map for the log at `extent`: what is
+    /// remembered, extended by the bytes appended since, or read again
+    /// whole when the log was rewritten since (another generation) or is
+    /// shorter than remembered.
     fn ids(
         &mut self,
         dir: &Path,
         id: &SessionId,
-        log_bytes: u64,
+        extent: Extent,
     ) -> Result<&HashMap<String, Stored>> {
         let log = path(dir);
-        let (cached_bytes, ids) = self.sessions.entry(String::from(id)).or_default();
-        if *cached_bytes > log_bytes {
-            *cached_bytes = 0;
+        let (known, ids) = self.sessions.entry(String::from(id)).or_default();
+        if known.generation != extent.generation || known.bytes > extent.bytes {
+            *known = Extent {
+                generation: extent.generation,
+                bytes: 0,
+            };
             ids.clear();
         }
-        if *cached_bytes < log_bytes {
+        let log_bytes = extent.bytes;
+        if known.bytes < log_bytes {
             let mut f = File::open(&log).map_err(|e| io_err(&log, e))?;
-            f.seek(SeekFrom::Start(*cached_bytes))
+            f.seek(SeekFrom::Start(known.bytes))
                 .map_err(|e| io_err(&log, e))?;
-            let mut reader = BufReader::new(f.take(log_bytes - *cached_bytes));
+            let mut reader = BufReader::new(f.take(log_bytes - known.bytes));
             let mut line = Vec::new();
             loop {
                 line.clear();
@@ -245,7 +271,7 @@ impl IdCache {
                     ids.insert(r.id, held);
                 }
             }
-            *cached_bytes = log_bytes;
+            known.bytes = log_bytes;
         }
         Ok(ids)
     }
@@ -255,12 +281,12 @@ impl IdCache {
     pub(crate) fn extend(
         &mut self,
         id: &SessionId,
-        log_bytes: u64,
+        extent: Extent,
         new: impl IntoIterator<Item = (String, Stored)>,
     ) {
         let entry = self.sessions.entry(String::from(id)).or_default();
         entry.1.extend(new);
-        entry.0 = log_bytes;
+        entry.0 = extent;
     }
 
     /// Drops a session's index (its log was rewritten or removed).

@@ -136,6 +136,7 @@ impl Inner {
             log_bytes: 0,
             context: ContextFile::default(),
             context_changes: Vec::new(),
+            log_generation: crate::format::fresh_generation(),
         };
         self.save(&staging, &file)?;
         fs::rename(&staging, &dir).map_err(|e| io_err(&dir, e))?;
@@ -155,7 +156,7 @@ impl Inner {
     fn append(&self, id: &SessionId, mut batch: EventBatch) -> Result<AppendOutcome> {
         let (dir, mut file, _lock) = self.writable(id)?;
         let mut ids = self.ids.lock();
-        let stored = ids.stored(&dir, id, file.log_bytes, &batch)?;
+        let stored = ids.stored(&dir, id, log::Extent::of(&file), &batch)?;
         let plan = AppendPlan::new(&file.head(), &batch, &stored)?;
         if plan.is_noop() {
             return Ok(plan.outcome());
@@ -170,7 +171,7 @@ impl Inner {
         s.context_tokens = s.context_tokens.saturating_add(plan.added_tokens);
         apply_delta(&mut s.state, &plan.state.session);
         self.commit(&dir, &mut file, plan.version)?;
-        ids.extend(id, file.log_bytes, held(&batch, &plan.new));
+        ids.extend(id, log::Extent::of(&file), held(&batch, &plan.new));
         drop(ids);
         shared::write(
             &self.layout,
@@ -239,6 +240,7 @@ impl Inner {
         let lines = log::encode(&kept)?;
         write_atomic(&log::path(&dir), &lines, self.sync)?;
         file.log_bytes = count(lines.len());
+        file.log_generation = crate::format::fresh_generation();
         file.context.seqs.retain(|s| *s < plan.from_seq);
         let seqs: Vec<u64> = kept.iter().map(|e| e.seq).collect();
         let context: HashSet<u64> = file.context.resolve(&seqs).into_iter().collect();
@@ -284,6 +286,7 @@ impl Inner {
             let lines = log::encode(&kept)?;
             write_atomic(&log::path(&dir), &lines, self.sync)?;
             file.log_bytes = count(lines.len());
+            file.log_generation = crate::format::fresh_generation();
             // The saved index covers the removed events: rebuilt from the log.
             search_index::discard(&dir)?;
         }
@@ -352,6 +355,7 @@ impl Inner {
                 through: dump.last_seq,
             },
             context_changes: dump.context_log,
+            log_generation: crate::format::fresh_generation(),
         };
         self.save(&staging, &file)?;
         fs::rename(&staging, &dir).map_err(|e| io_err(&dir, e))?;

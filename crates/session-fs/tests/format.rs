@@ -127,10 +127,18 @@ async fn the_same_history_written_now_gives_the_v0_1_files_byte_for_byte() {
     );
     let mut histories = 0;
     let mut counted = 0;
+    let mut generations = 0;
     for (path, bytes) in &want {
         let mut written = String::from_utf8_lossy(&got[path]).into_owned();
-        // Since v0.1 a session records the bytes its events take, the
-        // other addition.
+        // Since v0.1 a session file ends with its log's generation.
+        if let Some(at) = written.find(",\n  \"log_generation\": ") {
+            let end = written[at + 2..]
+                .find('\n')
+                .map_or(written.len(), |n| at + 2 + n);
+            written.replace_range(at..end, "");
+            generations += 1;
+        }
+        // Since v0.1 a session records the bytes its events take.
         if let Some(at) = written.find("\n    \"event_bytes\": ") {
             let end = written[at + 1..]
                 .find('\n')
@@ -152,4 +160,8 @@ async fn the_same_history_written_now_gives_the_v0_1_files_byte_for_byte() {
     }
     assert_eq!(histories, 1, "the compacted session records its compaction");
     assert!(counted > 0, "session files record their event bytes");
+    assert!(
+        generations > 0,
+        "session files record their log's generation"
+    );
 }
