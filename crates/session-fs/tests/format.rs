@@ -106,6 +106,18 @@ async fn the_v0_1_fixture_store_reads_unchanged() {
     assert_eq!(next, 4, "the next seq follows the stored ones");
 }
 
+/// Removes from `text` the line that `marker` (starting with a separator
+/// and a newline) leads into, with the separator; whether it was there.
+fn cut_line(text: &mut String, marker: &str) -> bool {
+    let Some(at) = text.find(marker) else {
+        return false;
+    };
+    let from = at + marker.find('\n').unwrap() + 1;
+    let end = text[from..].find('\n').map_or(text.len(), |n| from + n);
+    text.replace_range(at..end, "");
+    true
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_history_written_now_gives_the_v0_1_files_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
@@ -130,20 +142,12 @@ async fn the_same_history_written_now_gives_the_v0_1_files_byte_for_byte() {
     let mut generations = 0;
     for (path, bytes) in &want {
         let mut written = String::from_utf8_lossy(&got[path]).into_owned();
-        // Since v0.1 a session file ends with its log's generation.
-        if let Some(at) = written.find(",\n  \"log_generation\": ") {
-            let end = written[at + 2..]
-                .find('\n')
-                .map_or(written.len(), |n| at + 2 + n);
-            written.replace_range(at..end, "");
+        // Since v0.1 a session file ends with its log's generation, and a
+        // session records the bytes its events take.
+        if cut_line(&mut written, ",\n  \"log_generation\": ") {
             generations += 1;
         }
-        // Since v0.1 a session records the bytes its events take.
-        if let Some(at) = written.find("\n    \"event_bytes\": ") {
-            let end = written[at + 1..]
-                .find('\n')
-                .map_or(written.len(), |n| at + 1 + n);
-            written.replace_range(at..end, "");
+        if cut_line(&mut written, "\n    \"event_bytes\": ") {
             counted += 1;
         }
         // Since v0.1 a session file also ends with its context history, the

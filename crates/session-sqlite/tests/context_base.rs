@@ -1,11 +1,12 @@
 //! A context replace moves the session's context base instead of rewriting
 //! the rows of the events that leave the context (schema version 3), and a
 //! database written by version 2 (left events marked with a NULL position)
-//! reads the same after the upgrade.
+//! reads the same after the upgrade; a version 4 database counts its
+//! sessions' event bytes when opened.
 #![allow(clippy::unwrap_used)]
 
 use session_core::{
-    EventView, Message, NewSession, SessionEvent, SessionRepository, SessionRepositoryExt,
+    EventView, Message, NewSession, Session, SessionEvent, SessionRepository, SessionRepositoryExt,
 };
 use session_sqlite::SqliteRepository;
 
@@ -21,19 +22,25 @@ fn positions(db: &std::path::Path, id: &str) -> Vec<(i64, Option<i64>)> {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_context_replace_leaves_the_rows_it_drops_untouched() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    let repo = SqliteRepository::open(&db).await.unwrap();
+/// A store at `db` holding one session of `n` user messages.
+async fn with_events(db: &std::path::Path, n: usize) -> (SqliteRepository, Session) {
+    let repo = SqliteRepository::open(db).await.unwrap();
     let s = repo
         .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
-    let events: Vec<SessionEvent> = (0..200)
+    let events: Vec<SessionEvent> = (0..n)
         .map(|i| SessionEvent::new(Message::user(format!("m {i}"))))
         .collect();
     repo.append(&s.id, events).await.unwrap();
+    (repo, s)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_context_replace_leaves_the_rows_it_drops_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let (repo, s) = with_events(&db, 200).await;
     let before = positions(&db, s.id.as_str());
     let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
     let version = repo.event_version(&s.id).await.unwrap();
@@ -78,15 +85,7 @@ async fn a_context_replace_leaves_the_rows_it_drops_untouched() {
 async fn a_version_2_database_reads_the_same_after_the_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("v2.db");
-    let repo = SqliteRepository::open(&db).await.unwrap();
-    let s = repo
-        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
-    let events: Vec<SessionEvent> = (0..20)
-        .map(|i| SessionEvent::new(Message::user(format!("m {i}"))))
-        .collect();
-    repo.append(&s.id, events).await.unwrap();
+    let (repo, s) = with_events(&db, 20).await;
     drop(repo);
     // What version 2 left after a compaction that kept the last 5 events:
     // positions 0.. for the kept ones, NULL for the others, no base column.
@@ -111,15 +110,7 @@ async fn a_version_2_database_reads_the_same_after_the_upgrade() {
 async fn a_version_4_database_counts_its_event_bytes_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("v4.db");
-    let repo = SqliteRepository::open(&db).await.unwrap();
-    let s = repo
-        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
-    let events: Vec<SessionEvent> = (0..20)
-        .map(|i| SessionEvent::new(Message::user(format!("m {i}"))))
-        .collect();
-    repo.append(&s.id, events).await.unwrap();
+    let (repo, s) = with_events(&db, 20).await;
     let counted = repo.get(&s.id).await.unwrap().event_bytes;
     assert!(counted > 20 * 10, "{counted}");
     drop(repo);

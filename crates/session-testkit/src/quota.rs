@@ -36,6 +36,34 @@ pub async fn all(repo: Arc<dyn SessionRepository>) {
     sessions_per_user(repo).await;
 }
 
+/// 16 writers each appending one event `event(w)` to session `id` at once:
+/// how many landed (the others must be refused by a quota).
+async fn race(
+    repo: &Arc<dyn SessionRepository>,
+    id: &SessionId,
+    event: fn(u32) -> SessionEvent,
+) -> u64 {
+    let mut writers = Vec::new();
+    for w in 0..16 {
+        let repo = repo.clone();
+        let id = id.clone();
+        writers.push(tokio::spawn(async move {
+            match repo.append(&id, vec![event(w)]).await {
+                Ok(_) => true,
+                Err(e) if e.kind() == ErrorKind::QuotaExceeded => false,
+                Err(e) => panic!("append failed: {e}"),
+            }
+        }));
+    }
+    let mut landed = 0u64;
+    for w in writers {
+        if w.await.unwrap() {
+            landed += 1;
+        }
+    }
+    landed
+}
+
 /// An event of about 900 bytes as stored, the same size for every `n` below 100.
 fn sized_event(n: u32) -> SessionEvent {
     SessionEvent::new(Message::user(format!("w{n:02} {}", "b".repeat(760))))
@@ -55,24 +83,7 @@ pub async fn bytes_per_session(repo: Arc<dyn SessionRepository>) {
         .create(NewSession::new("quota-app", "erin", chrono::Utc::now()).unwrap())
         .await
         .unwrap();
-    let mut writers = Vec::new();
-    for w in 0..16 {
-        let repo = repo.clone();
-        let id = s.id.clone();
-        writers.push(tokio::spawn(async move {
-            match repo.append(&id, vec![sized_event(w)]).await {
-                Ok(_) => true,
-                Err(e) if e.kind() == ErrorKind::QuotaExceeded => false,
-                Err(e) => panic!("append failed: {e}"),
-            }
-        }));
-    }
-    let mut landed = 0u64;
-    for w in writers {
-        if w.await.unwrap() {
-            landed += 1;
-        }
-    }
+    let landed = race(&repo, &s.id, sized_event).await;
     assert_eq!(landed, 4, "exactly what fits landed");
     let held = repo.get(&s.id).await.unwrap();
     assert_eq!(held.event_count, 4);
@@ -154,34 +165,22 @@ pub async fn events_per_session(repo: Arc<dyn SessionRepository>) {
     let all = repo.all_events(&s.id, EventView::Archive).await.unwrap();
     assert_eq!(texts(&all), ["one", "two", "three", "four", "five"]);
 
-    let race = repo
+    let raced = repo
         .create(NewSession::new("quota-app", "alice", now).unwrap())
         .await
         .unwrap();
-    let mut writers = Vec::new();
-    for w in 0..16 {
-        let repo = repo.clone();
-        let id = race.id.clone();
-        writers.push(tokio::spawn(async move {
-            let e = SessionEvent::new(Message::user(format!("writer {w}")));
-            match repo.append(&id, vec![e]).await {
-                Ok(_) => true,
-                Err(e) if e.kind() == ErrorKind::QuotaExceeded => false,
-                Err(e) => panic!("append failed: {e}"),
-            }
-        }));
-    }
-    let mut landed = 0u64;
-    for w in writers {
-        if w.await.unwrap() {
-            landed += 1;
-        }
-    }
+    let landed = race(&repo, &raced.id, |w| {
+        SessionEvent::new(Message::user(format!("writer {w}")))
+    })
+    .await;
     assert_eq!(landed, MAX_SESSION_EVENTS, "exactly the quota landed");
-    let stored = repo.all_events(&race.id, EventView::Archive).await.unwrap();
+    let stored = repo
+        .all_events(&raced.id, EventView::Archive)
+        .await
+        .unwrap();
     assert_eq!(u64::try_from(stored.len()).unwrap(), MAX_SESSION_EVENTS);
     assert_eq!(
-        repo.get(&race.id).await.unwrap().event_count,
+        repo.get(&raced.id).await.unwrap().event_count,
         MAX_SESSION_EVENTS
     );
 }
