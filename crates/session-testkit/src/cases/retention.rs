@@ -7,11 +7,11 @@ use chrono::Duration;
 use serde_json::json;
 use session_core::retention::{prune_archive, ArchiveRetention, RetentionRules, RETENTION_KEY};
 use session_core::{
-    Clock as _, ErrorKind, InMemoryRepository, Message, Owner, SearchQuery, SessionEvent,
+    Clock as _, ErrorKind, InMemoryRepository, Message, Owner, RewindTo, SearchQuery, SessionEvent,
     SessionRepository, SessionService, SessionStatus, SessionUpdate, StateMap,
 };
 
-use crate::{assistant, texts, user, Fixture, APP};
+use crate::{assistant, iid, texts, user, Fixture, APP};
 
 fn seqs(events: &[SessionEvent]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
@@ -233,4 +233,54 @@ pub async fn retention_policies_run_on_purge_and_on_append(fx: Fixture) {
         [5, 6, 7],
         "the append ran the policy"
     );
+}
+
+/// After a prune, a rewind to an invocation starts at its first event
+/// still held: an invocation with nothing left is `NotFound` and removes
+/// nothing; one whose first event went rewinds from its next one, keeping
+/// an event of another invocation in between.
+pub async fn a_rewind_after_a_prune_starts_at_what_is_left(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let turn = |inv: &str, text: &str| {
+        SessionEvent::builder(Message::user(text))
+            .invocation_id(inv)
+            .build()
+            .unwrap()
+    };
+    fx.append(
+        &s.id,
+        vec![
+            turn("inv-a", "a1"),
+            turn("inv-a", "a2"),
+            turn("inv-b", "b1"),
+            turn("inv-x", "x"),
+            turn("inv-b", "b2"),
+            turn("inv-c", "c1"),
+            turn("inv-c", "c2"),
+        ],
+    )
+    .await;
+    let archive = fx.archive(&s.id).await;
+    let mut context = vec![SessionEvent::new(Message::assistant("summary"))];
+    context.extend(archive[5..].iter().cloned());
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx.repo.replace_context(&s.id, context, v).await.unwrap());
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    let pruned = fx.repo.prune_events(&s.id, &[1, 2, 3], v).await.unwrap();
+    assert_eq!(pruned.map(|p| p.removed), Some(3));
+
+    let gone = fx
+        .repo
+        .rewind_to(&s.id, &RewindTo::Invocation(iid("inv-a")))
+        .await;
+    assert_eq!(gone.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(seqs(&fx.archive(&s.id).await), [4, 5, 6, 7, 8]);
+
+    let out = fx
+        .repo
+        .rewind_to(&s.id, &RewindTo::Invocation(iid("inv-b")))
+        .await
+        .unwrap();
+    assert_eq!(out.removed, 4);
+    assert_eq!(texts(&fx.archive(&s.id).await), ["x"]);
 }
