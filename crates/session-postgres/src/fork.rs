@@ -161,21 +161,30 @@ pub(crate) async fn fork(
         next_ctx_pos,
     )
     .await?;
+    // The context positions join the copy (position = index + 1), so no
+    // copied row is written twice.
+    let seqs: Vec<i64> = plan.context.iter().map(|s| sql_int(*s)).collect();
+    let positions: Vec<i64> = (1..=sql_len(seqs.len())).collect();
     let copy = format!(
         "INSERT INTO {e} (session_id, seq, id, ctx_pos, ts, role, branch, invocation_id, \
          synthetic, token_estimate, state_delta, search_text, body) \
-         SELECT $2, seq, id, NULL, ts, role, branch, invocation_id, synthetic, token_estimate, \
-         state_delta, search_text, body FROM {e} WHERE session_id = $1 AND seq <= $3",
+         SELECT $2, e.seq, e.id, p.pos, e.ts, e.role, e.branch, e.invocation_id, e.synthetic, \
+         e.token_estimate, e.state_delta, e.search_text, e.body FROM {e} e \
+         LEFT JOIN UNNEST($4::int8[], $5::int8[]) AS p(seq, pos) ON p.seq = e.seq \
+         WHERE e.session_id = $1 AND e.seq <= $3",
         e = t.events
     );
     tx.run(
         &copy,
-        &[&source.as_str(), &id.as_str(), &sql_int(plan.last_seq)],
+        &[
+            &source.as_str(),
+            &id.as_str(),
+            &sql_int(plan.last_seq),
+            &seqs,
+            &positions,
+        ],
     )
     .await?;
-    let seqs: Vec<i64> = plan.context.iter().map(|s| sql_int(*s)).collect();
-    let positions: Vec<i64> = (1..=sql_len(seqs.len())).collect();
-    crate::events::place_context(tx, t, id, &seqs, &positions, 1).await?;
     sessions::recount(tx, t, id).await?;
     crate::history::record(tx, t, id, &plan.context_log).await?;
     let sql = format!("SELECT {SESSION_COLUMNS} FROM {} WHERE id = $1", t.sessions);

@@ -35,6 +35,7 @@ use session_core::{
 pub mod cases;
 pub mod corpus;
 pub mod erasure;
+pub mod fork_cost;
 pub mod full_disk;
 pub mod hostile;
 mod isolation;
