@@ -482,7 +482,33 @@ impl ImportPlan {
     /// Plans importing `dump` into a store whose live copy of the session
     /// (if any) is at `existing_version`: `None` when that copy is at the
     /// same or a later version (the import leaves it unchanged).
-    pub fn new(mut dump: SessionDump, existing_version: Option<u64>) -> Result<Option<Self>> {
+    pub fn new(dump: SessionDump, existing_version: Option<u64>) -> Result<Option<Self>> {
+        Self::planned(dump, existing_version, |events| {
+            SessionEvent::stored_bytes_of(events)
+        })
+    }
+
+    /// [`ImportPlan::new`] for a store that already encoded the dump's
+    /// events as it stores them (`bodies`, in event order, as
+    /// [`prepare_events`] makes them): their lengths are the session's
+    /// `event_bytes`, so nothing is encoded twice.
+    pub fn with_bodies(
+        dump: SessionDump,
+        existing_version: Option<u64>,
+        bodies: &[String],
+    ) -> Result<Option<Self>> {
+        Self::planned(dump, existing_version, |_| {
+            Ok(bodies.iter().fold(0u64, |sum, b| {
+                sum.saturating_add(u64::try_from(b.len()).unwrap_or(u64::MAX))
+            }))
+        })
+    }
+
+    fn planned(
+        mut dump: SessionDump,
+        existing_version: Option<u64>,
+        bytes: impl FnOnce(&[SessionEvent]) -> Result<u64>,
+    ) -> Result<Option<Self>> {
         dump.validate()?;
         if existing_version.is_some_and(|v| v >= dump.session.version) {
             return Ok(None);
@@ -493,7 +519,7 @@ impl ImportPlan {
             e.left_context = None;
         }
         dump.session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
-        dump.session.event_bytes = SessionEvent::stored_bytes_of(&dump.events)?;
+        dump.session.event_bytes = bytes(&dump.events)?;
         dump.session.context_tokens = dump.context_tokens();
         let positions = dump.context_positions();
         Ok(Some(Self { dump, positions }))

@@ -310,7 +310,10 @@ async fn import(
     tx.run(&lock, &[&id.as_str()]).await?;
     let existing = sessions::lock_for_import(tx, t, &id, now).await?;
     let live = existing.flatten();
-    let Some(plan) = ImportPlan::new(dump, live)? else {
+    // The stored body leaves seq and session id out, as an append stores it.
+    let mut stored = dump.events.clone();
+    let bodies = prepare_events(&mut stored, &Limits::unlimited())?;
+    let Some(plan) = ImportPlan::with_bodies(dump, live, &bodies)? else {
         return Ok(ImportOutcome::Unchanged);
     };
     if live.is_none() {
@@ -323,9 +326,6 @@ async fn import(
     let s = &dump.session;
     let next_ctx_pos = sql_len(dump.context.len()).saturating_add(1);
     sessions::insert(tx, t, s, &dump.initial_state, dump.last_seq, next_ctx_pos).await?;
-    // The stored body leaves seq and session id out, as an append stores it.
-    let mut stored = dump.events.clone();
-    let bodies = prepare_events(&mut stored, &Limits::unlimited())?;
     let rows: Vec<NewRow<'_>> = dump
         .events
         .iter()

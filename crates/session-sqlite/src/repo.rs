@@ -331,7 +331,7 @@ impl SessionRepository for SqliteRepository {
         }
         self.write(move |tx, now, inner| {
             let (stored, live_version) = sessions::live_version(tx, &dump.session.id, now)?;
-            let Some(plan) = ImportPlan::new(dump, live_version)? else {
+            let Some(plan) = ImportPlan::with_bodies(dump, live_version, &bodies)? else {
                 return Ok(ImportOutcome::Unchanged);
             };
             let d = &plan.dump;
