@@ -28,12 +28,12 @@ pub(crate) fn bad_reply(what: &str, e: impl Into<session_core::BoxError>) -> Ses
 }
 
 /// A URL or node list the driver refuses.
-pub(crate) fn bad_url(e: &RedisError) -> SessionError {
+pub(crate) fn bad_url(e: RedisError) -> SessionError {
     let reason = match e.detail() {
         Some(detail) => format!("not a Redis URL ({detail})"),
         None => "not a Redis URL".to_owned(),
     };
-    SessionError::invalid("store URL", reason)
+    SessionError::invalid_because("store URL", reason, e)
 }
 
 /// A write that lost the compare-and-swap on every attempt.
@@ -42,4 +42,26 @@ pub(crate) fn too_contended(id: &str, attempts: usize) -> SessionError {
         BACKEND,
         format!("session {id} is too contended: its head moved during each of {attempts} attempts to write"),
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_bad_url_is_invalid_input_that_keeps_the_client_error() {
+        let err = redis::Client::open("http://not-redis")
+            .map(|_| ())
+            .map_err(bad_url);
+        let err = err.unwrap_err();
+        assert_eq!(err.kind(), session_core::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("not a Redis URL"), "{err}");
+        assert!(
+            err.source().is_some(),
+            "the client's error is kept as the cause"
+        );
+    }
 }

@@ -123,12 +123,11 @@ impl RedisRepositoryBuilder {
             });
         }
         let conn = if self.cluster {
-            let client =
-                redis::cluster::ClusterClient::new(self.nodes.clone()).map_err(|e| bad_url(&e))?;
+            let client = redis::cluster::ClusterClient::new(self.nodes.clone()).map_err(bad_url)?;
             Conn::Cluster(client.get_async_connection().await.map_err(map_err)?)
         } else {
             let url = self.nodes.first().cloned().unwrap_or_default();
-            let client = redis::Client::open(url.as_str()).map_err(|e| bad_url(&e))?;
+            let client = redis::Client::open(url.as_str()).map_err(bad_url)?;
             let config = redis::aio::ConnectionManagerConfig::new()
                 .set_number_of_retries(2)
                 .set_connection_timeout(Some(std::time::Duration::from_secs(5)))
