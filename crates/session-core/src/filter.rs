@@ -26,7 +26,8 @@ pub enum EventView {
 }
 
 /// Whether synthetic (compaction-written) events are returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SyntheticFilter {
     /// Real and synthetic events.
     #[default]
@@ -58,7 +59,8 @@ pub fn visible_branches(viewer: &str) -> Vec<String> {
 /// let f = EventFilter::archive().roles([Role::User]).keyword("paris").page(0, 20);
 /// assert_eq!(f.view, EventView::Archive);
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct EventFilter {
     /// Context or archive.
@@ -507,7 +509,8 @@ impl Page<SessionEvent> {
 }
 
 /// Criteria for listing sessions: newest activity first.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct SessionQuery {
     /// Only this app.

@@ -13,9 +13,11 @@ pub mod layer;
 mod memory;
 mod message;
 pub mod plan;
+mod problem;
 /// The time-zone crate `ResetPolicy::daily_at` takes its zones from.
 pub use jiff;
 pub use plan::RewindTo;
+pub use problem::{Problem, PROBLEM_CONTENT_TYPE};
 mod repository;
 mod resolution_key;
 pub mod retention;
@@ -27,6 +29,7 @@ mod tokens;
 mod url;
 mod usage;
 mod validate;
+pub mod wire;
 
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};

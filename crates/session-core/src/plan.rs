@@ -344,7 +344,8 @@ impl ContextPlan {
 }
 
 /// Where a rewind goes back to: everything from that point on leaves the archive and the context.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RewindTo {
     /// Before the first archived event of this invocation.
     Invocation(InvocationId),

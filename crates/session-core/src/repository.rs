@@ -20,7 +20,7 @@ use crate::state::{take_temp, SharedState};
 use crate::validate::{Limits, MAX_SEQ, MAX_VERSION};
 
 /// What an append did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppendOutcome {
     /// The session's version after the append (unchanged if nothing new was written).
     pub version: u64,
@@ -35,7 +35,7 @@ pub struct AppendOutcome {
 }
 
 /// What a rewind did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RewindOutcome {
     /// The session's version after the rewind.
     pub version: u64,
@@ -151,7 +151,8 @@ impl SessionDump {
 }
 
 /// What an import did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ImportOutcome {
     /// The session was written.
     Imported,
@@ -423,7 +424,7 @@ pub trait SessionRepository: Send + Sync {
 }
 
 /// What [`SessionRepository::erase_user`] removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Erased {
     /// Sessions removed.
     pub sessions: u64,

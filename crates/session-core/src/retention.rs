@@ -225,7 +225,7 @@ fn check_age(age: Duration) -> Result<u64> {
 }
 
 /// What one prune removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Pruned {
     /// Archived events removed.
     pub removed: u64,

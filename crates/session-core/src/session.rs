@@ -121,7 +121,7 @@ impl Session {
 }
 
 /// A fully resolved session to store: what [`crate::SessionRepository::create`] takes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct NewSession {
     /// The id.
@@ -137,9 +137,11 @@ pub struct NewSession {
     /// Expiry; `None` = never.
     pub expires_at: Option<DateTime<Utc>>,
     /// Metadata.
+    #[serde(default)]
     pub metadata: StateMap,
     /// Initial state, applied like an event's state delta (`user:` and `app:`
     /// keys go to the shared scopes, `temp:` keys are dropped).
+    #[serde(default)]
     pub state: StateMap,
 }
 
@@ -241,8 +243,19 @@ impl NewSession {
     }
 }
 
+/// Reads a field that is present (possibly `null`) as `Some`: absent stays
+/// `None` through `#[serde(default)]`.
+fn present_value<'de, D, T>(deserializer: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// A change to a session's metadata, state, status or expiry.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct SessionUpdate {
     /// Replaces the metadata.
@@ -251,7 +264,12 @@ pub struct SessionUpdate {
     pub state: Option<StateMap>,
     /// Sets the status.
     pub status: Option<SessionStatus>,
-    /// Sets the expiry (`Some(None)` = never expires).
+    /// Sets the expiry (`Some(None)` = never expires). On the wire: absent
+    /// leaves it, `null` clears it, a time sets it.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_value"
+    )]
     pub expires_at: Option<Option<DateTime<Utc>>>,
     /// Applies only if the session's version equals this; else `Conflict`.
     pub expected_version: Option<u64>,

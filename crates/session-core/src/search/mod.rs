@@ -25,7 +25,8 @@ use crate::filter::DEFAULT_PAGE_SIZE;
 use crate::validate::{validate_id, validate_name, Limits};
 
 /// Where a search looks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SearchScope {
     /// The archive of one session.
     Session(String),
@@ -39,7 +40,8 @@ pub enum SearchScope {
 }
 
 /// The order of the matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SearchMode {
     /// Every match, chronological (the seed's order). Every backend.
@@ -51,7 +53,7 @@ pub enum SearchMode {
 }
 
 /// A keyword search over the archive.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct SearchQuery {
     /// Where to look.
@@ -59,11 +61,19 @@ pub struct SearchQuery {
     /// The text to find, in the query language of [`ParsedQuery`].
     pub text: String,
     /// Chronological or by relevance.
+    #[serde(default)]
     pub mode: SearchMode,
     /// Zero-based page.
+    #[serde(default)]
     pub page: usize,
     /// Page size (default 10).
+    #[serde(default = "default_page_size")]
     pub page_size: usize,
+}
+
+/// The page size of a query that names none.
+fn default_page_size() -> usize {
+    DEFAULT_PAGE_SIZE
 }
 
 impl SearchQuery {

@@ -1,0 +1,355 @@
+//! The remote store of agent-session: [`RemoteRepository`] implements the
+//! store contract ([`SessionRepository`]) over the HTTP API of a
+//! `session-server`, so a program uses sessions served elsewhere exactly
+//! as it would a local store, and the server's errors come back as the
+//! same [`SessionError`] kinds.
+//!
+//! ```no_run
+//! use session_client::RemoteRepository;
+//! use session_core::{NewSession, SessionRepository};
+//!
+//! # async fn run() -> session_core::Result<()> {
+//! let store = RemoteRepository::connect("http://127.0.0.1:8080").await?;
+//! let session = store
+//!     .create(NewSession::new("support", "ada", chrono::Utc::now())?)
+//!     .await?;
+//! assert_eq!(store.get(&session.id).await?.user_id, "ada");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use session_core::retention::Pruned;
+use session_core::wire::{
+    CapabilitiesBody, Deleted, EventParams, ForkRequest, ImportBody, PruneRequest, PurgeRequest,
+    Purged, SessionListParams, VersionBody,
+};
+use session_core::{
+    AppName, AppendOutcome, Capabilities, Erased, EventFilter, ForkAt, ImportOutcome, NewSession,
+    Page, Problem, Result, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
+    SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
+    SharedState, UserId, PROBLEM_CONTENT_TYPE,
+};
+
+/// The backend name a remote store reports for its own failures.
+pub const BACKEND: &str = "http";
+
+/// The default time one call may take, connection included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A store reached through a `session-server`.
+#[derive(Debug, Clone)]
+pub struct RemoteRepository {
+    http: reqwest::Client,
+    base: Url,
+    capabilities: Capabilities,
+}
+
+/// A transport failure: unreachable, timed out or cut off is `Unavailable`
+/// (retrying may succeed), anything else a `Backend` error.
+fn transport(e: reqwest::Error) -> SessionError {
+    if e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() {
+        SessionError::unavailable(BACKEND, e)
+    } else {
+        SessionError::backend(BACKEND, e)
+    }
+}
+
+/// The message of a response the server did not answer with a problem document.
+#[derive(Debug)]
+struct StatusError {
+    status: StatusCode,
+    body: String,
+}
+
+impl std::fmt::Display for StatusError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HTTP {}: {}", self.status, self.body.trim())
+    }
+}
+
+impl std::error::Error for StatusError {}
+
+impl RemoteRepository {
+    /// Connects to the server at `url` (`http://host:port`, or `https://`,
+    /// with an optional path prefix) and reads what its store supports.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with_timeout(url, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`Self::connect`] with each call limited to `timeout`.
+    pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<Self> {
+        let mut base = Url::parse(url).map_err(|e| {
+            SessionError::invalid_because("server URL", format!("{url:?} is not a URL"), e)
+        })?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(SessionError::invalid(
+                "server URL",
+                format!("{url:?} must be an http:// or https:// URL"),
+            ));
+        }
+        base.set_query(None);
+        base.set_fragment(None);
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| SessionError::backend(BACKEND, e))?;
+        let mut repo = Self {
+            http,
+            base,
+            capabilities: Capabilities::basic(BACKEND),
+        };
+        let declared: CapabilitiesBody = repo
+            .call(repo.request(Method::GET, &["v1", "capabilities"]))
+            .await?;
+        repo.capabilities = declared.declared_as(BACKEND);
+        Ok(repo)
+    }
+
+    /// The URL of the path `segments` under the base, each segment escaped.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
+        self.http.request(method, self.url(segments))
+    }
+
+    fn session(&self, method: Method, id: &SessionId, tail: &[&str]) -> RequestBuilder {
+        let mut segments = vec!["v1", "sessions", id.as_str()];
+        segments.extend_from_slice(tail);
+        self.request(method, &segments)
+    }
+
+    /// Sends `request`; a success response as it came, any other as its error.
+    async fn send(&self, request: RequestBuilder) -> Result<Response> {
+        let response = request.send().await.map_err(transport)?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        Err(error_of(response).await)
+    }
+
+    /// Sends `request` and decodes the JSON answer.
+    async fn call<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T> {
+        decode(self.send(request).await?).await
+    }
+
+    /// Sends a compare-and-swap `request`: `None` when the server answers
+    /// 412 (the session is at another version).
+    async fn swap(&self, request: RequestBuilder) -> Result<Option<Response>> {
+        let response = request.send().await.map_err(transport)?;
+        if response.status() == StatusCode::PRECONDITION_FAILED {
+            return Ok(None);
+        }
+        if response.status().is_success() {
+            return Ok(Some(response));
+        }
+        Err(error_of(response).await)
+    }
+}
+
+/// The error an unsuccessful response reports: its problem document, or
+/// its status and text when it has none.
+async fn error_of(response: Response) -> SessionError {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(PROBLEM_CONTENT_TYPE));
+    let body = match response.bytes().await {
+        Ok(body) => body,
+        Err(e) => return transport(e),
+    };
+    if is_problem {
+        if let Ok(problem) = serde_json::from_slice::<Problem>(&body) {
+            return problem.into_error();
+        }
+    }
+    let cause = StatusError {
+        status,
+        body: String::from_utf8_lossy(&body).chars().take(500).collect(),
+    };
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            SessionError::invalid_because("request body", "larger than the server accepts", cause)
+        }
+        StatusCode::BAD_GATEWAY
+        | StatusCode::SERVICE_UNAVAILABLE
+        | StatusCode::GATEWAY_TIMEOUT
+        | StatusCode::TOO_MANY_REQUESTS => SessionError::unavailable(BACKEND, cause),
+        _ => SessionError::backend(BACKEND, cause),
+    }
+}
+
+/// The JSON body of `response` as a `T`.
+async fn decode<T: DeserializeOwned>(response: Response) -> Result<T> {
+    let body = response.bytes().await.map_err(transport)?;
+    serde_json::from_slice(&body).map_err(|e| SessionError::serialization("server response", e))
+}
+
+/// An `If-Match` value naming `version`.
+fn version_tag(version: u64) -> String {
+    format!("\"{version}\"")
+}
+
+#[async_trait]
+impl SessionRepository for RemoteRepository {
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    async fn create(&self, session: NewSession) -> Result<Session> {
+        self.call(
+            self.request(Method::POST, &["v1", "sessions"])
+                .json(&session),
+        )
+        .await
+    }
+
+    async fn get(&self, id: &SessionId) -> Result<Session> {
+        self.call(self.session(Method::GET, id, &[])).await
+    }
+
+    async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
+        self.call(self.session(Method::PATCH, id, &[]).json(&update))
+            .await
+    }
+
+    async fn delete(&self, id: &SessionId) -> Result<bool> {
+        let deleted: Deleted = self.call(self.session(Method::DELETE, id, &[])).await?;
+        Ok(deleted.deleted)
+    }
+
+    async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
+        let params = SessionListParams::from_query(query);
+        self.call(
+            self.request(Method::GET, &["v1", "sessions"])
+                .query(&params),
+        )
+        .await
+    }
+
+    async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
+        let purged: Purged = self
+            .call(
+                self.request(Method::POST, &["v1", "purge"])
+                    .json(&PurgeRequest { now }),
+            )
+            .await?;
+        Ok(purged.purged)
+    }
+
+    async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
+        self.call(self.session(Method::POST, id, &["events"]).json(&events))
+            .await
+    }
+
+    async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+        let params = EventParams::from_filter(filter);
+        self.call(self.session(Method::GET, id, &["events"]).query(&params))
+            .await
+    }
+
+    async fn event_version(&self, id: &SessionId) -> Result<u64> {
+        let body: VersionBody = self
+            .call(self.session(Method::GET, id, &["version"]))
+            .await?;
+        Ok(body.version)
+    }
+
+    async fn replace_context(
+        &self,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+        expected_version: u64,
+    ) -> Result<bool> {
+        let request = self
+            .session(Method::PUT, id, &["context"])
+            .header(header::IF_MATCH, version_tag(expected_version))
+            .json(&events);
+        Ok(self.swap(request).await?.is_some())
+    }
+
+    async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
+        self.call(self.session(Method::POST, id, &["rewind"]).json(to))
+            .await
+    }
+
+    async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
+        self.call(self.request(Method::POST, &["v1", "search"]).json(query))
+            .await
+    }
+
+    async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
+        let path = [
+            "v1",
+            "apps",
+            app.as_str(),
+            "users",
+            user_id.as_str(),
+            "state",
+        ];
+        self.call(self.request(Method::GET, &path)).await
+    }
+
+    async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
+        self.call(self.session(Method::GET, id, &["export"])).await
+    }
+
+    async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
+        let body: ImportBody = self
+            .call(self.request(Method::POST, &["v1", "import"]).json(&dump))
+            .await?;
+        Ok(body.outcome)
+    }
+
+    async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
+        let path = ["v1", "apps", app.as_str(), "users", user_id.as_str()];
+        self.call(self.request(Method::DELETE, &path)).await
+    }
+
+    async fn prune_events(
+        &self,
+        id: &SessionId,
+        seqs: &[u64],
+        expected_version: u64,
+    ) -> Result<Option<Pruned>> {
+        let request = self
+            .session(Method::POST, id, &["prune"])
+            .header(header::IF_MATCH, version_tag(expected_version))
+            .json(&PruneRequest {
+                seqs: seqs.to_vec(),
+            });
+        match self.swap(request).await? {
+            Some(response) => decode(response).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn fork_session(
+        &self,
+        source: &SessionId,
+        at: &ForkAt,
+        id: SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        let request = ForkRequest {
+            at: at.clone(),
+            id,
+            now,
+        };
+        self.call(self.session(Method::POST, source, &["fork"]).json(&request))
+            .await
+    }
+}
