@@ -88,6 +88,7 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
             )
             .await
         }
+        Command::Serve { listen } => crate::serve_cmd::run(store::open(&url).await?, listen).await,
         Command::Import { file } => {
             crate::transfer::import(&*store::open(&url).await?, &file, json, out).await
         }
@@ -561,6 +562,7 @@ async fn everyday(
         | Command::Bench { .. }
         | Command::Export { .. }
         | Command::Import { .. }
+        | Command::Serve { .. }
         | Command::Migrate { .. } => {
             unreachable!("dispatched in run")
         }

@@ -9,6 +9,7 @@ mod keys_cmd;
 mod output;
 mod retention_cmd;
 mod search_cmd;
+mod serve_cmd;
 mod session_stats;
 mod store;
 mod transfer;
@@ -402,6 +403,13 @@ pub(crate) enum Command {
     Rekey {
         /// Only these sessions.
         sessions: Vec<SessionId>,
+    },
+    /// Serves the store over HTTP (the JSON API of docs/server.md) until
+    /// interrupted (Ctrl-C or SIGTERM), then finishes the requests in flight.
+    Serve {
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080", env = "AGENT_SESSION_LISTEN")]
+        listen: std::net::SocketAddr,
     },
     /// Prints a new random key as a keyring entry (`ID:base64`): append it
     /// to the keyring file to make it the current key.

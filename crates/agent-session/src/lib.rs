@@ -10,6 +10,11 @@ pub use session_compaction as compaction;
 /// Encryption at rest over any store (feature `encryption`).
 #[cfg(feature = "encryption")]
 pub use session_encryption as encryption;
+/// The HTTP server over any store (feature `server`).
+#[cfg(feature = "server")]
+pub use session_server as server;
+#[cfg(feature = "remote")]
+pub use session_client::RemoteRepository;
 #[cfg(feature = "es")]
 pub use session_es::{EsRepository, EsRepositoryBuilder, Refresh};
 #[cfg(feature = "fs")]
@@ -32,6 +37,7 @@ const BACKENDS: &[(&[&str], &str, &str)] = &[
     ),
     (&["postgres", "postgresql"], "postgres", "session-postgres"),
     (&["es+http", "es+https"], "es", "session-es"),
+    (&["http", "https"], "remote", "session-client"),
 ];
 
 /// The scheme of a store URL: what precedes `://` (or `:` for `sqlite::memory:`).
@@ -85,7 +91,8 @@ pub async fn open_unlayered(url: &str) -> Result<Arc<dyn SessionRepository>> {
         feature = "fs",
         feature = "redis",
         feature = "postgres",
-        feature = "es"
+        feature = "es",
+        feature = "remote"
     )),
     allow(clippy::unused_async)
 )] // backends connect asynchronously
@@ -144,6 +151,16 @@ async fn open_store(url: &str) -> Result<(Arc<dyn SessionRepository>, bool)> {
             ),
             true,
         ));
+    }
+    #[cfg(feature = "remote")]
+    if scheme == "http" || scheme == "https" {
+        if limits != Limits::default() {
+            return Err(SessionError::invalid(
+                "store URL",
+                "a served store takes its limits from the server's store URL, not the client's",
+            ));
+        }
+        return Ok((Arc::new(RemoteRepository::connect(url).await?), true));
     }
     if let Some((_, feature, krate)) = BACKENDS
         .iter()
