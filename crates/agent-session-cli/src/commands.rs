@@ -27,6 +27,12 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     // What needs no store comes first: no default store is announced for it.
     match cli.command {
         Command::Keygen { id } => return crate::keys_cmd::keygen(&id, out),
+        Command::ApiKey {
+            name,
+            app,
+            role,
+            user,
+        } => return crate::serve_cmd::api_key(name, &app, role, user, out),
         // Rendered in memory first: clap_complete panics on a failed write,
         // and a reader that stops early (`| head`) is not a failure.
         Command::Completions { shell } => {
@@ -88,7 +94,20 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
             )
             .await
         }
-        Command::Serve { listen } => crate::serve_cmd::run(store::open(&url).await?, listen).await,
+        Command::Serve {
+            listen,
+            api_keys,
+            insecure_no_auth,
+            max_body_bytes,
+        } => {
+            let options = crate::serve_cmd::ServeOptions {
+                listen,
+                api_keys,
+                insecure_no_auth,
+                max_body_bytes,
+            };
+            crate::serve_cmd::run(store::open(&url).await?, options).await
+        }
         Command::Import { file } => {
             crate::transfer::import(&*store::open(&url).await?, &file, json, out).await
         }
@@ -563,6 +582,7 @@ async fn everyday(
         | Command::Export { .. }
         | Command::Import { .. }
         | Command::Serve { .. }
+        | Command::ApiKey { .. }
         | Command::Migrate { .. } => {
             unreachable!("dispatched in run")
         }

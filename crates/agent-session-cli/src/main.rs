@@ -58,6 +58,15 @@ pub(crate) struct Cli {
 }
 
 /// How log lines are written.
+/// What an API key may do (`api-key --role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum KeyRoleArg {
+    /// Any user of the key's app.
+    Admin,
+    /// One user at a time: the one the request names, or the bound one.
+    Agent,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum LogFormat {
     /// Human-readable lines.
@@ -410,6 +419,32 @@ pub(crate) enum Command {
         /// The address to listen on.
         #[arg(long, default_value = "127.0.0.1:8080", env = "AGENT_SESSION_LISTEN")]
         listen: std::net::SocketAddr,
+        /// The API key file (`api-key` prints its lines); every call then needs a key.
+        #[arg(long, env = "AGENT_SESSION_API_KEYS_FILE")]
+        api_keys: Option<std::path::PathBuf>,
+        /// Serve without keys on an address other than loopback (anyone who
+        /// reaches it reads and writes every session).
+        #[arg(long)]
+        insecure_no_auth: bool,
+        /// The largest request body in bytes.
+        #[arg(long, default_value_t = 32 * 1024 * 1024)]
+        max_body_bytes: usize,
+    },
+    /// Prints a new API key for `serve --api-keys FILE`: the secret (give
+    /// it to the client, it is not shown again) and the line to add to the file.
+    ApiKey {
+        /// The key's name, for logs.
+        #[arg(long)]
+        name: String,
+        /// The app it acts in, or `*` for every app (operator keys).
+        #[arg(long)]
+        app: String,
+        /// `admin` (any user of the app) or `agent` (one user at a time).
+        #[arg(long, value_enum)]
+        role: KeyRoleArg,
+        /// Binds an agent key to this one user.
+        #[arg(long)]
+        user: Option<UserId>,
     },
     /// Prints a new random key as a keyring entry (`ID:base64`): append it
     /// to the keyring file to make it the current key.

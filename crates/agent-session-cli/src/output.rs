@@ -30,8 +30,8 @@ pub(crate) fn describe(e: &anyhow::Error) -> String {
 /// its chain (documented in `docs/cli.md`): 2 bad input, 3 not found, 4
 /// conflict or already exists, 5 unavailable (retry later), 6 expired, 7
 /// unsupported by the store, 8 the session has ended, 9 a quota of the
-/// store is exceeded, 10 encrypted data does not open with the keyring; 1
-/// anything else.
+/// store is exceeded, 10 encrypted data does not open with the keyring, 11
+/// a served store refused the API key; 1 anything else.
 pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
     use agent_session::{ErrorKind, SessionError};
     if let Some(kind) = e
@@ -49,6 +49,7 @@ pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
             ErrorKind::SessionEnded => 8,
             ErrorKind::QuotaExceeded => 9,
             ErrorKind::Encryption => 10,
+            ErrorKind::Unauthorized => 11,
             _ => 1,
         };
     }

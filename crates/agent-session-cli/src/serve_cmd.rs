@@ -1,26 +1,99 @@
-//! `serve`: the store over HTTP until the process is told to stop.
+//! `serve`: the store over HTTP until the process is told to stop; and
+//! `api-key`: a new key for it.
 
+use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_session::server::SessionServer;
-use agent_session::SessionRepository;
+use agent_session::server::{ApiKey, ApiKeys, KeyRole, SessionServer};
+use agent_session::{AppName, SessionError, SessionRepository, UserId};
 use anyhow::{Context, Result};
 
-/// Serves `repo` on `listen` until Ctrl-C or SIGTERM, then drains.
-pub(crate) async fn run(repo: Arc<dyn SessionRepository>, listen: SocketAddr) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen)
+use crate::KeyRoleArg;
+
+/// How `serve` runs.
+pub(crate) struct ServeOptions {
+    pub(crate) listen: SocketAddr,
+    pub(crate) api_keys: Option<PathBuf>,
+    pub(crate) insecure_no_auth: bool,
+    pub(crate) max_body_bytes: usize,
+}
+
+/// Serves `repo` until Ctrl-C or SIGTERM, then drains.
+pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions) -> Result<()> {
+    let keys = match &options.api_keys {
+        Some(path) => ApiKeys::from_file(path)?,
+        None => ApiKeys::default(),
+    };
+    if keys.is_empty() && !options.listen.ip().is_loopback() && !options.insecure_no_auth {
+        return Err(SessionError::invalid(
+            "--listen",
+            format!(
+                "{} is reachable from other machines and no API keys are set: give \
+                 --api-keys FILE (see `agent-session api-key`), or --insecure-no-auth",
+                options.listen
+            ),
+        )
+        .into());
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener.local_addr().unwrap_or(listen);
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let addr = listener.local_addr().unwrap_or(options.listen);
+    let auth = if keys.is_empty() {
+        "no API keys: every caller is an operator".to_owned()
+    } else {
+        format!("{} API keys", keys.len())
+    };
     crate::output::report(format_args!(
-        "serving the {} store on http://{addr} (Ctrl-C stops)",
+        "serving the {} store on http://{addr} ({auth}; Ctrl-C stops)",
         repo.capabilities().backend
     ));
     SessionServer::new(repo)
+        .with_api_keys(keys)
+        .with_max_body_bytes(options.max_body_bytes)
         .serve(listener, stop_signal())
         .await
         .context("the server failed")
+}
+
+/// Prints a new secret and its key file line.
+pub(crate) fn api_key(
+    name: String,
+    app: &str,
+    role: KeyRoleArg,
+    user: Option<UserId>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if name.is_empty() || name.chars().any(char::is_whitespace) {
+        return Err(SessionError::invalid("--name", "must be one word").into());
+    }
+    let app = if app == "*" {
+        None
+    } else {
+        Some(AppName::new(app)?)
+    };
+    let role = match role {
+        KeyRoleArg::Admin => KeyRole::Admin,
+        KeyRoleArg::Agent => KeyRole::Agent,
+    };
+    if user.is_some() && role == KeyRole::Admin {
+        return Err(SessionError::invalid("--user", "binds agent keys only").into());
+    }
+    let key = ApiKey {
+        name,
+        app,
+        role,
+        user,
+    };
+    let (secret, line) = ApiKeys::generate(&key)?;
+    writeln!(out, "key:  {secret}")?;
+    writeln!(out, "line: {line}")?;
+    crate::output::report(format_args!(
+        "add the line to the --api-keys file and give the key to its client (it is shown only now)"
+    ));
+    Ok(())
 }
 
 /// Completes on Ctrl-C, or on SIGTERM where there are signals.

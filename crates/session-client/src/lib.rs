@@ -42,6 +42,9 @@ pub const BACKEND: &str = "http";
 /// The default time one call may take, connection included.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The environment variable [`RemoteRepository::connect`] reads the API key from.
+pub const API_KEY_ENV: &str = "AGENT_SESSION_API_KEY";
+
 /// A store reached through a `session-server`.
 #[derive(Debug, Clone)]
 pub struct RemoteRepository {
@@ -77,13 +80,17 @@ impl std::error::Error for StatusError {}
 
 impl RemoteRepository {
     /// Connects to the server at `url` (`http://host:port`, or `https://`,
-    /// with an optional path prefix) and reads what its store supports.
+    /// with an optional path prefix) with the API key in
+    /// `AGENT_SESSION_API_KEY` (if set), and reads what its store supports.
+    /// The store routes need an operator's key (`*` admin) on a server with keys.
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::connect_with_timeout(url, DEFAULT_TIMEOUT).await
+        let key = std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty());
+        Self::connect_with(url, key.as_deref(), DEFAULT_TIMEOUT).await
     }
 
-    /// [`Self::connect`] with each call limited to `timeout`.
-    pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<Self> {
+    /// Connects with `api_key` (sent as `Authorization: Bearer`), each call
+    /// limited to `timeout`.
+    pub async fn connect_with(url: &str, api_key: Option<&str>, timeout: Duration) -> Result<Self> {
         let mut base = Url::parse(url).map_err(|e| {
             SessionError::invalid_because("server URL", format!("{url:?} is not a URL"), e)
         })?;
@@ -95,8 +102,18 @@ impl RemoteRepository {
         }
         base.set_query(None);
         base.set_fragment(None);
+        let mut headers = header::HeaderMap::new();
+        if let Some(key) = api_key {
+            let mut value =
+                header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|e| {
+                    SessionError::invalid_because("API key", "must be printable ASCII", e)
+                })?;
+            value.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
             .timeout(timeout)
+            .default_headers(headers)
             .build()
             .map_err(|e| SessionError::backend(BACKEND, e))?;
         let mut repo = Self {

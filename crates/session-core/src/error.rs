@@ -112,6 +112,14 @@ pub enum SessionError {
         /// Why it did not open.
         reason: String,
     },
+    /// A served store refused the caller: no API key, or one it does not
+    /// hold. (A key that may not see a session gets `NotFound`, as for a
+    /// session that does not exist.)
+    #[error("unauthorized: {reason}")]
+    Unauthorized {
+        /// Why the server refused.
+        reason: String,
+    },
     /// The engine is unreachable, overloaded or out of disk space; the same
     /// call may succeed later.
     #[error("{backend} backend unavailable")]
@@ -152,6 +160,8 @@ pub enum ErrorKind {
     Unavailable,
     /// See [`SessionError::Encryption`].
     Encryption,
+    /// See [`SessionError::Unauthorized`].
+    Unauthorized,
 }
 
 impl From<std::convert::Infallible> for SessionError {
@@ -176,6 +186,7 @@ impl SessionError {
             Self::Serialization { .. } => ErrorKind::Serialization,
             Self::Unavailable { .. } => ErrorKind::Unavailable,
             Self::Encryption { .. } => ErrorKind::Encryption,
+            Self::Unauthorized { .. } => ErrorKind::Unauthorized,
         }
     }
 

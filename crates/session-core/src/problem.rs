@@ -85,7 +85,7 @@ impl std::fmt::Display for RemoteCause {
 impl std::error::Error for RemoteCause {}
 
 /// Each kind's wire name, title and HTTP status.
-const KINDS: [(ErrorKind, &str, &str, u16); 12] = [
+const KINDS: [(ErrorKind, &str, &str, u16); 13] = [
     (ErrorKind::NotFound, "not_found", "Not found", 404),
     (
         ErrorKind::AlreadyExists,
@@ -128,6 +128,7 @@ const KINDS: [(ErrorKind, &str, &str, u16); 12] = [
         503,
     ),
     (ErrorKind::Encryption, "encryption", "Cannot decrypt", 500),
+    (ErrorKind::Unauthorized, "unauthorized", "Unauthorized", 401),
 ];
 
 /// The `&'static str` labels a rebuilt error can name; others read as the fallback.
@@ -251,6 +252,7 @@ impl Problem {
                 p.context = Some(context.clone());
                 p.reason = Some(reason.clone());
             }
+            SessionError::Unauthorized { reason } => p.reason = Some(reason.clone()),
         }
         p
     }
@@ -311,6 +313,9 @@ impl Problem {
                 context: self.context.unwrap_or_default(),
                 reason: self.reason.unwrap_or(self.detail),
             },
+            Some(ErrorKind::Unauthorized) => SessionError::Unauthorized {
+                reason: self.reason.unwrap_or(self.detail),
+            },
             Some(ErrorKind::Unavailable) => SessionError::Unavailable {
                 backend,
                 source: cause(format!("{backend} backend unavailable")),
@@ -363,6 +368,9 @@ mod tests {
             SessionError::Encryption {
                 context: "session s-8".into(),
                 reason: "unknown key k2".into(),
+            },
+            SessionError::Unauthorized {
+                reason: "no API key".into(),
             },
         ];
         for error in &errors {

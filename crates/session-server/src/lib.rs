@@ -26,13 +26,19 @@ use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use session_core::{SessionQuery, SessionRepository};
+use session_core::{DefaultSessionService, SessionQuery, SessionRepository, SessionService};
 
+pub mod auth;
+mod guard;
+pub mod owner;
 mod problem;
 mod routes;
+
+pub use auth::{ApiKey, ApiKeys, KeyRole};
 
 /// The default largest request body: 32 MiB (an imported session travels whole).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -42,6 +48,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 #[derive(Clone)]
 pub struct SessionServer {
     repo: Arc<dyn SessionRepository>,
+    service: Arc<dyn SessionService>,
+    keys: Arc<ApiKeys>,
     max_body_bytes: usize,
 }
 
@@ -50,17 +58,35 @@ impl std::fmt::Debug for SessionServer {
         f.debug_struct("SessionServer")
             .field("backend", &self.repo.capabilities().backend)
             .field("max_body_bytes", &self.max_body_bytes)
-            .finish()
+            .field("api_keys", &self.keys.len())
+            .finish_non_exhaustive()
     }
 }
 
 impl SessionServer {
-    /// A server over `repo`.
+    /// A server over `repo`, answering everyone (see [`Self::with_api_keys`]),
+    /// its owner routes served by a [`DefaultSessionService`] over `repo`.
     pub fn new(repo: Arc<dyn SessionRepository>) -> Self {
         Self {
+            service: Arc::new(DefaultSessionService::new(repo.clone())),
             repo,
+            keys: Arc::new(ApiKeys::default()),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
+    }
+
+    /// Serves the owner routes with `service` (one with compaction, persist
+    /// filters or retention configured) instead of the default service.
+    pub fn with_service(mut self, service: Arc<dyn SessionService>) -> Self {
+        self.service = service;
+        self
+    }
+
+    /// Requires one of `keys` on every API call (see [`auth`]); without
+    /// keys the server answers everyone.
+    pub fn with_api_keys(mut self, keys: ApiKeys) -> Self {
+        self.keys = Arc::new(keys);
+        self
     }
 
     /// Refuses request bodies larger than `bytes` with 413.
@@ -76,7 +102,19 @@ impl SessionServer {
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready))
             .with_state(self.repo.clone());
-        routes::api(self.repo.clone())
+        let store =
+            routes::api(self.repo.clone()).route_layer(middleware::from_fn(guard::operator_only));
+        let owners = owner::routes(owner::OwnerState {
+            service: self.service.clone(),
+            repo: self.repo.clone(),
+        })
+        .route_layer(middleware::from_fn(guard::owner_only));
+        store
+            .merge(owners)
+            .layer(middleware::from_fn_with_state(
+                self.keys.clone(),
+                guard::authenticate,
+            ))
             .merge(probes)
             .layer(DefaultBodyLimit::max(self.max_body_bytes))
     }

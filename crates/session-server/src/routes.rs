@@ -14,8 +14,7 @@ use session_core::wire::{
     Purged, SessionListParams, VersionBody,
 };
 use session_core::{
-    AppName, NewSession, RewindTo, SearchQuery, SessionDump, SessionEvent, SessionRepository,
-    SessionUpdate, UserId,
+    NewSession, RewindTo, SearchQuery, SessionDump, SessionEvent, SessionRepository, SessionUpdate,
 };
 
 use crate::problem::{
@@ -27,7 +26,7 @@ use crate::problem::{
 type Store = State<Arc<dyn SessionRepository>>;
 
 /// A JSON response with `status`.
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => {
@@ -38,7 +37,7 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
 }
 
 /// A JSON 200 response.
-fn ok<T: Serialize>(value: &T) -> Response {
+pub(crate) fn ok<T: Serialize>(value: &T) -> Response {
     json(StatusCode::OK, value)
 }
 
@@ -63,11 +62,6 @@ pub(crate) fn api(repo: Arc<dyn SessionRepository>) -> Router {
         .route("/v1/sessions/{id}/export", get(export))
         .route("/v1/import", post(import))
         .route("/v1/search", post(search))
-        .route(
-            "/v1/apps/{app}/users/{user}",
-            axum::routing::delete(erase_user),
-        )
-        .route("/v1/apps/{app}/users/{user}/state", get(shared_state))
         .route("/v1/purge", post(purge))
         .with_state(repo)
 }
@@ -117,7 +111,7 @@ async fn version(State(repo): Store, Path(id): Path<String>) -> ApiResult<Respon
 }
 
 /// The events of a body: an array of events, or one event.
-fn event_batch(body: &Bytes) -> ApiResult<Vec<SessionEvent>> {
+pub(crate) fn event_batch(body: &Bytes) -> ApiResult<Vec<SessionEvent>> {
     let value: serde_json::Value = json_body(body)?;
     if value.is_array() {
         json_body(body)
@@ -182,7 +176,8 @@ async fn prune(
     } else {
         let actual = repo.event_version(&id).await?;
         Err(precondition_failed(&id, expected, actual))
-    }}
+    }
+}
 
 async fn fork(State(repo): Store, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
     let request: ForkRequest = json_body(&body)?;
@@ -205,27 +200,6 @@ async fn import(State(repo): Store, body: Bytes) -> ApiResult<Response> {
 async fn search(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let query: SearchQuery = json_body(&body)?;
     Ok(ok(&repo.search(&query).await?))
-}
-
-/// The app and user of a path.
-fn owner(app: &str, user: &str) -> ApiResult<(AppName, UserId)> {
-    Ok((AppName::new(app)?, UserId::new(user)?))
-}
-
-async fn shared_state(
-    State(repo): Store,
-    Path((app, user)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    let (app, user) = owner(&app, &user)?;
-    Ok(ok(&repo.shared_state(&app, &user).await?))
-}
-
-async fn erase_user(
-    State(repo): Store,
-    Path((app, user)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    let (app, user) = owner(&app, &user)?;
-    Ok(ok(&repo.erase_user(&app, &user).await?))
 }
 
 async fn purge(State(repo): Store, body: Bytes) -> ApiResult<Response> {

@@ -1,0 +1,375 @@
+//! The owner routes: the session service for one user of one app, under
+//! `/v1/apps/{app}/users/{user}`. Every call is scoped to that owner, as
+//! [`SessionService`] scopes it: another owner's session is `NotFound`,
+//! exactly as an unknown one.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use session_core::wire::{EventParams, SessionListParams};
+use session_core::{
+    AppName, CreateSessionRequest, Expiry, ForkAt, Message, Owner, ResetPolicy, ResolveRequest,
+    SearchQuery, SessionError, SessionRepository, SessionService, SessionUpdate, StateMap, UserId,
+};
+
+use crate::problem::{etag, if_match, json_body, query_params, required_if_match, ApiResult};
+use crate::routes::{event_batch, json, ok};
+
+/// What the owner routes serve: the service, and the store under it for
+/// the shared scopes.
+#[derive(Clone)]
+pub(crate) struct OwnerState {
+    pub(crate) service: Arc<dyn SessionService>,
+    pub(crate) repo: Arc<dyn SessionRepository>,
+}
+
+type Svc = State<OwnerState>;
+
+/// The owner of a path, validated.
+fn owner(app: &str, user: &str) -> ApiResult<Owner> {
+    AppName::new(app)?;
+    UserId::new(user)?;
+    Ok(Owner::new(app, user))
+}
+
+/// `POST …/sessions`: what to create (everything optional).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CreateBody {
+    /// The id; generated when absent.
+    pub id: Option<String>,
+    /// The resolution key.
+    pub key: Option<String>,
+    /// Time to live in seconds (default 60 days).
+    pub ttl_secs: Option<u64>,
+    /// Expiry instant, instead of a time to live.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Never expires.
+    pub never_expires: bool,
+    /// Metadata.
+    pub metadata: StateMap,
+    /// Initial state (`user:` and `app:` keys go to the shared scopes).
+    pub state: StateMap,
+}
+
+/// The expiry a body asks for; `InvalidInput` when it names two.
+fn expiry(
+    ttl_secs: Option<u64>,
+    at: Option<DateTime<Utc>>,
+    never: bool,
+) -> Result<Expiry, SessionError> {
+    match (ttl_secs, at, never) {
+        (None, None, false) => Ok(Expiry::Default),
+        (Some(secs), None, false) => {
+            let secs = i64::try_from(secs)
+                .map_err(|_| SessionError::invalid("ttl_secs", "is too large"))?;
+            chrono::Duration::try_seconds(secs)
+                .map(Expiry::Ttl)
+                .ok_or_else(|| SessionError::invalid("ttl_secs", "is too large"))
+        }
+        (None, Some(at), false) => Ok(Expiry::At(at)),
+        (None, None, true) => Ok(Expiry::Never),
+        _ => Err(SessionError::invalid(
+            "expiry",
+            "give at most one of ttl_secs, expires_at and never_expires",
+        )),
+    }
+}
+
+/// `POST …/resolve`: the active session of a key, reset by policy.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResolveBody {
+    /// The resolution key (`telegram:chat-123:agent-a`).
+    pub key: String,
+    /// The app's group session for the key, shared by all its users.
+    pub group: bool,
+    /// Start over after this many idle seconds.
+    pub idle_timeout_secs: Option<u64>,
+    /// Start over daily at this hour (0–23) ...
+    pub daily_reset_hour: Option<u8>,
+    /// ... in this IANA time zone (default UTC).
+    pub daily_reset_zone: Option<String>,
+    /// Time to live in seconds of a session the call creates.
+    pub ttl_secs: Option<u64>,
+    /// Metadata of a session the call creates.
+    pub metadata: StateMap,
+}
+
+/// What `resolve` answered.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ResolvedBody {
+    /// The active session for the key.
+    pub session: session_core::Session,
+    /// Whether this call created it.
+    pub is_new: bool,
+}
+
+/// `POST …/sessions/{id}/rewind`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewindBody {
+    /// Everything from this invocation's first event on goes.
+    pub invocation_id: String,
+}
+
+/// `POST …/sessions/{id}/fork`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// Where the fork branches off.
+    pub at: ForkAt,
+}
+
+/// The owner routes, scoped by the caller's key in [`crate::auth`].
+pub(crate) fn routes(state: OwnerState) -> Router {
+    let base = "/v1/apps/{app}/users/{user}";
+    Router::new()
+        .route(base, delete(erase))
+        .route(&format!("{base}/state"), get(shared_state))
+        .route(&format!("{base}/sessions"), post(create).get(list))
+        .route(&format!("{base}/resolve"), post(resolve))
+        .route(&format!("{base}/search"), post(search))
+        .route(
+            &format!("{base}/sessions/{{id}}"),
+            get(get_session).patch(update).delete(delete_session),
+        )
+        .route(&format!("{base}/sessions/{{id}}/end"), post(end))
+        .route(&format!("{base}/sessions/{{id}}/reopen"), post(reopen))
+        .route(
+            &format!("{base}/sessions/{{id}}/events"),
+            post(append).get(events),
+        )
+        .route(
+            &format!("{base}/sessions/{{id}}/messages"),
+            post(append_message).get(messages),
+        )
+        .route(
+            &format!("{base}/sessions/{{id}}/context"),
+            axum::routing::put(replace_context),
+        )
+        .route(&format!("{base}/sessions/{{id}}/rewind"), post(rewind))
+        .route(&format!("{base}/sessions/{{id}}/fork"), post(fork))
+        .route(&format!("{base}/sessions/{{id}}/usage"), get(usage))
+        .with_state(state)
+}
+
+type OwnerPath = Path<(String, String)>;
+type SessionPath = Path<(String, String, String)>;
+
+async fn erase(State(s): Svc, Path((app, user)): OwnerPath) -> ApiResult<Response> {
+    Ok(ok(&s.service.erase_user(&owner(&app, &user)?).await?))
+}
+
+async fn shared_state(State(s): Svc, Path((app, user)): OwnerPath) -> ApiResult<Response> {
+    let (app, user) = (AppName::new(app)?, UserId::new(user)?);
+    Ok(ok(&s.repo.shared_state(&app, &user).await?))
+}
+
+async fn create(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> ApiResult<Response> {
+    let body: CreateBody = json_body(&body)?;
+    let mut request = CreateSessionRequest::builder(user).app(app);
+    if let Some(id) = body.id {
+        request = request.id(id);
+    }
+    if let Some(key) = body.key {
+        request = request.key(key);
+    }
+    request = match expiry(body.ttl_secs, body.expires_at, body.never_expires)? {
+        Expiry::Ttl(d) => request.ttl(d),
+        Expiry::At(t) => request.expires_at(t),
+        Expiry::Never => request.never_expires(),
+        Expiry::Default => request,
+    };
+    for (k, v) in body.metadata {
+        request = request.metadata(k, v);
+    }
+    for (k, v) in body.state {
+        request = request.state(k, v);
+    }
+    let session = s.service.create(request.build()?).await?;
+    Ok((etag(session.version), json(StatusCode::CREATED, &session)).into_response())
+}
+
+async fn list(
+    State(s): Svc,
+    Path((app, user)): OwnerPath,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
+    let params: SessionListParams = query_params(query.as_deref())?;
+    let owner = owner(&app, &user)?;
+    Ok(ok(&s.service.list(&owner, params.into_query()?).await?))
+}
+
+async fn resolve(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> ApiResult<Response> {
+    let body: ResolveBody = json_body(&body)?;
+    owner(&app, &user)?;
+    let mut request = if body.group {
+        ResolveRequest::group(app, body.key)
+    } else {
+        ResolveRequest::new(app, user, body.key)
+    }
+    .expiry(expiry(body.ttl_secs, None, false)?);
+    request.metadata = body.metadata;
+    let mut policy = ResetPolicy::never();
+    if let Some(secs) = body.idle_timeout_secs {
+        let secs = i64::try_from(secs)
+            .ok()
+            .and_then(chrono::Duration::try_seconds)
+            .ok_or_else(|| SessionError::invalid("idle_timeout_secs", "is too large"))?;
+        policy = policy.idle(secs);
+    }
+    if let Some(hour) = body.daily_reset_hour {
+        let zone = body.daily_reset_zone.as_deref().unwrap_or("UTC");
+        policy = policy.daily_in(hour, zone)?;
+    }
+    let resolved = s.service.resolve(&request, &policy).await?;
+    let body = ResolvedBody {
+        session: resolved.session,
+        is_new: resolved.is_new,
+    };
+    let status = if body.is_new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((etag(body.session.version), json(status, &body)).into_response())
+}
+
+async fn search(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> ApiResult<Response> {
+    let query: SearchQuery = json_body(&body)?;
+    Ok(ok(&s.service.search(&owner(&app, &user)?, &query).await?))
+}
+
+async fn get_session(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+    let session = s.service.get(&owner(&app, &user)?, &id).await?;
+    Ok((etag(session.version), ok(&session)).into_response())
+}
+
+async fn update(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let mut update: SessionUpdate = json_body(&body)?;
+    if let Some(version) = if_match(&headers)? {
+        update.expected_version = Some(version);
+    }
+    let session = s.service.update(&owner(&app, &user)?, &id, update).await?;
+    Ok((etag(session.version), ok(&session)).into_response())
+}
+
+async fn delete_session(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+    s.service.delete(&owner(&app, &user)?, &id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn end(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+    let session = s.service.end(&owner(&app, &user)?, &id).await?;
+    Ok((etag(session.version), ok(&session)).into_response())
+}
+
+async fn reopen(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+    let session = s.service.reopen(&owner(&app, &user)?, &id).await?;
+    Ok((etag(session.version), ok(&session)).into_response())
+}
+
+async fn append(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let events = event_batch(&body)?;
+    let outcome = s
+        .service
+        .append_events(&owner(&app, &user)?, &id, events)
+        .await?;
+    Ok((etag(outcome.version), ok(&outcome)).into_response())
+}
+
+async fn append_message(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let message: Message = json_body(&body)?;
+    let outcome = s
+        .service
+        .append_message(&owner(&app, &user)?, &id, message)
+        .await?;
+    Ok((etag(outcome.version), ok(&outcome)).into_response())
+}
+
+async fn events(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
+    let params: EventParams = query_params(query.as_deref())?;
+    let filter = params.into_filter()?;
+    Ok(ok(&s
+        .service
+        .events(&owner(&app, &user)?, &id, &filter)
+        .await?))
+}
+
+async fn messages(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+    Ok(ok(&s.service.messages(&owner(&app, &user)?, &id).await?))
+}
+
+async fn replace_context(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let expected = required_if_match(&headers)?;
+    let owner = owner(&app, &user)?;
+    let events = event_batch(&body)?;
+    if s.service
+        .replace_context(&owner, &id, events, expected)
+        .await?
+    {
+        let session = s.service.get(&owner, &id).await?;
+        Ok((StatusCode::NO_CONTENT, etag(session.version)).into_response())
+    } else {
+        let actual = s.service.get(&owner, &id).await?.version;
+        let id = session_core::SessionId::new(id)?;
+        Err(crate::problem::precondition_failed(&id, expected, actual))
+    }
+}
+
+async fn rewind(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let body: RewindBody = json_body(&body)?;
+    let session = s
+        .service
+        .rewind(&owner(&app, &user)?, &id, &body.invocation_id)
+        .await?;
+    Ok((etag(session.version), ok(&session)).into_response())
+}
+
+async fn fork(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let body: ForkBody = json_body(&body)?;
+    let fork = s.service.fork(&owner(&app, &user)?, &id, &body.at).await?;
+    Ok((etag(fork.version), json(StatusCode::CREATED, &fork)).into_response())
+}
+
+async fn usage(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+    Ok(ok(&s.service.usage(&owner(&app, &user)?, &id).await?))
+}

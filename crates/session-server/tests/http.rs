@@ -1,0 +1,331 @@
+//! The server over HTTP: keys and scopes, problem documents, versions as
+//! ETags, and the limits, checked with a plain HTTP client.
+#![allow(clippy::unwrap_used)] // a test: failing loudly is its job
+
+use reqwest::{header, Client, StatusCode};
+use serde_json::{json, Value};
+use session_core::{AppName, ErrorKind, InMemoryRepository, SessionRepository, UserId};
+use session_server::{ApiKey, ApiKeys, KeyRole, SessionServer};
+
+struct Server {
+    base: String,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn start(server: SessionServer) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(server.serve(listener, std::future::pending()));
+    Server { base, task }
+}
+
+/// A key file with one key of each kind; returns the secrets by name.
+fn keys() -> (ApiKeys, Vec<(&'static str, String)>) {
+    let specs = [
+        ("ops", None, KeyRole::Admin, None),
+        ("support-admin", Some("support"), KeyRole::Admin, None),
+        ("support-agent", Some("support"), KeyRole::Agent, None),
+        ("ada-bot", Some("support"), KeyRole::Agent, Some("ada")),
+    ];
+    let mut lines = String::new();
+    let mut secrets = Vec::new();
+    for (name, app, role, user) in specs {
+        let key = ApiKey {
+            name: name.to_owned(),
+            app: app.map(|a| AppName::new(a).unwrap()),
+            role,
+            user: user.map(|u| UserId::new(u).unwrap()),
+        };
+        let (secret, line) = ApiKeys::generate(&key).unwrap();
+        lines.push_str(&line);
+        lines.push('\n');
+        secrets.push((name, secret));
+    }
+    (ApiKeys::parse(&lines).unwrap(), secrets)
+}
+
+fn secret<'a>(secrets: &'a [(&str, String)], name: &str) -> &'a str {
+    &secrets.iter().find(|(n, _)| *n == name).unwrap().1
+}
+
+async fn problem(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(kind.as_deref(), Some("application/problem+json"));
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_key_the_server_answers_401_and_reveals_nothing() {
+    let (keys, secrets) = keys();
+    let server =
+        start(SessionServer::new(InMemoryRepository::new().shared()).with_api_keys(keys)).await;
+    let http = Client::new();
+    let url = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let r = http.get(&url).send().await.unwrap();
+    assert!(r.headers().get(header::WWW_AUTHENTICATE).is_some());
+    let (status, body) = problem(r).await;
+    assert_eq!(
+        (status, body["kind"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (status, _) = problem(
+        http.get(&url)
+            .bearer_auth("ask_wrong")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // The probes stay open for load balancers.
+    let r = http
+        .get(format!("{}/readyz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let ok = http
+        .get(&url)
+        .bearer_auth(secret(&secrets, "support-agent"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_act_only_for_their_app_and_user_and_others_see_404() {
+    let (keys, secrets) = keys();
+    let server =
+        start(SessionServer::new(InMemoryRepository::new().shared()).with_api_keys(keys)).await;
+    let http = Client::new();
+    let base = &server.base;
+    let bot = secret(&secrets, "ada-bot");
+    // The bound agent creates a session for ada.
+    let r = http
+        .post(format!("{base}/v1/apps/support/users/ada/sessions"))
+        .bearer_auth(bot)
+        .json(&json!({"metadata": {"ticket": 7}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let unknown = "no-such-session";
+
+    // Each refused call answers exactly as an unknown session does.
+    let refused = [
+        (
+            "ada-bot",
+            format!("/v1/apps/support/users/bob/sessions/{id}"),
+        ),
+        (
+            "support-agent",
+            format!("/v1/apps/billing/users/ada/sessions/{id}"),
+        ),
+        ("support-admin", format!("/v1/sessions/{id}")),
+        ("support-agent", format!("/v1/sessions/{id}")),
+    ];
+    for (key, path) in refused {
+        let (status, body) = problem(
+            http.get(format!("{base}{path}"))
+                .bearer_auth(secret(&secrets, key))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, body["kind"].as_str()),
+            (StatusCode::NOT_FOUND, Some("not_found")),
+            "{key} {path}"
+        );
+    }
+    // bob's path with an app admin key: the service hides ada's session.
+    let as_bob = format!("{base}/v1/apps/support/users/bob/sessions/{id}");
+    let as_bob_unknown = format!("{base}/v1/apps/support/users/bob/sessions/{unknown}");
+    let admin = secret(&secrets, "support-admin");
+    let (s1, b1) = problem(http.get(&as_bob).bearer_auth(admin).send().await.unwrap()).await;
+    let (s2, b2) = problem(
+        http.get(&as_bob_unknown)
+            .bearer_auth(admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s1, &b1["kind"], &b1["title"]),
+        (s2, &b2["kind"], &b2["title"])
+    );
+    assert_eq!(s1, StatusCode::NOT_FOUND);
+
+    // The owner and the operator read it.
+    let as_ada = format!("{base}/v1/apps/support/users/ada/sessions/{id}");
+    for key in ["ada-bot", "support-agent", "support-admin"] {
+        let r = http
+            .get(&as_ada)
+            .bearer_auth(secret(&secrets, key))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{key}");
+    }
+    let r = http
+        .get(format!("{base}/v1/sessions/{id}"))
+        .bearer_auth(secret(&secrets, "ops"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_store_needs_an_operator_key() {
+    let (keys, secrets) = keys();
+    let server =
+        start(SessionServer::new(InMemoryRepository::new().shared()).with_api_keys(keys)).await;
+    let timeout = std::time::Duration::from_secs(10);
+    let connect = |key: Option<&str>| {
+        let base = server.base.clone();
+        let key = key.map(str::to_owned);
+        async move {
+            session_client::RemoteRepository::connect_with(&base, key.as_deref(), timeout).await
+        }
+    };
+    let no_key = connect(None).await.err().map(|e| e.kind());
+    assert_eq!(no_key, Some(ErrorKind::Unauthorized));
+    let agent = connect(Some(secret(&secrets, "support-agent")))
+        .await
+        .err()
+        .map(|e| e.kind());
+    assert_eq!(agent, Some(ErrorKind::NotFound));
+    let ops = connect(Some(secret(&secrets, "ops"))).await.unwrap();
+    let s = ops
+        .create(session_core::NewSession::new("support", "ada", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(ops.get(&s.id).await.unwrap().user_id, "ada");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_travel_as_etags_and_swaps_need_if_match() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let created: Value = http
+        .post(&sessions)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = format!("{sessions}/{}", created["id"].as_str().unwrap());
+    let r = http
+        .post(format!("{session}/messages"))
+        .json(&json!({"role": "user", "content": "my order ORD-1 is late"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let etag = r
+        .headers()
+        .get(header::ETAG)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(etag, "\"1\"");
+    let context = format!("{session}/context");
+    let (status, _) = problem(http.put(&context).json(&json!([])).send().await.unwrap()).await;
+    assert_eq!(status, StatusCode::PRECONDITION_REQUIRED);
+    let (status, body) = problem(
+        http.put(&context)
+            .header(header::IF_MATCH, "\"0\"")
+            .json(&json!([]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["actual"].as_u64()),
+        (StatusCode::PRECONDITION_FAILED, Some(1))
+    );
+    let r = http
+        .put(&context)
+        .header(header::IF_MATCH, etag)
+        .json(&json!([]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    // The archive keeps the message the context no longer holds.
+    let archive: Value = http
+        .get(format!("{session}/events?view=archive"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(archive["items"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_problem_document_and_stores_nothing() {
+    let repo = InMemoryRepository::new().shared();
+    let server = start(SessionServer::new(repo.clone()).with_max_body_bytes(4096)).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    for (body, field) in [
+        ("{not json", "request body"),
+        (r#"{"ttl_secs": 60, "never_expires": true}"#, "expiry"),
+        (r#"{"id": "a b"}"#, "session id"),
+    ] {
+        let r = http
+            .post(&sessions)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let (status, problem) = problem(r).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(problem["kind"], "invalid_input", "{body}");
+        assert_eq!(problem["field"], field, "{body}");
+    }
+    let (status, _) = problem(
+        http.get(format!("{sessions}?metadata=%5B1%5D"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let big = "x".repeat(8192);
+    let r = http
+        .post(&sessions)
+        .json(&json!({"metadata": {"note": big}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let all = repo.list(&session_core::SessionQuery::new()).await.unwrap();
+    assert!(all.items.is_empty(), "nothing was stored");
+}
