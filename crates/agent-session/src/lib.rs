@@ -4,17 +4,14 @@ use std::sync::Arc;
 
 pub use session_core::*;
 
+#[cfg(feature = "remote")]
+pub use session_client::RemoteRepository;
 /// Compaction: triggers, strategies, summarizers, token estimators (feature `compaction`).
 #[cfg(feature = "compaction")]
 pub use session_compaction as compaction;
 /// Encryption at rest over any store (feature `encryption`).
 #[cfg(feature = "encryption")]
 pub use session_encryption as encryption;
-/// The HTTP server over any store (feature `server`).
-#[cfg(feature = "server")]
-pub use session_server as server;
-#[cfg(feature = "remote")]
-pub use session_client::RemoteRepository;
 #[cfg(feature = "es")]
 pub use session_es::{EsRepository, EsRepositoryBuilder, Refresh};
 #[cfg(feature = "fs")]
@@ -23,6 +20,9 @@ pub use session_fs::{FsRepository, FsRepositoryBuilder};
 pub use session_postgres::{PostgresRepository, PostgresRepositoryBuilder};
 #[cfg(feature = "redis")]
 pub use session_redis::{RedisRepository, RedisRepositoryBuilder};
+/// The HTTP server over any store (feature `server`).
+#[cfg(feature = "server")]
+pub use session_server as server;
 #[cfg(feature = "sqlite")]
 pub use session_sqlite::{SqliteRepository, SqliteRepositoryBuilder, Synchronous};
 
@@ -336,4 +336,7 @@ mod documentation {
     #[cfg(feature = "fs")]
     #[doc = include_str!("../../../docs/backends/fs.md")]
     struct Files;
+    #[cfg(feature = "remote")]
+    #[doc = include_str!("../../../docs/server.md")]
+    struct Server;
 }

@@ -308,7 +308,10 @@ impl EventParams {
             invocation_id: self.invocation_id,
             after: self.after,
             page: self.page.unwrap_or(0),
-            page_size: self.page_size.unwrap_or(DEFAULT_PAGE_SIZE),
+            // `last_n` alone reads the last n in one page, as `EventFilter::last` does.
+            page_size: self
+                .page_size
+                .unwrap_or_else(|| self.last_n.map_or(DEFAULT_PAGE_SIZE, |n| n.max(1))),
         })
     }
 }
@@ -342,6 +345,15 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn last_n_alone_reads_the_last_n_in_one_page() {
+        let params = EventParams {
+            last_n: Some(20),
+            ..EventParams::default()
+        };
+        assert_eq!(params.into_filter().ok(), Some(EventFilter::last(20)));
     }
 
     #[test]
