@@ -30,15 +30,18 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use session_core::layer::TracingLayer;
 use session_core::{DefaultSessionService, SessionQuery, SessionRepository, SessionService};
 
 pub mod auth;
 mod guard;
+pub mod observe;
 pub mod owner;
 mod problem;
 mod routes;
 
 pub use auth::{ApiKey, ApiKeys, KeyRole};
+pub use observe::Metrics;
 
 /// The default largest request body: 32 MiB (an imported session travels whole).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -50,6 +53,7 @@ pub struct SessionServer {
     repo: Arc<dyn SessionRepository>,
     service: Arc<dyn SessionService>,
     keys: Arc<ApiKeys>,
+    metrics: Arc<Metrics>,
     max_body_bytes: usize,
 }
 
@@ -66,13 +70,24 @@ impl std::fmt::Debug for SessionServer {
 impl SessionServer {
     /// A server over `repo`, answering everyone (see [`Self::with_api_keys`]),
     /// its owner routes served by a [`DefaultSessionService`] over `repo`.
+    ///
+    /// Every store call is timed into the server's [`Metrics`].
     pub fn new(repo: Arc<dyn SessionRepository>) -> Self {
+        let metrics = Arc::new(Metrics::default());
+        let repo: Arc<dyn SessionRepository> =
+            Arc::new(TracingLayer::new(repo).with_observer(metrics.clone()));
         Self {
             service: Arc::new(DefaultSessionService::new(repo.clone())),
             repo,
             keys: Arc::new(ApiKeys::default()),
+            metrics,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
+    }
+
+    /// The server's metrics (what `/metrics` serves).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// Serves the owner routes with `service` (one with compaction, persist
@@ -95,13 +110,20 @@ impl SessionServer {
         self
     }
 
-    /// The routes: the API under `/v1`, and `/healthz` (the process
-    /// answers) and `/readyz` (the store answers).
+    /// The routes: the API under `/v1`; `/healthz` (the process
+    /// answers), `/readyz` (the store answers) and `/metrics` (Prometheus),
+    /// which need no key. Each request gets an id (`x-request-id`) and one
+    /// log line.
     pub fn router(&self) -> Router {
         let probes = Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready))
-            .with_state(self.repo.clone());
+            .with_state(self.repo.clone())
+            .merge(
+                Router::new()
+                    .route("/metrics", get(observe::metrics))
+                    .with_state(self.metrics.clone()),
+            );
         let store =
             routes::api(self.repo.clone()).route_layer(middleware::from_fn(guard::operator_only));
         let owners = owner::routes(owner::OwnerState {
@@ -117,6 +139,10 @@ impl SessionServer {
             ))
             .merge(probes)
             .layer(DefaultBodyLimit::max(self.max_body_bytes))
+            .layer(middleware::from_fn_with_state(
+                self.metrics.clone(),
+                observe::track,
+            ))
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops

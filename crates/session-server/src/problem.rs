@@ -50,7 +50,7 @@ impl IntoResponse for ApiError {
             );
         }
         let body = serde_json::to_vec(&problem).unwrap_or_default();
-        (
+        let mut response = (
             status,
             [(
                 header::CONTENT_TYPE,
@@ -58,7 +58,11 @@ impl IntoResponse for ApiError {
             )],
             body,
         )
-            .into_response()
+            .into_response();
+        response
+            .extensions_mut()
+            .insert(crate::observe::ErrorKindTag(self.error.kind().as_str()));
+        response
     }
 }
 

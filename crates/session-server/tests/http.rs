@@ -329,3 +329,62 @@ async fn bad_input_is_a_problem_document_and_stores_nothing() {
     let all = repo.list(&session_core::SessionQuery::new()).await.unwrap();
     assert!(all.items.is_empty(), "nothing was stored");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_errors_by_kind_and_time_the_store() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let r = http.post(&sessions).json(&json!({})).send().await.unwrap();
+    let generated = r
+        .headers()
+        .get("x-request-id")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        generated.len(),
+        36,
+        "a new request gets a UUID: {generated}"
+    );
+    let r = http
+        .get(format!("{sessions}/nope"))
+        .header("x-request-id", "trace-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers().get("x-request-id").unwrap(),
+        "trace-42",
+        "a caller's id is kept"
+    );
+    let text = http
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let has = |needle: &str| text.lines().any(|l| l.contains(needle));
+    assert!(
+        has(
+            r#"agent_session_http_requests_total{method="POST",route="/v1/apps/{app}/users/{user}/sessions",status="201"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        has(r#"agent_session_http_errors_total{kind="not_found"} 1"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"agent_session_store_call_duration_seconds_count{backend="memory",op="create"} 1"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"agent_session_store_errors_total{backend="memory",op="get",kind="not_found"} 1"#),
+        "{text}"
+    );
+    assert!(!text.contains("nope"), "no ids or content in metrics");
+}

@@ -14,4 +14,4 @@ mod retry;
 mod tracing;
 
 pub use self::retry::{RetryLayer, RetryPolicy};
-pub use self::tracing::TracingLayer;
+pub use self::tracing::{StoreObserver, TracingLayer};

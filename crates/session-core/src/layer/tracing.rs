@@ -1,13 +1,14 @@
 //! `TracingLayer`: one span per repository call, with its duration and outcome.
 
 use std::future::Future;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tracing::Instrument;
 
-use crate::error::Result;
+use crate::error::{ErrorKind, Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
@@ -27,15 +28,48 @@ use crate::state::SharedState;
 /// state and connection URLs never are.
 ///
 /// `agent_session::open` wraps every store in it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TracingLayer<R> {
     inner: R,
+    observer: Option<Arc<dyn StoreObserver>>,
+}
+
+/// Told of every call a [`TracingLayer`] sees: how to feed store latency
+/// and errors into metrics (the server's `/metrics` uses one).
+pub trait StoreObserver: Send + Sync {
+    /// One finished call: the backend, the operation (`append`, `get`,
+    /// ...), how long it took and, when it failed, the error's kind.
+    fn observe(
+        &self,
+        backend: &'static str,
+        op: &'static str,
+        elapsed: Duration,
+        error: Option<ErrorKind>,
+    );
+}
+
+impl<R: std::fmt::Debug> std::fmt::Debug for TracingLayer<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TracingLayer")
+            .field("inner", &self.inner)
+            .field("observed", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl<R> TracingLayer<R> {
     /// Wraps `inner`.
     pub fn new(inner: R) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            observer: None,
+        }
+    }
+
+    /// Also tells `observer` of every call.
+    pub fn with_observer(mut self, observer: Arc<dyn StoreObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// The wrapped repository.
@@ -44,30 +78,42 @@ impl<R> TracingLayer<R> {
     }
 }
 
-async fn traced<T>(
-    backend: &'static str,
-    op: &'static str,
-    session_id: Option<&str>,
-    call: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    let span = tracing::debug_span!(
-        "session_store",
-        backend,
-        op,
-        session_id = session_id.unwrap_or_default()
-    );
-    async move {
-        let started = Instant::now();
-        let out = call.await;
-        let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        match &out {
-            Ok(_) => tracing::debug!(elapsed_us, "ok"),
-            Err(e) => tracing::debug!(elapsed_us, kind = ?e.kind(), "failed"),
+impl<R: SessionRepository> TracingLayer<R> {
+    async fn traced<T>(
+        &self,
+        op: &'static str,
+        session_id: Option<&str>,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let backend = self.inner.capabilities().backend;
+        let span = tracing::debug_span!(
+            "session_store",
+            backend,
+            op,
+            session_id = session_id.unwrap_or_default()
+        );
+        async move {
+            let started = Instant::now();
+            let out = call.await;
+            let elapsed = started.elapsed();
+            let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+            match &out {
+                Ok(_) => tracing::debug!(elapsed_us, "ok"),
+                Err(e) => tracing::debug!(elapsed_us, kind = ?e.kind(), "failed"),
+            }
+            if let Some(observer) = &self.observer {
+                observer.observe(
+                    backend,
+                    op,
+                    elapsed,
+                    out.as_ref().err().map(SessionError::kind),
+                );
+            }
+            out
         }
-        out
+        .instrument(span)
+        .await
     }
-    .instrument(span)
-    .await
 }
 
 #[async_trait]
@@ -77,85 +123,37 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
     }
     async fn create(&self, session: NewSession) -> Result<Session> {
         let id = session.id.clone();
-        traced(
-            self.capabilities().backend,
-            "create",
-            Some(&id),
-            self.inner.create(session),
-        )
-        .await
+        self.traced("create", Some(&id), self.inner.create(session))
+            .await
     }
     async fn get(&self, id: &SessionId) -> Result<Session> {
-        traced(
-            self.capabilities().backend,
-            "get",
-            Some(id),
-            self.inner.get(id),
-        )
-        .await
+        self.traced("get", Some(id), self.inner.get(id)).await
     }
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
-        traced(
-            self.capabilities().backend,
-            "update",
-            Some(id),
-            self.inner.update(id, update),
-        )
-        .await
+        self.traced("update", Some(id), self.inner.update(id, update))
+            .await
     }
     async fn delete(&self, id: &SessionId) -> Result<bool> {
-        traced(
-            self.capabilities().backend,
-            "delete",
-            Some(id),
-            self.inner.delete(id),
-        )
-        .await
+        self.traced("delete", Some(id), self.inner.delete(id)).await
     }
     async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {
-        traced(
-            self.capabilities().backend,
-            "list",
-            None,
-            self.inner.list(query),
-        )
-        .await
+        self.traced("list", None, self.inner.list(query)).await
     }
     async fn purge_expired(&self, now: DateTime<Utc>) -> Result<u64> {
-        traced(
-            self.capabilities().backend,
-            "purge_expired",
-            None,
-            self.inner.purge_expired(now),
-        )
-        .await
+        self.traced("purge_expired", None, self.inner.purge_expired(now))
+            .await
     }
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
-        traced(
-            self.capabilities().backend,
-            "append",
-            Some(id),
-            self.inner.append(id, events),
-        )
-        .await
+        self.traced("append", Some(id), self.inner.append(id, events))
+            .await
     }
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
-        traced(
-            self.capabilities().backend,
-            "events",
-            Some(id),
-            self.inner.events(id, filter),
-        )
-        .await
+        self.traced("events", Some(id), self.inner.events(id, filter))
+            .await
     }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
-        traced(
-            self.capabilities().backend,
-            "event_version",
-            Some(id),
-            self.inner.event_version(id),
-        )
-        .await
+        self.traced("event_version", Some(id), self.inner.event_version(id))
+            .await
     }
     async fn replace_context(
         &self,
@@ -164,53 +162,26 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         expected_version: u64,
     ) -> Result<bool> {
         let call = self.inner.replace_context(id, events, expected_version);
-        traced(
-            self.capabilities().backend,
-            "replace_context",
-            Some(id),
-            call,
-        )
-        .await
+        self.traced("replace_context", Some(id), call).await
     }
     async fn rewind_to(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
-        traced(
-            self.capabilities().backend,
-            "rewind",
-            Some(id),
-            self.inner.rewind_to(id, to),
-        )
-        .await
+        self.traced("rewind", Some(id), self.inner.rewind_to(id, to))
+            .await
     }
     async fn search(&self, query: &SearchQuery) -> Result<Page<SearchHit>> {
-        traced(
-            self.capabilities().backend,
-            "search",
-            None,
-            self.inner.search(query),
-        )
-        .await
+        self.traced("search", None, self.inner.search(query)).await
     }
     async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
         let call = self.inner.shared_state(app, user_id);
-        traced(self.capabilities().backend, "shared_state", None, call).await
+        self.traced("shared_state", None, call).await
     }
     async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
-        traced(
-            self.capabilities().backend,
-            "export",
-            Some(id),
-            self.inner.export_session(id),
-        )
-        .await
+        self.traced("export", Some(id), self.inner.export_session(id))
+            .await
     }
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
-        traced(
-            self.capabilities().backend,
-            "erase_user",
-            None,
-            self.inner.erase_user(app, user_id),
-        )
-        .await
+        self.traced("erase_user", None, self.inner.erase_user(app, user_id))
+            .await
     }
     async fn prune_events(
         &self,
@@ -218,8 +189,7 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         seqs: &[u64],
         expected_version: u64,
     ) -> Result<Option<crate::retention::Pruned>> {
-        traced(
-            self.capabilities().backend,
+        self.traced(
             "prune_events",
             Some(id),
             self.inner.prune_events(id, seqs, expected_version),
@@ -234,8 +204,7 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         id: SessionId,
         now: DateTime<Utc>,
     ) -> Result<Session> {
-        traced(
-            self.capabilities().backend,
+        self.traced(
             "fork",
             Some(source),
             self.inner.fork_session(source, at, id, now),
@@ -245,13 +214,8 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
 
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         let id = dump.session.id.clone();
-        traced(
-            self.capabilities().backend,
-            "import",
-            Some(&id),
-            self.inner.import_session(dump),
-        )
-        .await
+        self.traced("import", Some(&id), self.inner.import_session(dump))
+            .await
     }
 }
 
