@@ -20,6 +20,7 @@ use crate::validate::{MAX_SEQ, MAX_VERSION};
 
 /// One context replace: when, at which version, and what the context became.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextChange {
     /// The session's version after the replace: names the compaction.
     pub version: u64,
@@ -109,6 +110,7 @@ impl ContextChange {
 
 /// When an event left the context, and which replace took it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextExit {
     /// When the replace that took it out was written.
     pub at: DateTime<Utc>,

@@ -27,6 +27,7 @@ pub const SUMMARY_PROMPT: &str = "Summarize the conversation we had so far.";
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
 #[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum CompactionSource {
     /// A rolling summary of earlier turns.
     RecursiveSummarization,
@@ -74,6 +75,7 @@ impl From<CompactionSource> for String {
 /// `seq` and `session_id` are assigned by the repository on append; the
 /// builder leaves them empty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionEvent {
     /// Unique within its session; appends are idempotent by this id.
     pub id: String,
@@ -98,6 +100,7 @@ pub struct SessionEvent {
     pub author: Option<String>,
     /// State changes this event carries (`key`, `user:key`, `app:key`; `null` removes a key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub state_delta: Option<StateMap>,
     /// Set on synthetic events written by compaction (summary turns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +110,7 @@ pub struct SessionEvent {
     pub token_estimate: u32,
     /// Free-form metadata (model, latency, ...).
     #[serde(default, skip_serializing_if = "StateMap::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: StateMap,
     /// A partial (streamed) chunk of a model answer, not the final one (ADK's `partial`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,6 +17,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 10;
 /// Which of a session's two views to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum EventView {
     /// What the agent sends to its model: compaction replaces it.
     #[default]
@@ -28,6 +29,7 @@ pub enum EventView {
 /// Whether synthetic (compaction-written) events are returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SyntheticFilter {
     /// Real and synthetic events.
     #[default]
@@ -356,6 +358,7 @@ impl EventMatcher<'_> {
 
 /// One page of results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Page<T> {
     /// The items, in result order.
     pub items: Vec<T>,
@@ -378,6 +381,7 @@ pub struct Page<T> {
 
 /// The size of a whole result, of which a page is a part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Total {
     /// The count.
     pub count: u64,

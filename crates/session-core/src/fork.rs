@@ -30,6 +30,7 @@ pub const FORKED_AT_SEQ: &str = "forked_at_seq";
 /// Where a fork branches off its source.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ForkAt {
     /// After the event with this seq: the fork holds it and everything before.
     Seq(u64),

@@ -26,6 +26,7 @@ macro_rules! identifier {
     ($(#[$doc:meta])* $name:ident, $check:expr) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(transparent)]
         pub struct $name(String);
 

@@ -105,6 +105,7 @@ pub enum ContentPart {
 
 /// An image reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ImageUrl {
     /// `https://...` or `data:image/png;base64,...`.
     pub url: String,
@@ -115,6 +116,7 @@ pub struct ImageUrl {
 
 /// A file reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FileRef {
     /// A provider file id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +324,8 @@ impl Message {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Message))]
 struct Wire {
     role: WireRole,
     #[serde(default, deserialize_with = "nullable")]
@@ -340,6 +344,8 @@ fn nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WireContent>, D::E
 
 #[derive(Serialize, Deserialize, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = MessageRole))]
 enum WireRole {
     System,
     /// OpenAI's newer name for system instructions; read as `System`.
@@ -351,6 +357,8 @@ enum WireRole {
 
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = MessageContent))]
 enum WireContent {
     Text(String),
     Parts(Vec<WirePart>),
@@ -358,6 +366,8 @@ enum WireContent {
 
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = ContentPart))]
 enum WirePart {
     Text { text: String },
     ImageUrl { image_url: ImageUrl },
@@ -366,6 +376,8 @@ enum WirePart {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = ToolCall))]
 struct WireToolCall {
     id: String,
     #[serde(rename = "type", default = "function_type")]
@@ -378,6 +390,8 @@ fn function_type() -> String {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = ToolFunction))]
 struct WireFunction {
     name: String,
     #[serde(default)]
@@ -535,6 +549,32 @@ impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let wire = Wire::deserialize(d)?;
         Message::try_from(wire).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The schema of a message is the schema of its chat shape.
+#[cfg(feature = "openapi")]
+impl utoipa::__dev::ComposeSchema for Message {
+    fn compose(
+        _generics: Vec<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+    ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        <Wire as utoipa::PartialSchema>::schema()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Message {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("Message")
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <Wire as utoipa::ToSchema>::schemas(schemas);
     }
 }
 

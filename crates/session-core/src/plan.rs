@@ -346,6 +346,7 @@ impl ContextPlan {
 /// Where a rewind goes back to: everything from that point on leaves the archive and the context.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum RewindTo {
     /// Before the first archived event of this invocation.
     Invocation(InvocationId),

@@ -22,6 +22,7 @@ pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 /// A [`SessionError`] as a problem details document: the standard members
 /// (`type`, `title`, `status`, `detail`) plus `kind` and the error's fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Problem {
     /// A URI naming the kind: `urn:agent-session:problem:<kind>`.
     #[serde(rename = "type")]

@@ -21,6 +21,7 @@ use crate::validate::{Limits, MAX_SEQ, MAX_VERSION};
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AppendOutcome {
     /// The session's version after the append (unchanged if nothing new was written).
     pub version: u64,
@@ -36,6 +37,7 @@ pub struct AppendOutcome {
 
 /// What a rewind did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RewindOutcome {
     /// The session's version after the rewind.
     pub version: u64,
@@ -47,10 +49,12 @@ pub struct RewindOutcome {
 /// migration between backends: reproduces ids, seqs, timestamps, the
 /// version, the context and the state exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionDump {
     /// The session, counters and version included (state: session scope).
     pub session: Session,
     /// The state the session was created with (what rewind replays from).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub initial_state: StateMap,
     /// The highest seq ever assigned (seqs are never reused, even after a rewind).
     pub last_seq: u64,
@@ -153,6 +157,7 @@ impl SessionDump {
 /// What an import did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ImportOutcome {
     /// The session was written.
     Imported,
@@ -425,6 +430,7 @@ pub trait SessionRepository: Send + Sync {
 
 /// What [`SessionRepository::erase_user`] removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Erased {
     /// Sessions removed.
     pub sessions: u64,

@@ -226,6 +226,7 @@ fn check_age(age: Duration) -> Result<u64> {
 
 /// What one prune removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Pruned {
     /// Archived events removed.
     pub removed: u64,

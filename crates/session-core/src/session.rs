@@ -18,6 +18,7 @@ pub fn default_ttl() -> Duration {
 /// Whether a session is in use or retired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SessionStatus {
     /// In use: appended to and returned by `resolve`.
     Active,
@@ -68,6 +69,7 @@ impl std::str::FromStr for SessionStatus {
 
 /// The metadata of one conversation. Cheap to clone; the event log is fetched on demand.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
     /// The session id.
     pub id: SessionId,
@@ -86,9 +88,11 @@ pub struct Session {
     /// When it expires; `None` = never.
     pub expires_at: Option<DateTime<Utc>>,
     /// Free-form metadata.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: StateMap,
     /// State. From a repository: session scope only. From a service: session,
     /// `user:` and `app:` scopes merged (and `temp:` keys of the call).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub state: StateMap,
     /// Events in the archive.
     pub event_count: u64,
@@ -123,6 +127,7 @@ impl Session {
 /// A fully resolved session to store: what [`crate::SessionRepository::create`] takes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewSession {
     /// The id.
     pub id: SessionId,
@@ -138,10 +143,12 @@ pub struct NewSession {
     pub expires_at: Option<DateTime<Utc>>,
     /// Metadata.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: StateMap,
     /// Initial state, applied like an event's state delta (`user:` and `app:`
     /// keys go to the shared scopes, `temp:` keys are dropped).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub state: StateMap,
 }
 
@@ -257,10 +264,13 @@ where
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 #[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionUpdate {
     /// Replaces the metadata.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<StateMap>,
     /// Replaces the session-scope state.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub state: Option<StateMap>,
     /// Sets the status.
     pub status: Option<SessionStatus>,

@@ -159,10 +159,13 @@ impl LazyState {
 /// The shared scopes of one (app, user): returned by
 /// [`crate::SessionRepository::shared_state`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SharedState {
     /// `app:` keys of the app.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub app: StateMap,
     /// `user:` keys of the user in the app.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub user: StateMap,
 }
 

@@ -24,6 +24,7 @@ pub const USAGE_KEY: &str = "usage";
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelUsage {
     /// The model that answered.
     pub model: String,
@@ -93,6 +94,7 @@ impl ModelUsage {
 
 /// Summed usage of some calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageTotals {
     /// Model calls.
     pub calls: u64,
@@ -115,6 +117,7 @@ impl UsageTotals {
 
 /// The usage of a session: in total, per invocation (agent run) and per model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageReport {
     /// Every recorded call.
     pub total: UsageTotals,

@@ -30,6 +30,7 @@ use crate::session::SessionStatus;
 /// What a store supports, as `GET /v1/capabilities` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(clippy::struct_excessive_bools)] // independent yes/no facts about a backend
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CapabilitiesBody {
     /// The backend's short name behind the server.
     pub backend: String,
@@ -69,6 +70,7 @@ impl CapabilitiesBody {
 
 /// `POST /v1/sessions/{id}/fork`: fork the session into `id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForkRequest {
     /// Where the fork branches off.
     pub at: ForkAt,
@@ -81,6 +83,7 @@ pub struct ForkRequest {
 /// `POST /v1/sessions/{id}/prune`: remove these archived seqs (the
 /// expected version travels as `If-Match`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PruneRequest {
     /// The seqs to remove.
     pub seqs: Vec<u64>,
@@ -88,6 +91,7 @@ pub struct PruneRequest {
 
 /// `POST /v1/purge`: delete the sessions expired at `now`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PurgeRequest {
     /// The time expiry is judged at.
     pub now: DateTime<Utc>,
@@ -95,6 +99,7 @@ pub struct PurgeRequest {
 
 /// How many sessions a purge deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Purged {
     /// Sessions deleted.
     pub purged: u64,
@@ -102,6 +107,7 @@ pub struct Purged {
 
 /// Whether a delete found the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Deleted {
     /// `false` if there was none.
     pub deleted: bool,
@@ -109,6 +115,7 @@ pub struct Deleted {
 
 /// A session's version (`GET /v1/sessions/{id}/version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionBody {
     /// The version.
     pub version: u64,
@@ -116,6 +123,7 @@ pub struct VersionBody {
 
 /// What an import did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ImportBody {
     /// Imported or unchanged.
     pub outcome: crate::ImportOutcome,
@@ -124,6 +132,8 @@ pub struct ImportBody {
 /// `GET /v1/sessions`: a [`SessionQuery`] as a query string; `metadata`
 /// is a JSON object of the entries every session must carry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct SessionListParams {
     /// Only this app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +222,8 @@ impl SessionListParams {
 /// `GET /v1/sessions/{id}/events`: an [`EventFilter`] as a query string;
 /// `roles` is a comma-separated list (`user,tool`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct EventParams {
     /// `context` (default) or `archive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

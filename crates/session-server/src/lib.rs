@@ -36,6 +36,7 @@ use session_core::{DefaultSessionService, SessionQuery, SessionRepository, Sessi
 pub mod auth;
 mod guard;
 pub mod observe;
+pub mod openapi;
 pub mod owner;
 mod problem;
 mod routes;
@@ -123,6 +124,15 @@ impl SessionServer {
                 Router::new()
                     .route("/metrics", get(observe::metrics))
                     .with_state(self.metrics.clone()),
+            )
+            .route(
+                "/openapi.json",
+                get(|| async {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        openapi::document(),
+                    )
+                }),
             );
         let store =
             routes::api(self.repo.clone()).route_layer(middleware::from_fn(guard::operator_only));

@@ -15,8 +15,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use session_core::wire::{EventParams, SessionListParams};
 use session_core::{
-    AppName, CreateSessionRequest, Expiry, ForkAt, Message, Owner, ResetPolicy, ResolveRequest,
-    SearchQuery, SessionError, SessionRepository, SessionService, SessionUpdate, StateMap, UserId,
+    AppName, AppendOutcome, CreateSessionRequest, Erased, Expiry, ForkAt, Message, Owner, Page,
+    Problem, ResetPolicy, ResolveRequest, SearchHit, SearchQuery, Session, SessionError,
+    SessionEvent, SessionRepository, SessionService, SessionUpdate, SharedState, StateMap,
+    UsageReport, UserId,
 };
 
 use crate::problem::{etag, if_match, json_body, query_params, required_if_match, ApiResult};
@@ -40,7 +42,7 @@ fn owner(app: &str, user: &str) -> ApiResult<Owner> {
 }
 
 /// `POST …/sessions`: what to create (everything optional).
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CreateBody {
     /// The id; generated when absent.
@@ -54,8 +56,10 @@ pub struct CreateBody {
     /// Never expires.
     pub never_expires: bool,
     /// Metadata.
+    #[schema(value_type = Object)]
     pub metadata: StateMap,
     /// Initial state (`user:` and `app:` keys go to the shared scopes).
+    #[schema(value_type = Object)]
     pub state: StateMap,
 }
 
@@ -84,7 +88,7 @@ fn expiry(
 }
 
 /// `POST …/resolve`: the active session of a key, reset by policy.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ResolveBody {
     /// The resolution key (`telegram:chat-123:agent-a`).
@@ -100,20 +104,21 @@ pub struct ResolveBody {
     /// Time to live in seconds of a session the call creates.
     pub ttl_secs: Option<u64>,
     /// Metadata of a session the call creates.
+    #[schema(value_type = Object)]
     pub metadata: StateMap,
 }
 
 /// What `resolve` answered.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResolvedBody {
     /// The active session for the key.
-    pub session: session_core::Session,
+    pub session: Session,
     /// Whether this call created it.
     pub is_new: bool,
 }
 
 /// `POST …/sessions/{id}/rewind`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RewindBody {
     /// Everything from this invocation's first event on goes.
@@ -121,7 +126,7 @@ pub struct RewindBody {
 }
 
 /// `POST …/sessions/{id}/fork`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkBody {
     /// Where the fork branches off.
@@ -164,16 +169,51 @@ pub(crate) fn routes(state: OwnerState) -> Router {
 type OwnerPath = Path<(String, String)>;
 type SessionPath = Path<(String, String, String)>;
 
-async fn erase(State(s): Svc, Path((app, user)): OwnerPath) -> ApiResult<Response> {
+/// What was erased
+#[utoipa::path(
+    delete,
+    path = "/v1/apps/{app}/users/{user}",
+    operation_id = "owner_erase",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user")),
+    responses((status = 200, description = "What was erased", body = Erased), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn erase(State(s): Svc, Path((app, user)): OwnerPath) -> ApiResult<Response> {
     Ok(ok(&s.service.erase_user(&owner(&app, &user)?).await?))
 }
 
-async fn shared_state(State(s): Svc, Path((app, user)): OwnerPath) -> ApiResult<Response> {
+/// The user: and app: state
+#[utoipa::path(
+    get,
+    path = "/v1/apps/{app}/users/{user}/state",
+    operation_id = "owner_shared_state",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user")),
+    responses((status = 200, description = "The user: and app: state", body = SharedState), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn shared_state(
+    State(s): Svc,
+    Path((app, user)): OwnerPath,
+) -> ApiResult<Response> {
     let (app, user) = (AppName::new(app)?, UserId::new(user)?);
     Ok(ok(&s.repo.shared_state(&app, &user).await?))
 }
 
-async fn create(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> ApiResult<Response> {
+/// The session, created
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions",
+    operation_id = "owner_create",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user")),
+    request_body = CreateBody,
+    responses((status = 201, description = "The session, created", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn create(
+    State(s): Svc,
+    Path((app, user)): OwnerPath,
+    body: Bytes,
+) -> ApiResult<Response> {
     let body: CreateBody = json_body(&body)?;
     let mut request = CreateSessionRequest::builder(user).app(app);
     if let Some(id) = body.id {
@@ -198,7 +238,16 @@ async fn create(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> Api
     Ok((etag(session.version), json(StatusCode::CREATED, &session)).into_response())
 }
 
-async fn list(
+/// The user's sessions, newest activity first
+#[utoipa::path(
+    get,
+    path = "/v1/apps/{app}/users/{user}/sessions",
+    operation_id = "owner_list",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), SessionListParams),
+    responses((status = 200, description = "The user's sessions, newest activity first", body = Page<Session>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn list(
     State(s): Svc,
     Path((app, user)): OwnerPath,
     RawQuery(query): RawQuery,
@@ -208,7 +257,21 @@ async fn list(
     Ok(ok(&s.service.list(&owner, params.into_query()?).await?))
 }
 
-async fn resolve(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> ApiResult<Response> {
+/// The active session of the key (201 when created)
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/resolve",
+    operation_id = "owner_resolve",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user")),
+    request_body = ResolveBody,
+    responses((status = 200, description = "The active session of the key (201 when created)", body = ResolvedBody, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn resolve(
+    State(s): Svc,
+    Path((app, user)): OwnerPath,
+    body: Bytes,
+) -> ApiResult<Response> {
     let body: ResolveBody = json_body(&body)?;
     owner(&app, &user)?;
     let mut request = if body.group {
@@ -243,17 +306,53 @@ async fn resolve(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> Ap
     Ok((etag(body.session.version), json(status, &body)).into_response())
 }
 
-async fn search(State(s): Svc, Path((app, user)): OwnerPath, body: Bytes) -> ApiResult<Response> {
+/// A page of hits
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/search",
+    operation_id = "owner_search",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user")),
+    request_body = SearchQuery,
+    responses((status = 200, description = "A page of hits", body = Page<SearchHit>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn search(
+    State(s): Svc,
+    Path((app, user)): OwnerPath,
+    body: Bytes,
+) -> ApiResult<Response> {
     let query: SearchQuery = json_body(&body)?;
     Ok(ok(&s.service.search(&owner(&app, &user)?, &query).await?))
 }
 
-async fn get_session(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+/// The session, shared state merged
+#[utoipa::path(
+    get,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}",
+    operation_id = "owner_get_session",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session, shared state merged", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn get_session(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+) -> ApiResult<Response> {
     let session = s.service.get(&owner(&app, &user)?, &id).await?;
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn update(
+/// The session, changed
+#[utoipa::path(
+    patch,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}",
+    operation_id = "owner_update",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id"), ("If-Match" = Option<String>, Header, nullable = false, description = "Apply only at this version (its ETag)")),
+    request_body = SessionUpdate,
+    responses((status = 200, description = "The session, changed", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn update(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     headers: HeaderMap,
@@ -267,22 +366,65 @@ async fn update(
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn delete_session(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+/// Deleted
+#[utoipa::path(
+    delete,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}",
+    operation_id = "owner_delete_session",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    responses((status = 204, description = "Deleted"), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn delete_session(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+) -> ApiResult<Response> {
     s.service.delete(&owner(&app, &user)?, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn end(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+/// The session, ended
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/end",
+    operation_id = "owner_end",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session, ended", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn end(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
     let session = s.service.end(&owner(&app, &user)?, &id).await?;
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn reopen(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+/// The session, writable again
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/reopen",
+    operation_id = "owner_reopen",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session, writable again", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn reopen(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+) -> ApiResult<Response> {
     let session = s.service.reopen(&owner(&app, &user)?, &id).await?;
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn append(
+/// What the append did
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/events",
+    operation_id = "owner_append",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    request_body = Vec<SessionEvent>,
+    responses((status = 200, description = "What the append did", body = AppendOutcome, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn append(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     body: Bytes,
@@ -295,7 +437,17 @@ async fn append(
     Ok((etag(outcome.version), ok(&outcome)).into_response())
 }
 
-async fn append_message(
+/// What the append did
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/messages",
+    operation_id = "owner_append_message",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    request_body = Message,
+    responses((status = 200, description = "What the append did", body = AppendOutcome, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn append_message(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     body: Bytes,
@@ -308,7 +460,16 @@ async fn append_message(
     Ok((etag(outcome.version), ok(&outcome)).into_response())
 }
 
-async fn events(
+/// A page of events
+#[utoipa::path(
+    get,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/events",
+    operation_id = "owner_events",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id"), EventParams),
+    responses((status = 200, description = "A page of events", body = Page<SessionEvent>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn events(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     RawQuery(query): RawQuery,
@@ -321,11 +482,33 @@ async fn events(
         .await?))
 }
 
-async fn messages(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+/// The context as model messages
+#[utoipa::path(
+    get,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/messages",
+    operation_id = "owner_messages",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The context as model messages", body = Vec<Message>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn messages(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+) -> ApiResult<Response> {
     Ok(ok(&s.service.messages(&owner(&app, &user)?, &id).await?))
 }
 
-async fn replace_context(
+/// Replaced
+#[utoipa::path(
+    put,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/context",
+    operation_id = "owner_replace_context",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id"), ("If-Match" = String, Header, description = "The session's version as its ETag gave it (`\"7\"`)")),
+    request_body = Vec<SessionEvent>,
+    responses((status = 204, description = "Replaced", headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn replace_context(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     headers: HeaderMap,
@@ -347,7 +530,17 @@ async fn replace_context(
     }
 }
 
-async fn rewind(
+/// The session after the rewind
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/rewind",
+    operation_id = "owner_rewind",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    request_body = RewindBody,
+    responses((status = 200, description = "The session after the rewind", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn rewind(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     body: Bytes,
@@ -360,7 +553,17 @@ async fn rewind(
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn fork(
+/// The fork
+#[utoipa::path(
+    post,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/fork",
+    operation_id = "owner_fork",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    request_body = ForkBody,
+    responses((status = 201, description = "The fork", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn fork(
     State(s): Svc,
     Path((app, user, id)): SessionPath,
     body: Bytes,
@@ -370,6 +573,18 @@ async fn fork(
     Ok((etag(fork.version), json(StatusCode::CREATED, &fork)).into_response())
 }
 
-async fn usage(State(s): Svc, Path((app, user, id)): SessionPath) -> ApiResult<Response> {
+/// Model usage in total, per invocation and per model
+#[utoipa::path(
+    get,
+    path = "/v1/apps/{app}/users/{user}/sessions/{id}/usage",
+    operation_id = "owner_usage",
+    tag = "owner",
+    params(("app" = String, Path, description = "The app"), ("user" = String, Path, description = "The user"), ("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "Model usage in total, per invocation and per model", body = UsageReport), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn usage(
+    State(s): Svc,
+    Path((app, user, id)): SessionPath,
+) -> ApiResult<Response> {
     Ok(ok(&s.service.usage(&owner(&app, &user)?, &id).await?))
 }

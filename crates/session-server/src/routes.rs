@@ -9,12 +9,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
+use session_core::retention::Pruned;
 use session_core::wire::{
     CapabilitiesBody, Deleted, EventParams, ForkRequest, ImportBody, PruneRequest, PurgeRequest,
     Purged, SessionListParams, VersionBody,
 };
 use session_core::{
-    NewSession, RewindTo, SearchQuery, SessionDump, SessionEvent, SessionRepository, SessionUpdate,
+    AppendOutcome, NewSession, Page, Problem, RewindOutcome, RewindTo, SearchHit, SearchQuery,
+    Session, SessionDump, SessionEvent, SessionRepository, SessionUpdate,
 };
 
 use crate::problem::{
@@ -66,27 +68,72 @@ pub(crate) fn api(repo: Arc<dyn SessionRepository>) -> Router {
         .with_state(repo)
 }
 
-async fn capabilities(State(repo): Store) -> Response {
+/// What the store supports
+#[utoipa::path(
+    get,
+    path = "/v1/capabilities",
+    operation_id = "store_capabilities",
+    tag = "store",
+    responses((status = 200, description = "What the store supports", body = CapabilitiesBody), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn capabilities(State(repo): Store) -> Response {
     ok(&CapabilitiesBody::from(repo.capabilities()))
 }
 
-async fn create(State(repo): Store, body: Bytes) -> ApiResult<Response> {
+/// The session, created
+#[utoipa::path(
+    post,
+    path = "/v1/sessions",
+    operation_id = "store_create",
+    tag = "store",
+    request_body = NewSession,
+    responses((status = 201, description = "The session, created", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn create(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let new: NewSession = json_body(&body)?;
     let session = repo.create(new).await?;
     Ok((etag(session.version), json(StatusCode::CREATED, &session)).into_response())
 }
 
-async fn list(State(repo): Store, RawQuery(query): RawQuery) -> ApiResult<Response> {
+/// Sessions, newest activity first
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    operation_id = "store_list",
+    tag = "store",
+    params(SessionListParams),
+    responses((status = 200, description = "Sessions, newest activity first", body = Page<Session>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn list(State(repo): Store, RawQuery(query): RawQuery) -> ApiResult<Response> {
     let params: SessionListParams = query_params(query.as_deref())?;
     Ok(ok(&repo.list(&params.into_query()?).await?))
 }
 
-async fn get_session(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
+/// The session
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}",
+    operation_id = "store_get_session",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn get_session(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     let session = repo.get(&session_id(&id)?).await?;
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn update(
+/// The session, changed
+#[utoipa::path(
+    patch,
+    path = "/v1/sessions/{id}",
+    operation_id = "store_update",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id"), ("If-Match" = Option<String>, Header, nullable = false, description = "Apply only at this version (its ETag)")),
+    request_body = SessionUpdate,
+    responses((status = 200, description = "The session, changed", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn update(
     State(repo): Store,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -100,12 +147,30 @@ async fn update(
     Ok((etag(session.version), ok(&session)).into_response())
 }
 
-async fn delete(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
+/// Whether it was there
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{id}",
+    operation_id = "store_delete",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "Whether it was there", body = Deleted), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn delete(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     let deleted = repo.delete(&session_id(&id)?).await?;
     Ok(ok(&Deleted { deleted }))
 }
 
-async fn version(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
+/// The session's version
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/version",
+    operation_id = "store_version",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session's version", body = VersionBody, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn version(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     let version = repo.event_version(&session_id(&id)?).await?;
     Ok((etag(version), ok(&VersionBody { version })).into_response())
 }
@@ -120,13 +185,36 @@ pub(crate) fn event_batch(body: &Bytes) -> ApiResult<Vec<SessionEvent>> {
     }
 }
 
-async fn append(State(repo): Store, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
+/// What the append did
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/events",
+    operation_id = "store_append",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    request_body = Vec<SessionEvent>,
+    responses((status = 200, description = "What the append did", body = AppendOutcome, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn append(
+    State(repo): Store,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
     let id = session_id(&id)?;
     let outcome = repo.append(&id, event_batch(&body)?).await?;
     Ok((etag(outcome.version), ok(&outcome)).into_response())
 }
 
-async fn events(
+/// A page of events
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/events",
+    operation_id = "store_events",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id"), EventParams),
+    responses((status = 200, description = "A page of events", body = Page<SessionEvent>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn events(
     State(repo): Store,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
@@ -138,7 +226,17 @@ async fn events(
     Ok(ok(&page))
 }
 
-async fn replace_context(
+/// Replaced
+#[utoipa::path(
+    put,
+    path = "/v1/sessions/{id}/context",
+    operation_id = "store_replace_context",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id"), ("If-Match" = String, Header, description = "The session's version as its ETag gave it (`\"7\"`)")),
+    request_body = Vec<SessionEvent>,
+    responses((status = 204, description = "Replaced", headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn replace_context(
     State(repo): Store,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -156,13 +254,37 @@ async fn replace_context(
     }
 }
 
-async fn rewind(State(repo): Store, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
+/// What the rewind did
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/rewind",
+    operation_id = "store_rewind",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    request_body = RewindTo,
+    responses((status = 200, description = "What the rewind did", body = RewindOutcome, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn rewind(
+    State(repo): Store,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
     let to: RewindTo = json_body(&body)?;
     let outcome = repo.rewind_to(&session_id(&id)?, &to).await?;
     Ok((etag(outcome.version), ok(&outcome)).into_response())
 }
 
-async fn prune(
+/// What the prune removed
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/prune",
+    operation_id = "store_prune",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id"), ("If-Match" = String, Header, description = "The session's version as its ETag gave it (`\"7\"`)")),
+    request_body = PruneRequest,
+    responses((status = 200, description = "What the prune removed", body = Pruned, headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn prune(
     State(repo): Store,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -179,7 +301,21 @@ async fn prune(
     }
 }
 
-async fn fork(State(repo): Store, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
+/// The fork
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/fork",
+    operation_id = "store_fork",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    request_body = ForkRequest,
+    responses((status = 201, description = "The fork", body = Session), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn fork(
+    State(repo): Store,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
     let request: ForkRequest = json_body(&body)?;
     let fork = repo
         .fork_session(&session_id(&id)?, &request.at, request.id, request.now)
@@ -187,22 +323,58 @@ async fn fork(State(repo): Store, Path(id): Path<String>, body: Bytes) -> ApiRes
     Ok(json(StatusCode::CREATED, &fork))
 }
 
-async fn export(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
+/// Everything about the session
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/export",
+    operation_id = "store_export",
+    tag = "store",
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "Everything about the session", body = SessionDump), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn export(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(&repo.export_session(&session_id(&id)?).await?))
 }
 
-async fn import(State(repo): Store, body: Bytes) -> ApiResult<Response> {
+/// Imported or unchanged
+#[utoipa::path(
+    post,
+    path = "/v1/import",
+    operation_id = "store_import",
+    tag = "store",
+    request_body = SessionDump,
+    responses((status = 200, description = "Imported or unchanged", body = ImportBody), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn import(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let dump: SessionDump = json_body(&body)?;
     let outcome = repo.import_session(dump).await?;
     Ok(ok(&ImportBody { outcome }))
 }
 
-async fn search(State(repo): Store, body: Bytes) -> ApiResult<Response> {
+/// A page of hits
+#[utoipa::path(
+    post,
+    path = "/v1/search",
+    operation_id = "store_search",
+    tag = "store",
+    request_body = SearchQuery,
+    responses((status = 200, description = "A page of hits", body = Page<SearchHit>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn search(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let query: SearchQuery = json_body(&body)?;
     Ok(ok(&repo.search(&query).await?))
 }
 
-async fn purge(State(repo): Store, body: Bytes) -> ApiResult<Response> {
+/// How many expired sessions went
+#[utoipa::path(
+    post,
+    path = "/v1/purge",
+    operation_id = "store_purge",
+    tag = "store",
+    request_body = PurgeRequest,
+    responses((status = 200, description = "How many expired sessions went", body = Purged), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+)]
+pub(crate) async fn purge(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let request: PurgeRequest = json_body(&body)?;
     let purged = repo.purge_expired(request.now).await?;
     Ok(ok(&Purged { purged }))

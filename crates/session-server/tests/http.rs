@@ -388,3 +388,32 @@ async fn metrics_count_requests_by_route_errors_by_kind_and_time_the_store() {
     );
     assert!(!text.contains("nope"), "no ids or content in metrics");
 }
+
+/// The served OpenAPI document is the checked-in `docs/openapi.json`
+/// (regenerate it with `UPDATE_OPENAPI=1 cargo test -p session-server --test http`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_served_openapi_document_is_the_checked_in_one() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let served = Client::new()
+        .get(format!("{}/openapi.json", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(served, session_server::openapi::document());
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &served).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == served,
+        "docs/openapi.json is not the served document: regenerate it with \
+         UPDATE_OPENAPI=1 cargo test -p session-server --test http"
+    );
+    let doc: Value = serde_json::from_str(&served).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/v1/apps/{app}/users/{user}/sessions/{id}/messages"]["post"].is_object());
+}

@@ -27,6 +27,7 @@ use crate::validate::{validate_id, validate_name, Limits};
 /// Where a search looks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SearchScope {
     /// The archive of one session.
     Session(String),
@@ -43,6 +44,7 @@ pub enum SearchScope {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SearchMode {
     /// Every match, chronological (the seed's order). Every backend.
     #[default]
@@ -55,6 +57,7 @@ pub enum SearchMode {
 /// A keyword search over the archive.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchQuery {
     /// Where to look.
     pub scope: SearchScope,
@@ -141,6 +144,7 @@ impl SearchQuery {
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchHit {
     /// The session the event belongs to.
     pub session_id: String,

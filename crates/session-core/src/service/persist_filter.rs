@@ -48,6 +48,7 @@ pub trait PersistFilter: Send + Sync + fmt::Debug {
 /// What a filter did to an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum FilterAction {
     /// The event was not stored.
     Dropped,
@@ -57,6 +58,7 @@ pub enum FilterAction {
 
 /// One event of an append that a [`PersistFilter`] dropped or redacted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FilteredEvent {
     /// The event's id.
     pub event_id: String,
