@@ -34,6 +34,7 @@ use session_core::layer::TracingLayer;
 use session_core::{DefaultSessionService, SessionQuery, SessionRepository, SessionService};
 
 pub mod auth;
+pub mod compact;
 mod guard;
 pub mod observe;
 pub mod openapi;

@@ -54,6 +54,7 @@ use utoipa::{Modify, OpenApi};
         crate::owner::rewind,
         crate::owner::fork,
         crate::owner::usage,
+        crate::compact::compact,
     ),
     components(schemas(session_core::EventView, session_core::SyntheticFilter)),
     modifiers(&BearerKey),

@@ -35,7 +35,7 @@ pub(crate) struct OwnerState {
 type Svc = State<OwnerState>;
 
 /// The owner of a path, validated.
-fn owner(app: &str, user: &str) -> ApiResult<Owner> {
+pub(crate) fn owner(app: &str, user: &str) -> ApiResult<Owner> {
     AppName::new(app)?;
     UserId::new(user)?;
     Ok(Owner::new(app, user))
@@ -163,6 +163,10 @@ pub(crate) fn routes(state: OwnerState) -> Router {
         .route(&format!("{base}/sessions/{{id}}/rewind"), post(rewind))
         .route(&format!("{base}/sessions/{{id}}/fork"), post(fork))
         .route(&format!("{base}/sessions/{{id}}/usage"), get(usage))
+        .route(
+            &format!("{base}/sessions/{{id}}/compact"),
+            post(crate::compact::compact),
+        )
         .with_state(state)
 }
 

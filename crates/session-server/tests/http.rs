@@ -417,3 +417,88 @@ async fn the_served_openapi_document_is_the_checked_in_one() {
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["paths"]["/v1/apps/{app}/users/{user}/sessions/{id}/messages"]["post"].is_object());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_runs_the_named_strategy_and_the_archive_keeps_everything() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let created: Value = http
+        .post(&sessions)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = format!("{sessions}/{}", created["id"].as_str().unwrap());
+    for n in 0..6 {
+        for (role, text) in [
+            ("user", format!("question {n} about order ORD-{n}")),
+            ("assistant", format!("answer {n}")),
+        ] {
+            let r = http
+                .post(format!("{session}/messages"))
+                .json(&json!({"role": role, "content": text}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+        }
+    }
+    let compact = format!("{session}/compact");
+    let (status, body) = problem(
+        http.post(&compact)
+            .json(&json!({"strategy": "sliding_window"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("max_events"))
+    );
+    let r: Value = http
+        .post(&compact)
+        .json(&json!({"strategy": "summarize", "keep": 2}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["compacted"], true, "{r}");
+    assert!(
+        r["events_after"].as_u64() < r["events_before"].as_u64(),
+        "{r}"
+    );
+    let again: Value = http
+        .post(&compact)
+        .json(&json!({"strategy": "summarize", "keep": 2}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["compacted"], false, "{again}");
+    assert!(
+        again["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "says why: {again}"
+    );
+    let archive: Value = http
+        .get(format!("{session}/events?view=archive&synthetic=exclude&page_size=100"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        archive["items"].as_array().map(Vec::len),
+        Some(12),
+        "every message stays in the archive"
+    );
+}
