@@ -12,9 +12,11 @@ use session_core::SessionError;
 use crate::auth::{ApiKey, ApiKeys};
 use crate::problem::ApiError;
 
-/// Who a request comes from, as the guard found it.
+/// Who a request comes from, as the guard found it: in the request's
+/// extensions of every route behind the keys (those of
+/// [`crate::SessionServer::with_routes`] too).
 #[derive(Debug, Clone)]
-pub(crate) enum Caller {
+pub enum Caller {
     /// The server holds no keys: everyone may call everything.
     Open,
     /// The request carried this key.
@@ -22,14 +24,16 @@ pub(crate) enum Caller {
 }
 
 impl Caller {
-    fn is_operator(&self) -> bool {
+    /// Whether the caller may use every app (an operator's key, or a server without keys).
+    pub fn is_operator(&self) -> bool {
         match self {
             Self::Open => true,
             Self::Key(key) => key.is_operator(),
         }
     }
 
-    fn may_act_for(&self, app: &str, user: &str) -> bool {
+    /// Whether the caller may act for `user` in `app`.
+    pub fn may_act_for(&self, app: &str, user: &str) -> bool {
         match self {
             Self::Open => true,
             Self::Key(key) => key.may_act_for(app, user),

@@ -43,6 +43,7 @@ mod problem;
 mod routes;
 
 pub use auth::{ApiKey, ApiKeys, KeyRole};
+pub use guard::Caller;
 pub use observe::Metrics;
 
 /// The default largest request body: 32 MiB (an imported session travels whole).
@@ -57,6 +58,7 @@ pub struct SessionServer {
     keys: Arc<ApiKeys>,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
+    extra: Option<Router>,
 }
 
 impl std::fmt::Debug for SessionServer {
@@ -84,7 +86,29 @@ impl SessionServer {
             keys: Arc::new(ApiKeys::default()),
             metrics,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            extra: None,
         }
+    }
+
+    /// The store the routes serve (behind the metrics layer).
+    pub fn repository(&self) -> Arc<dyn SessionRepository> {
+        self.repo.clone()
+    }
+
+    /// The service the owner routes call.
+    pub fn service(&self) -> Arc<dyn SessionService> {
+        self.service.clone()
+    }
+
+    /// Mounts `routes` (e.g. the MCP endpoint of `session-mcp`) behind the
+    /// same keys, request ids, metrics and body limit; each request finds
+    /// its [`Caller`] in its extensions and decides what it may see.
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = Some(match self.extra.take() {
+            Some(mounted) => mounted.merge(routes),
+            None => routes,
+        });
+        self
     }
 
     /// The server's metrics (what `/metrics` serves).
@@ -142,18 +166,20 @@ impl SessionServer {
             repo: self.repo.clone(),
         })
         .route_layer(middleware::from_fn(guard::owner_only));
-        store
-            .merge(owners)
-            .layer(middleware::from_fn_with_state(
-                self.keys.clone(),
-                guard::authenticate,
-            ))
-            .merge(probes)
-            .layer(DefaultBodyLimit::max(self.max_body_bytes))
-            .layer(middleware::from_fn_with_state(
-                self.metrics.clone(),
-                observe::track,
-            ))
+        let mut api = store.merge(owners);
+        if let Some(extra) = &self.extra {
+            api = api.merge(extra.clone());
+        }
+        api.layer(middleware::from_fn_with_state(
+            self.keys.clone(),
+            guard::authenticate,
+        ))
+        .merge(probes)
+        .layer(DefaultBodyLimit::max(self.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            self.metrics.clone(),
+            observe::track,
+        ))
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops

@@ -1,0 +1,415 @@
+//! The MCP server of agent-session: what an MCP-capable agent needs of its
+//! sessions, as tools. `conversation_search` and `cross_session_search`
+//! find what left the context, `get_context` reads the context as model
+//! messages, `append_message` records a message, and `compact_context`
+//! compacts the context now.
+//!
+//! Served two ways, with the same scoping:
+//! - over stdio ([`serve_stdio`]), for one owner named when the server
+//!   starts (`agent-session mcp --app support --user ada`);
+//! - over streamable HTTP at `/mcp` of `agent-session serve`
+//!   ([`streamable_http`]), where each call's API key decides whom it may
+//!   act for, exactly as on the HTTP API: the tools take `app` and
+//!   `user_id` where the key does not fix them, and another owner's
+//!   session answers as an unknown one.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use session_core::{DefaultSessionService, InMemoryRepository, Owner, SessionRepository};
+//! use session_mcp::SessionTools;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
+//! let service = Arc::new(DefaultSessionService::new(repo.clone()));
+//! let tools = SessionTools::for_owner(service, repo, Owner::new("support", "ada"));
+//! session_mcp::serve_stdio(tools).await?;
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData as McpError, RoleServer};
+use rmcp::{ServerHandler, ServiceExt};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use session_compaction::{
+    CompactContext, CompactionPolicy, ConversationSearch, CrossSessionSearch, ExtractiveSummarizer,
+    RecursiveSummarization, ToolContext, Trigger,
+};
+use session_core::{Message, Owner, SessionError, SessionRepository, SessionService};
+use session_server::Caller;
+
+mod http_service;
+
+pub use http_service::streamable_http;
+
+/// Whom the tools act for.
+#[derive(Debug, Clone)]
+enum Scope {
+    /// One owner, fixed when the server started (stdio).
+    Fixed(Owner),
+    /// Whoever each request's API key allows (streamable HTTP).
+    PerRequest,
+}
+
+/// The session tools, served by [`serve_stdio`] or [`streamable_http`].
+#[derive(Clone)]
+pub struct SessionTools {
+    service: Arc<dyn SessionService>,
+    repo: Arc<dyn SessionRepository>,
+    policy: CompactionPolicy,
+    scope: Scope,
+    tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for SessionTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionTools")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `conversation_search`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SearchArgs {
+    /// The session to search (its whole archive, summaries included).
+    pub session_id: String,
+    /// Keywords: every word must occur, any order; "a phrase"; -excluded.
+    pub query: String,
+    /// Zero-based page of 10 hits.
+    #[serde(default)]
+    pub page: Option<u32>,
+    /// The app (when the API key does not fix it).
+    #[serde(default)]
+    pub app: Option<String>,
+    /// The user (when the API key does not fix it).
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
+/// `cross_session_search`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CrossSearchArgs {
+    /// Keywords: every word must occur, any order; "a phrase"; -excluded.
+    pub query: String,
+    /// Zero-based page of 10 hits.
+    #[serde(default)]
+    pub page: Option<u32>,
+    /// The app (when the API key does not fix it).
+    #[serde(default)]
+    pub app: Option<String>,
+    /// The user whose sessions to search (when the API key does not fix it).
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
+/// The arguments of the tools that work on one session.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionArgs {
+    /// The session.
+    pub session_id: String,
+    /// The app (when the API key does not fix it).
+    #[serde(default)]
+    pub app: Option<String>,
+    /// The user (when the API key does not fix it).
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
+/// Who wrote an appended message.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AppendRole {
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// Instructions.
+    System,
+}
+
+/// `append_message`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct AppendArgs {
+    /// The session.
+    pub session_id: String,
+    /// Who wrote it.
+    pub role: AppendRole,
+    /// The text.
+    pub content: String,
+    /// The app (when the API key does not fix it).
+    #[serde(default)]
+    pub app: Option<String>,
+    /// The user (when the API key does not fix it).
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
+/// A failed call as the tool's answer: the error's kind and message, for
+/// the agent to read (`isError`), never a protocol failure.
+fn failed(e: &SessionError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        json!({"error": e.kind().as_str(), "message": e.to_string()}).to_string(),
+    )])
+}
+
+fn answer(result: Result<String, SessionError>) -> CallToolResult {
+    match result {
+        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Err(e) => failed(&e),
+    }
+}
+
+impl SessionTools {
+    fn new(
+        service: Arc<dyn SessionService>,
+        repo: Arc<dyn SessionRepository>,
+        scope: Scope,
+    ) -> Self {
+        let policy = CompactionPolicy::new(
+            Trigger::TurnCount(0),
+            Arc::new(RecursiveSummarization::new(
+                2,
+                Arc::new(ExtractiveSummarizer::default()),
+            )),
+        );
+        Self {
+            service,
+            repo,
+            policy,
+            scope,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Tools acting for `owner` only (stdio).
+    pub fn for_owner(
+        service: Arc<dyn SessionService>,
+        repo: Arc<dyn SessionRepository>,
+        owner: Owner,
+    ) -> Self {
+        Self::new(service, repo, Scope::Fixed(owner))
+    }
+
+    /// Tools acting for whom each request's [`Caller`] may act for (HTTP).
+    pub fn per_request(service: Arc<dyn SessionService>, repo: Arc<dyn SessionRepository>) -> Self {
+        Self::new(service, repo, Scope::PerRequest)
+    }
+
+    /// Compacts with `policy`'s strategy in `compact_context` (default:
+    /// summarize all but the last 2 turns with the offline summarizer).
+    pub fn with_compaction(mut self, policy: CompactionPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The owner a call acts for: the fixed one, or the one the request's
+    /// key allows given the arguments. A key that may not act for it gets
+    /// the `NotFound` an unknown session gets.
+    fn owner(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        app: Option<&str>,
+        user_id: Option<&str>,
+    ) -> Result<Owner, SessionError> {
+        let hidden = || SessionError::NotFound {
+            what: "session",
+            id: user_id.unwrap_or_default().to_owned(),
+        };
+        match &self.scope {
+            Scope::Fixed(owner) => {
+                let other_app = app.is_some_and(|a| a != owner.app);
+                let other_user = user_id.is_some_and(|u| u != owner.user_id);
+                if other_app || other_user {
+                    return Err(hidden());
+                }
+                Ok(owner.clone())
+            }
+            Scope::PerRequest => {
+                let caller = ctx
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<Caller>())
+                    .ok_or_else(|| SessionError::Unauthorized {
+                        reason: "no caller on this request".to_owned(),
+                    })?;
+                let (key_app, key_user) = match caller {
+                    Caller::Key(key) => (
+                        key.app.as_ref().map(ToString::to_string),
+                        key.user.as_ref().map(ToString::to_string),
+                    ),
+                    Caller::Open => (None, None),
+                };
+                let app = app
+                    .map(str::to_owned)
+                    .or(key_app)
+                    .ok_or_else(|| SessionError::invalid("app", "name the app of the session"))?;
+                let user = user_id.map(str::to_owned).or(key_user).ok_or_else(|| {
+                    SessionError::invalid("user_id", "name the user of the session")
+                })?;
+                if !caller.may_act_for(&app, &user) {
+                    return Err(hidden());
+                }
+                Ok(Owner::new(app, user))
+            }
+        }
+    }
+}
+
+#[tool_router]
+impl SessionTools {
+    /// Searches one session's whole archive, including what left the context.
+    #[tool(
+        description = "Search the full history of a conversation, including parts no longer in \
+                       your context, by keyword. Returns matching messages oldest first as JSON \
+                       ({timestamp, type, text}), or 'No results found.'."
+    )]
+    async fn conversation_search(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let tool_ctx = ToolContext {
+                owner,
+                session_id: args.session_id,
+            };
+            ConversationSearch::new(self.service.clone())
+                .call(&tool_ctx, &json!({"query": args.query, "page": args.page}))
+                .await
+        }
+        .await;
+        Ok(answer(result))
+    }
+
+    /// Searches all of one user's sessions.
+    #[tool(
+        description = "Search all of this user's past conversations by keyword. Returns matching \
+                       messages oldest first as JSON with the session each came from, or 'No \
+                       results found.'."
+    )]
+    async fn cross_session_search(
+        &self,
+        Parameters(args): Parameters<CrossSearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            CrossSessionSearch::new(self.service.clone(), owner)
+                .call(&json!({"query": args.query, "page": args.page}))
+                .await
+        }
+        .await;
+        Ok(answer(result))
+    }
+
+    /// The context as model messages.
+    #[tool(
+        description = "Read a conversation's current context as chat messages (the pinned system \
+                       messages first, then the rest in order), as a JSON array."
+    )]
+    async fn get_context(
+        &self,
+        Parameters(args): Parameters<SessionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let messages = self.service.messages(&owner, &args.session_id).await?;
+            serde_json::to_string(&messages).map_err(|e| SessionError::serialization("context", e))
+        }
+        .await;
+        Ok(answer(result))
+    }
+
+    /// Records one message.
+    #[tool(
+        description = "Record a message in a conversation. Answers {seq, version}: the message's \
+                       position and the conversation's version after it."
+    )]
+    async fn append_message(
+        &self,
+        Parameters(args): Parameters<AppendArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let message = match args.role {
+                AppendRole::User => Message::user(args.content),
+                AppendRole::Assistant => Message::assistant(args.content),
+                AppendRole::System => Message::system(args.content),
+            };
+            let outcome = self
+                .service
+                .append_message(&owner, &args.session_id, message)
+                .await?;
+            Ok(json!({"seq": outcome.seqs.first(), "version": outcome.version}).to_string())
+        }
+        .await;
+        Ok(answer(result))
+    }
+
+    /// Compacts the context now.
+    #[tool(
+        description = "Compact a conversation's context now: older parts leave the context \
+                       (summarized) and stay searchable with conversation_search. Answers what it \
+                       did, or why there was nothing to compact."
+    )]
+    async fn compact_context(
+        &self,
+        Parameters(args): Parameters<SessionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let tool_ctx = ToolContext {
+                owner,
+                session_id: args.session_id,
+            };
+            CompactContext::new(self.service.clone(), self.repo.clone(), self.policy.clone())
+                .call(&tool_ctx, &Value::Null)
+                .await
+                .map_err(|e| match e {
+                    session_compaction::CompactionError::Session(e) => e,
+                    other => SessionError::backend("summarizer", other),
+                })
+        }
+        .await;
+        Ok(answer(result))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SessionTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "agent-session",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Durable conversation memory: search what left your context \
+                 (conversation_search, cross_session_search), read the context (get_context), \
+                 record messages (append_message) and compact (compact_context).",
+            )
+    }
+}
+
+/// Serves `tools` over stdin and stdout until the client closes them.
+pub async fn serve_stdio(tools: SessionTools) -> Result<(), SessionError> {
+    let running = tools
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| SessionError::unavailable("mcp", std::io::Error::other(e.to_string())))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| SessionError::unavailable("mcp", std::io::Error::other(e.to_string())))?;
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! The MCP server driven by real MCP clients: the SDK's own client over an
+//! in-process pipe (initialize, tools/list, tools/call), and JSON-RPC over
+//! streamable HTTP behind the server's API keys.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+use session_core::{
+    AppName, CreateSessionRequest, DefaultSessionService, InMemoryRepository, Owner,
+    SessionRepository, SessionService, UserId,
+};
+use session_mcp::SessionTools;
+use session_server::{ApiKey, ApiKeys, KeyRole, SessionServer};
+
+fn args(v: Value) -> serde_json::Map<String, Value> {
+    match v {
+        Value::Object(map) => map,
+        other => panic!("tool arguments are an object, not {other}"),
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    result.content[0].as_text().unwrap().text.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_lists_and_calls_the_session_tools() {
+    let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
+    let service = Arc::new(DefaultSessionService::new(repo.clone()));
+    let ada = Owner::new("support", "ada");
+    let session = service
+        .create(
+            CreateSessionRequest::builder("ada")
+                .app("support")
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let tools = SessionTools::for_owner(service.clone(), repo, ada);
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(async move {
+        let running = tools.serve(server_io).await.unwrap();
+        running.waiting().await.unwrap();
+    });
+    let client = ClientConfig::default().serve(client_io).await.unwrap();
+
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for tool in [
+        "conversation_search",
+        "cross_session_search",
+        "get_context",
+        "append_message",
+        "compact_context",
+    ] {
+        assert!(names.iter().any(|n| n == tool), "{tool} in {names:?}");
+    }
+
+    let id = session.id.to_string();
+    let call = |name: &'static str, arguments: Value| {
+        let client = &client;
+        async move {
+            client
+                .call_tool(CallToolRequestParams::new(name).with_arguments(args(arguments)))
+                .await
+                .unwrap()
+        }
+    };
+    for n in 0..6 {
+        let r = call(
+            "append_message",
+            json!({"session_id": id, "role": "user", "content": format!("turn {n}: my order ORD-5821{n} is late")}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let r = call(
+            "append_message",
+            json!({"session_id": id, "role": "assistant", "content": format!("looking into ORD-5821{n}")}),
+        )
+        .await;
+        let seq = serde_json::from_str::<Value>(&text(&r)).unwrap()["seq"].as_u64();
+        assert_eq!(seq, Some(2 * n + 2));
+    }
+    let context: Value =
+        serde_json::from_str(&text(&call("get_context", json!({"session_id": id})).await)).unwrap();
+    assert_eq!(context.as_array().map(Vec::len), Some(12));
+
+    let compacted: Value = serde_json::from_str(&text(
+        &call("compact_context", json!({"session_id": id})).await,
+    ))
+    .unwrap();
+    assert_eq!(compacted["compacted"], true, "{compacted}");
+    // What left the context is still found.
+    let hits = text(
+        &call(
+            "conversation_search",
+            json!({"session_id": id, "query": "ORD-58210"}),
+        )
+        .await,
+    );
+    assert!(hits.contains("turn 0"), "{hits}");
+    let across = text(&call("cross_session_search", json!({"query": "ORD-58213"})).await);
+    assert!(across.contains(&id), "{across}");
+
+    // Another owner's session answers as an unknown one.
+    let r = call("get_context", json!({"session_id": id, "user_id": "bob"})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("not_found"), "{}", text(&r));
+    let r = call("get_context", json!({"session_id": "no-such"})).await;
+    assert!(text(&r).contains("not_found"), "{}", text(&r));
+
+    client.cancel().await.unwrap();
+    server.await.unwrap();
+}
+
+/// One JSON-RPC call over streamable HTTP; the answer's `result`.
+async fn rpc(
+    http: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    method: &str,
+    params: Value,
+) -> reqwest::Response {
+    let mut request = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    request.send().await.unwrap()
+}
+
+async fn tool_text(response: reqwest::Response) -> (bool, String) {
+    assert!(response.status().is_success(), "{}", response.status());
+    let body: Value = response.json().await.unwrap();
+    let result = &body["result"];
+    (
+        result["isError"].as_bool().unwrap_or(false),
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_each_call_acts_only_for_whom_its_key_allows() {
+    let bound = ApiKey {
+        name: "ada-bot".into(),
+        app: Some(AppName::new("support").unwrap()),
+        role: KeyRole::Agent,
+        user: Some(UserId::new("ada").unwrap()),
+    };
+    let other_app = ApiKey {
+        name: "billing".into(),
+        app: Some(AppName::new("billing").unwrap()),
+        role: KeyRole::Admin,
+        user: None,
+    };
+    let (ada_key, line1) = ApiKeys::generate(&bound).unwrap();
+    let (billing_key, line2) = ApiKeys::generate(&other_app).unwrap();
+    let keys = ApiKeys::parse(&format!("{line1}\n{line2}\n")).unwrap();
+
+    let server = SessionServer::new(InMemoryRepository::new().shared()).with_api_keys(keys);
+    let tools = SessionTools::per_request(server.service(), server.repository());
+    let server = server.with_routes(session_mcp::streamable_http(tools, true));
+    let session = server
+        .service()
+        .create(
+            CreateSessionRequest::builder("ada")
+                .app("support")
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let task = tokio::spawn(server.serve(listener, std::future::pending()));
+    let http = reqwest::Client::new();
+
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}});
+    let r = rpc(&http, &url, None, "initialize", init.clone()).await;
+    assert_eq!(
+        r.status(),
+        reqwest::StatusCode::UNAUTHORIZED,
+        "no key, no MCP"
+    );
+    let r = rpc(&http, &url, Some(&ada_key), "initialize", init).await;
+    assert!(r.status().is_success());
+    let listed: Value = rpc(&http, &url, Some(&ada_key), "tools/list", json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["result"]["tools"].as_array().map(Vec::len),
+        Some(5),
+        "{listed}"
+    );
+
+    let id = session.id.to_string();
+    let append = json!({"name": "append_message", "arguments": {"session_id": id, "role": "user", "content": "deliver to 12 Rue Lepic"}});
+    let (error, answer) =
+        tool_text(rpc(&http, &url, Some(&ada_key), "tools/call", append).await).await;
+    assert!(!error, "the bound key writes ada's session: {answer}");
+    let search =
+        json!({"name": "conversation_search", "arguments": {"session_id": id, "query": "Lepic"}});
+    let (_, hits) =
+        tool_text(rpc(&http, &url, Some(&ada_key), "tools/call", search.clone()).await).await;
+    assert!(hits.contains("12 Rue Lepic"), "{hits}");
+    // A key of another app, naming ada's session, learns nothing.
+    let foreign = json!({"name": "conversation_search", "arguments": {"session_id": id, "query": "Lepic", "app": "support", "user_id": "ada"}});
+    let (error, answer) =
+        tool_text(rpc(&http, &url, Some(&billing_key), "tools/call", foreign).await).await;
+    assert!(
+        error && answer.contains("not_found") && !answer.contains("Lepic"),
+        "{answer}"
+    );
+    // The bound key cannot act for bob.
+    let as_bob = json!({"name": "get_context", "arguments": {"session_id": id, "user_id": "bob"}});
+    let (error, answer) =
+        tool_text(rpc(&http, &url, Some(&ada_key), "tools/call", as_bob).await).await;
+    assert!(error && answer.contains("not_found"), "{answer}");
+    task.abort();
+}
