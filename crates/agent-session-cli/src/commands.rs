@@ -108,6 +108,14 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
             };
             crate::serve_cmd::run(store::open(&url).await?, options).await
         }
+        Command::Mcp { app, user } => {
+            let repo = store::open(&url).await?;
+            let service = Arc::new(agent_session::DefaultSessionService::new(repo.clone()));
+            let owner = agent_session::Owner::new(app.as_str(), user.as_str());
+            session_mcp::serve_stdio(session_mcp::SessionTools::for_owner(service, repo, owner))
+                .await?;
+            Ok(())
+        }
         Command::Import { file } => {
             crate::transfer::import(&*store::open(&url).await?, &file, json, out).await
         }
@@ -582,6 +590,7 @@ async fn everyday(
         | Command::Export { .. }
         | Command::Import { .. }
         | Command::Serve { .. }
+        | Command::Mcp { .. }
         | Command::ApiKey { .. }
         | Command::Migrate { .. } => {
             unreachable!("dispatched in run")

@@ -96,6 +96,9 @@ fn init_logging(cli: &Cli) {
         "session_redis",
         "session_postgres",
         "session_es",
+        "session_server",
+        "session_client",
+        "session_mcp",
     ];
     let directives: Vec<String> = ours.iter().map(|c| format!("{c}={level}")).collect();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
@@ -429,6 +432,17 @@ pub(crate) enum Command {
         /// The largest request body in bytes.
         #[arg(long, default_value_t = 32 * 1024 * 1024)]
         max_body_bytes: usize,
+    },
+    /// Serves the session tools over MCP on stdin and stdout for one user
+    /// of one app (for an MCP client that starts it: Claude Desktop, an
+    /// IDE, an agent framework).
+    Mcp {
+        /// The app.
+        #[arg(long, default_value = "default")]
+        app: AppName,
+        /// The user the tools act for.
+        #[arg(long)]
+        user: UserId,
     },
     /// Prints a new API key for `serve --api-keys FILE`: the secret (give
     /// it to the client, it is not shown again) and the line to add to the file.

@@ -47,12 +47,16 @@ pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions)
         format!("{} API keys", keys.len())
     };
     crate::output::report(format_args!(
-        "serving the {} store on http://{addr} ({auth}; Ctrl-C stops)",
+        "serving the {} store on http://{addr} (MCP at /mcp; {auth}; Ctrl-C stops)",
         repo.capabilities().backend
     ));
-    SessionServer::new(repo)
+    let loopback_only = options.listen.ip().is_loopback();
+    let server = SessionServer::new(repo)
         .with_api_keys(keys)
-        .with_max_body_bytes(options.max_body_bytes)
+        .with_max_body_bytes(options.max_body_bytes);
+    let tools = session_mcp::SessionTools::per_request(server.service(), server.repository());
+    server
+        .with_routes(session_mcp::streamable_http(tools, loopback_only))
         .serve(listener, stop_signal())
         .await
         .context("the server failed")

@@ -27,7 +27,7 @@ fn text(i: usize) -> String {
         k += 1;
     }
     for (word, every) in PLANTED {
-        if i % every == 0 {
+        if i.is_multiple_of(*every) {
             s.push_str(word);
             s.push(' ');
         }
