@@ -99,12 +99,16 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
             api_keys,
             insecure_no_auth,
             max_body_bytes,
+            rate_limit,
+            request_timeout,
         } => {
             let options = crate::serve_cmd::ServeOptions {
                 listen,
                 api_keys,
                 insecure_no_auth,
                 max_body_bytes,
+                rate_limit,
+                request_timeout,
             };
             crate::serve_cmd::run(store::open(&url).await?, options).await
         }

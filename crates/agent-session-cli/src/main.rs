@@ -432,6 +432,13 @@ pub(crate) enum Command {
         /// The largest request body in bytes.
         #[arg(long, default_value_t = 32 * 1024 * 1024)]
         max_body_bytes: usize,
+        /// Requests a second each API key may send on average (bursts of
+        /// twice as many); past that, 429. Default: no limit.
+        #[arg(long)]
+        rate_limit: Option<std::num::NonZeroU32>,
+        /// How long a request may take before it is answered 503: 30s, 2m.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        request_timeout: std::time::Duration,
     },
     /// Serves the session tools over MCP on stdin and stdout for one user
     /// of one app (for an MCP client that starts it: Claude Desktop, an

@@ -18,6 +18,8 @@ pub(crate) struct ServeOptions {
     pub(crate) api_keys: Option<PathBuf>,
     pub(crate) insecure_no_auth: bool,
     pub(crate) max_body_bytes: usize,
+    pub(crate) rate_limit: Option<std::num::NonZeroU32>,
+    pub(crate) request_timeout: std::time::Duration,
 }
 
 /// Serves `repo` until Ctrl-C or SIGTERM, then drains.
@@ -51,9 +53,14 @@ pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions)
         repo.capabilities().backend
     ));
     let loopback_only = options.listen.ip().is_loopback();
-    let server = SessionServer::new(repo)
+    let mut server = SessionServer::new(repo)
         .with_api_keys(keys)
-        .with_max_body_bytes(options.max_body_bytes);
+        .with_max_body_bytes(options.max_body_bytes)
+        .with_request_timeout(options.request_timeout);
+    if let Some(rate) = options.rate_limit {
+        let burst = rate.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1));
+        server = server.with_rate_limit(rate, burst);
+    }
     let tools = session_mcp::SessionTools::per_request(server.service(), server.repository());
     server
         .with_routes(session_mcp::streamable_http(tools, loopback_only))

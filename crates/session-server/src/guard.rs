@@ -12,6 +12,16 @@ use session_core::SessionError;
 use crate::auth::{ApiKey, ApiKeys};
 use crate::problem::ApiError;
 
+/// Requests per key a server lets through, over time.
+pub(crate) type KeyLimiter = governor::DefaultKeyedRateLimiter<String>;
+
+/// What [`authenticate`] checks a request against.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub(crate) keys: Arc<ApiKeys>,
+    pub(crate) limiter: Option<Arc<KeyLimiter>>,
+}
+
 /// Who a request comes from, as the guard found it: in the request's
 /// extensions of every route behind the keys (those of
 /// [`crate::SessionServer::with_routes`] too).
@@ -53,6 +63,45 @@ fn unauthorized(reason: &str) -> Response {
     response
 }
 
+/// 429 with `Retry-After`: the key sent more requests than its rate allows.
+fn too_many(wait: std::time::Duration) -> Response {
+    let seconds = wait.as_secs().saturating_add(1);
+    let mut response = ApiError::with_status(
+        SessionError::unavailable(
+            "http",
+            std::io::Error::other(format!(
+                "this API key is over its request rate; retry in {seconds} s"
+            )),
+        ),
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+    )
+    .into_response();
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// Answers a request that takes longer than `limit` with 503 (`unavailable`):
+/// the caller may send it again (appends are idempotent by event id).
+pub(crate) async fn time_limit(
+    State(limit): State<std::time::Duration>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::from(SessionError::unavailable(
+            "http",
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the request took longer than {} ms", limit.as_millis()),
+            ),
+        ))
+        .into_response(),
+    }
+}
+
 /// The answer to a key that may not use a route: the same 404 an unknown
 /// session gets, so it learns nothing about what exists.
 fn hidden(request: &Request) -> Response {
@@ -66,10 +115,11 @@ fn hidden(request: &Request) -> Response {
 /// Finds the caller's key (`Authorization: Bearer …`) and records it for
 /// the route guards; 401 without a key the server holds.
 pub(crate) async fn authenticate(
-    State(keys): State<Arc<ApiKeys>>,
+    State(gate): State<Gate>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let keys = &gate.keys;
     let caller = if keys.is_empty() {
         Caller::Open
     } else {
@@ -89,6 +139,14 @@ pub(crate) async fn authenticate(
             return unauthorized("the API key is not one this server holds");
         };
         tracing::debug!(key = key.name, "authenticated");
+        if let Some(limiter) = &gate.limiter {
+            if let Err(not_until) = limiter.check_key(&key.name) {
+                let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                    &governor::clock::DefaultClock::default(),
+                ));
+                return too_many(wait);
+            }
+        }
         Caller::Key(key)
     };
     request.extensions_mut().insert(caller);

@@ -49,6 +49,9 @@ pub use observe::Metrics;
 /// The default largest request body: 32 MiB (an imported session travels whole).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
+/// The default time a request may take before it is answered with 503.
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A server over one store: build it, then [`SessionServer::serve`] or
 /// mount [`SessionServer::router`] into an application of your own.
 #[derive(Clone)]
@@ -59,6 +62,8 @@ pub struct SessionServer {
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
     extra: Option<Router>,
+    limiter: Option<Arc<guard::KeyLimiter>>,
+    request_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for SessionServer {
@@ -87,7 +92,28 @@ impl SessionServer {
             metrics,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             extra: None,
+            limiter: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
+    }
+
+    /// Lets each API key send `per_second` requests a second on average,
+    /// in bursts of up to `burst`; past that, 429 with `Retry-After`.
+    pub fn with_rate_limit(
+        mut self,
+        per_second: std::num::NonZeroU32,
+        burst: std::num::NonZeroU32,
+    ) -> Self {
+        let quota = governor::Quota::per_second(per_second).allow_burst(burst);
+        self.limiter = Some(Arc::new(governor::RateLimiter::keyed(quota)));
+        self
+    }
+
+    /// Answers a request still running after `timeout` with 503
+    /// (`unavailable`) (default 30 s).
+    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.request_timeout = timeout;
+        self
     }
 
     /// The store the routes serve (behind the metrics layer).
@@ -171,7 +197,14 @@ impl SessionServer {
             api = api.merge(extra.clone());
         }
         api.layer(middleware::from_fn_with_state(
-            self.keys.clone(),
+            self.request_timeout,
+            guard::time_limit,
+        ))
+        .layer(middleware::from_fn_with_state(
+            guard::Gate {
+                keys: self.keys.clone(),
+                limiter: self.limiter.clone(),
+            },
             guard::authenticate,
         ))
         .merge(probes)

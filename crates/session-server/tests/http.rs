@@ -489,7 +489,9 @@ async fn compact_runs_the_named_strategy_and_the_archive_keeps_everything() {
         "says why: {again}"
     );
     let archive: Value = http
-        .get(format!("{session}/events?view=archive&synthetic=exclude&page_size=100"))
+        .get(format!(
+            "{session}/events?view=archive&synthetic=exclude&page_size=100"
+        ))
         .send()
         .await
         .unwrap()
@@ -500,5 +502,84 @@ async fn compact_runs_the_named_strategy_and_the_archive_keeps_everything() {
         archive["items"].as_array().map(Vec::len),
         Some(12),
         "every message stays in the archive"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_over_its_rate_gets_429_with_retry_after_and_others_go_on() {
+    let (keys, secrets) = keys();
+    let one = std::num::NonZeroU32::new(1).unwrap();
+    let server = start(
+        SessionServer::new(InMemoryRepository::new().shared())
+            .with_api_keys(keys)
+            .with_rate_limit(one, std::num::NonZeroU32::new(2).unwrap()),
+    )
+    .await;
+    let http = Client::new();
+    let url = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let agent = secret(&secrets, "support-agent");
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let r = http.get(&url).bearer_auth(agent).send().await.unwrap();
+        statuses.push(r.status());
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(r.headers().get(header::RETRY_AFTER).is_some());
+            let (_, body) = problem(r).await;
+            assert_eq!(body["kind"], "unavailable", "a client retries it later");
+        }
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ],
+        "a burst of 2, then the rate"
+    );
+    let admin = secret(&secrets, "support-admin");
+    let r = http.get(&url).bearer_auth(admin).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "each key has its own rate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_time_limit_is_503_unavailable() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = start(
+        SessionServer::new(InMemoryRepository::new().shared())
+            .with_request_timeout(std::time::Duration::from_millis(200)),
+    )
+    .await;
+    // A client that announces a body and stalls after a part of it.
+    let addr = server.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(
+            b"POST /v1/apps/support/users/ada/sessions HTTP/1.1\r\nhost: x\r\n\
+              content-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\":",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            answer.extend_from_slice(&buf[..n]);
+            if n == 0 || String::from_utf8_lossy(&answer).contains("\"kind\"") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server answered before the client gave up"
+    );
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(
+        text.contains("\"kind\":\"unavailable\"") && text.contains("took longer"),
+        "{text}"
     );
 }
