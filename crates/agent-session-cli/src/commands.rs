@@ -101,6 +101,8 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
             max_body_bytes,
             rate_limit,
             request_timeout,
+            tls_cert,
+            tls_key,
         } => {
             let options = crate::serve_cmd::ServeOptions {
                 listen,
@@ -109,6 +111,7 @@ pub(crate) async fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 max_body_bytes,
                 rate_limit,
                 request_timeout,
+                tls: tls_cert.zip(tls_key),
             };
             crate::serve_cmd::run(store::open(&url).await?, options).await
         }

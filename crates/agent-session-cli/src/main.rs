@@ -436,6 +436,12 @@ pub(crate) enum Command {
         /// twice as many); past that, 429. Default: no limit.
         #[arg(long)]
         rate_limit: Option<std::num::NonZeroU32>,
+        /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<std::path::PathBuf>,
         /// How long a request may take before it is answered 503: 30s, 2m.
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
         request_timeout: std::time::Duration,

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_session::server::{ApiKey, ApiKeys, KeyRole, SessionServer};
+use agent_session::server::{ApiKey, ApiKeys, KeyRole, SessionServer, TlsConfig};
 use agent_session::{AppName, SessionError, SessionRepository, UserId};
 use anyhow::{Context, Result};
 
@@ -20,10 +20,16 @@ pub(crate) struct ServeOptions {
     pub(crate) max_body_bytes: usize,
     pub(crate) rate_limit: Option<std::num::NonZeroU32>,
     pub(crate) request_timeout: std::time::Duration,
+    /// The certificate chain and key files, for HTTPS.
+    pub(crate) tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// Serves `repo` until Ctrl-C or SIGTERM, then drains.
 pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions) -> Result<()> {
+    let tls = match &options.tls {
+        Some((cert, key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        None => None,
+    };
     let keys = match &options.api_keys {
         Some(path) => ApiKeys::from_file(path)?,
         None => ApiKeys::default(),
@@ -48,8 +54,9 @@ pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions)
     } else {
         format!("{} API keys", keys.len())
     };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     crate::output::report(format_args!(
-        "serving the {} store on http://{addr} (MCP at /mcp; {auth}; Ctrl-C stops)",
+        "serving the {} store on {scheme}://{addr} (MCP at /mcp; {auth}; Ctrl-C stops)",
         repo.capabilities().backend
     ));
     let loopback_only = options.listen.ip().is_loopback();
@@ -62,11 +69,12 @@ pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions)
         server = server.with_rate_limit(rate, burst);
     }
     let tools = session_mcp::SessionTools::per_request(server.service(), server.repository());
-    server
-        .with_routes(session_mcp::streamable_http(tools, loopback_only))
-        .serve(listener, stop_signal())
-        .await
-        .context("the server failed")
+    let server = server.with_routes(session_mcp::streamable_http(tools, loopback_only));
+    match &tls {
+        Some(tls) => server.serve_tls(listener, tls, stop_signal()).await,
+        None => server.serve(listener, stop_signal()).await,
+    }
+    .context("the server failed")
 }
 
 /// Prints a new secret and its key file line.

@@ -41,10 +41,12 @@ pub mod openapi;
 pub mod owner;
 mod problem;
 mod routes;
+pub mod tls;
 
 pub use auth::{ApiKey, ApiKeys, KeyRole};
 pub use guard::Caller;
 pub use observe::Metrics;
+pub use tls::TlsConfig;
 
 /// The default largest request body: 32 MiB (an imported session travels whole).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -223,6 +225,22 @@ impl SessionServer {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}
+
+impl SessionServer {
+    /// [`Self::serve`] over TLS: each connection's handshake with `tls`
+    /// runs on its own (10 s at most), so a slow client holds up no other.
+    pub async fn serve_tls(
+        self,
+        listener: tokio::net::TcpListener,
+        tls: &TlsConfig,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let listener = tls::TlsListener::new(listener, tls)?;
         axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown)
             .await

@@ -583,3 +583,51 @@ async fn a_request_over_the_time_limit_is_503_unavailable() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_api_answers_and_a_broken_handshake_holds_up_no_one() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let tls = session_server::TlsConfig::from_pem_files(
+        &data.join("localhost.crt"),
+        &data.join("localhost.key"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = SessionServer::new(InMemoryRepository::new().shared());
+    let task = tokio::spawn(async move {
+        server
+            .serve_tls(listener, &tls, std::future::pending())
+            .await
+    });
+    // A client that connects and never speaks TLS.
+    let _stalled = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(data.join("ca.crt")).unwrap()).unwrap();
+    let https = Client::builder().add_root_certificate(ca).build().unwrap();
+    let r = https
+        .post(format!(
+            "https://localhost:{port}/v1/apps/support/users/ada/sessions"
+        ))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plain = Client::new()
+        .get(format!("http://localhost:{port}/healthz"))
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || !plain.unwrap().status().is_success(),
+        "plain HTTP is not served"
+    );
+    // A key file that is not PEM is refused with the path named.
+    let bad = session_server::TlsConfig::from_pem_files(
+        &data.join("localhost.crt"),
+        &data.join("missing.key"),
+    );
+    assert!(bad.err().is_some_and(|e| e.to_string().contains("TLS key")));
+    task.abort();
+}
