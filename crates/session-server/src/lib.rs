@@ -41,6 +41,7 @@ pub mod openapi;
 pub mod owner;
 mod problem;
 mod routes;
+pub mod state_routes;
 pub mod tls;
 
 pub use auth::{ApiKey, ApiKeys, KeyRole};

@@ -55,6 +55,8 @@ use utoipa::{Modify, OpenApi};
         crate::owner::fork,
         crate::owner::usage,
         crate::compact::compact,
+        crate::state_routes::get_state,
+        crate::state_routes::patch_state,
     ),
     components(schemas(session_core::EventView, session_core::SyntheticFilter)),
     modifiers(&BearerKey),

@@ -167,6 +167,10 @@ pub(crate) fn routes(state: OwnerState) -> Router {
             &format!("{base}/sessions/{{id}}/compact"),
             post(crate::compact::compact),
         )
+        .route(
+            &format!("{base}/sessions/{{id}}/state"),
+            get(crate::state_routes::get_state).patch(crate::state_routes::patch_state),
+        )
         .with_state(state)
 }
 

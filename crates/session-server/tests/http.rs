@@ -631,3 +631,75 @@ async fn over_tls_the_api_answers_and_a_broken_handshake_holds_up_no_one() {
     assert!(bad.err().is_some_and(|e| e.to_string().contains("TLS key")));
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_reads_by_scope_and_patches_the_session_scope() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let created: Value = http
+        .post(&sessions)
+        .json(&json!({"state": {"step": 1, "draft": "x", "user:lang": "fr", "app:tier": "gold"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let state = format!("{sessions}/{}/state", created["id"].as_str().unwrap());
+    let before: Value = http.get(&state).send().await.unwrap().json().await.unwrap();
+    assert_eq!(before["session"], json!({"step": 1, "draft": "x"}));
+    assert_eq!(before["user"], json!({"user:lang": "fr"}));
+    assert_eq!(before["app"], json!({"app:tier": "gold"}));
+    let r = http
+        .patch(&state)
+        .json(&json!({"step": 2, "draft": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let etag = r
+        .headers()
+        .get(header::ETAG)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let after: Value = r.json().await.unwrap();
+    assert_eq!(after["session"], json!({"step": 2}));
+    assert_eq!(after["user"], before["user"], "other scopes untouched");
+    let (status, body) = problem(
+        http.patch(&state)
+            .json(&json!({"user:lang": "de"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("state"))
+    );
+    let (status, _) = problem(
+        http.patch(&state)
+            .header(header::IF_MATCH, "\"0\"")
+            .json(&json!({"step": 3}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a stale If-Match changes nothing"
+    );
+    let r = http
+        .patch(&state)
+        .header(header::IF_MATCH, etag)
+        .json(&json!({"step": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
