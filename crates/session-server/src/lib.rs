@@ -43,6 +43,7 @@ mod problem;
 mod routes;
 pub mod state_routes;
 pub mod tls;
+pub mod transfer;
 
 pub use auth::{ApiKey, ApiKeys, KeyRole};
 pub use guard::Caller;

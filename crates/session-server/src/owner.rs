@@ -139,6 +139,10 @@ pub(crate) fn routes(state: OwnerState) -> Router {
     Router::new()
         .route(base, delete(erase))
         .route(&format!("{base}/state"), get(shared_state))
+        .route(
+            &format!("{base}/export"),
+            get(crate::transfer::export_owner),
+        )
         .route(&format!("{base}/sessions"), post(create).get(list))
         .route(&format!("{base}/resolve"), post(resolve))
         .route(&format!("{base}/search"), post(search))

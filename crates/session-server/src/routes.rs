@@ -11,8 +11,8 @@ use axum::Router;
 use serde::Serialize;
 use session_core::retention::Pruned;
 use session_core::wire::{
-    CapabilitiesBody, Deleted, EventParams, ForkRequest, ImportBody, PruneRequest, PurgeRequest,
-    Purged, SessionListParams, VersionBody,
+    CapabilitiesBody, Deleted, EventParams, ForkRequest, PruneRequest, PurgeRequest, Purged,
+    SessionListParams, VersionBody,
 };
 use session_core::{
     AppendOutcome, NewSession, Page, Problem, RewindOutcome, RewindTo, SearchHit, SearchQuery,
@@ -62,7 +62,8 @@ pub(crate) fn api(repo: Arc<dyn SessionRepository>) -> Router {
         .route("/v1/sessions/{id}/prune", post(prune))
         .route("/v1/sessions/{id}/fork", post(fork))
         .route("/v1/sessions/{id}/export", get(export))
-        .route("/v1/import", post(import))
+        .route("/v1/import", post(crate::transfer::import))
+        .route("/v1/export", get(crate::transfer::export_all))
         .route("/v1/search", post(search))
         .route("/v1/purge", post(purge))
         .with_state(repo)
@@ -334,21 +335,6 @@ pub(crate) async fn fork(
 )]
 pub(crate) async fn export(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(&repo.export_session(&session_id(&id)?).await?))
-}
-
-/// Imported or unchanged
-#[utoipa::path(
-    post,
-    path = "/v1/import",
-    operation_id = "store_import",
-    tag = "store",
-    request_body = SessionDump,
-    responses((status = 200, description = "Imported or unchanged", body = ImportBody), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
-)]
-pub(crate) async fn import(State(repo): Store, body: Bytes) -> ApiResult<Response> {
-    let dump: SessionDump = json_body(&body)?;
-    let outcome = repo.import_session(dump).await?;
-    Ok(ok(&ImportBody { outcome }))
 }
 
 /// A page of hits

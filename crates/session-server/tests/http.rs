@@ -434,3 +434,118 @@ async fn state_reads_by_scope_and_patches_the_session_scope() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_stream_imports_into_another_server_and_bad_lines_are_reported() {
+    let source = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", source.base);
+    for n in 0..3 {
+        let s: Value = http
+            .post(&sessions)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let r = http
+            .post(format!("{sessions}/{}/messages", s["id"].as_str().unwrap()))
+            .json(&json!({"role": "user", "content": format!("message {n}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let bob = format!("{}/v1/apps/support/users/bob/sessions", source.base);
+    http.post(&bob).json(&json!({})).send().await.unwrap();
+
+    let r = http
+        .get(format!("{}/v1/apps/support/users/ada/export", source.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers().get(header::CONTENT_TYPE).unwrap(),
+        "application/x-ndjson"
+    );
+    let file = r.text().await.unwrap();
+    assert_eq!(
+        file.lines().count(),
+        1 + 3,
+        "the header and ada's three sessions, not bob's"
+    );
+    assert!(file
+        .lines()
+        .next()
+        .unwrap()
+        .contains("agent-session-export"));
+    let all = http
+        .get(format!("{}/v1/export", source.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        all.lines().count(),
+        1 + 4,
+        "the store route exports every session"
+    );
+
+    let target_repo = InMemoryRepository::new().shared();
+    let target = start(SessionServer::new(target_repo.clone())).await;
+    let with_a_bad_line = format!("{file}{{\"not\": \"a dump\"}}\n");
+    let report: Value = http
+        .post(format!("{}/v1/import", target.base))
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(with_a_bad_line.clone())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(report["imported"], 3, "{report}");
+    assert_eq!(report["failed"][0]["line"], 5, "{report}");
+    assert_eq!(
+        report["failed"][0]["error"]["kind"], "serialization",
+        "{report}"
+    );
+    let again: Value = http
+        .post(format!("{}/v1/import", target.base))
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(file)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (again["imported"].as_u64(), again["unchanged"].as_u64()),
+        (Some(0), Some(3)),
+        "idempotent"
+    );
+    let listed = target_repo
+        .list(&session_core::SessionQuery::new())
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 3);
+    let (status, _) = problem(
+        http.post(format!("{}/v1/import", target.base))
+            .header(header::CONTENT_TYPE, "application/x-ndjson")
+            .body("{\"no\": \"header\"}\n")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "a file without the export header"
+    );
+}
