@@ -224,3 +224,43 @@ async fn over_tls_the_api_answers_and_a_broken_handshake_holds_up_no_one() {
     assert!(bad.err().is_some_and(|e| e.to_string().contains("TLS key")));
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_finishes_the_request_in_flight() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let repo = InMemoryRepository::new().shared();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(SessionServer::new(repo.clone()).serve(listener, async {
+        let _ = stopped.await;
+    }));
+    // A create whose body is half sent when the shutdown starts.
+    let body = br#"{"id": "in-flight"}"#;
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/apps/support/users/ada/sessions HTTP/1.1\r\nhost: x\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket.write_all(&body[..5]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    socket.write_all(&body[5..]).await.unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let served = tokio::time::timeout(std::time::Duration::from_secs(10), server).await;
+    assert!(
+        matches!(served, Ok(Ok(Ok(())))),
+        "the server stopped after answering"
+    );
+    let id = session_core::SessionId::new("in-flight").unwrap();
+    assert!(session_core::SessionRepository::get(repo.as_ref(), &id)
+        .await
+        .is_ok());
+    // New connections are refused once it stopped.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
