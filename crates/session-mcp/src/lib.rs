@@ -74,6 +74,17 @@ impl std::fmt::Debug for SessionTools {
     }
 }
 
+/// The owner a tool call names, where the API key does not fix it.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct OwnerArgs {
+    /// The app.
+    #[serde(default)]
+    pub app: Option<String>,
+    /// The user.
+    #[serde(default)]
+    pub user_id: Option<String>,
+}
+
 /// `conversation_search`'s arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SearchArgs {
@@ -84,12 +95,9 @@ pub struct SearchArgs {
     /// Zero-based page of 10 hits.
     #[serde(default)]
     pub page: Option<u32>,
-    /// The app (when the API key does not fix it).
-    #[serde(default)]
-    pub app: Option<String>,
-    /// The user (when the API key does not fix it).
-    #[serde(default)]
-    pub user_id: Option<String>,
+    /// Whose session (when the API key does not fix it).
+    #[serde(flatten)]
+    pub owner: OwnerArgs,
 }
 
 /// `cross_session_search`'s arguments.
@@ -100,12 +108,9 @@ pub struct CrossSearchArgs {
     /// Zero-based page of 10 hits.
     #[serde(default)]
     pub page: Option<u32>,
-    /// The app (when the API key does not fix it).
-    #[serde(default)]
-    pub app: Option<String>,
-    /// The user whose sessions to search (when the API key does not fix it).
-    #[serde(default)]
-    pub user_id: Option<String>,
+    /// Whose sessions (when the API key does not fix it).
+    #[serde(flatten)]
+    pub owner: OwnerArgs,
 }
 
 /// The arguments of the tools that work on one session.
@@ -113,12 +118,9 @@ pub struct CrossSearchArgs {
 pub struct SessionArgs {
     /// The session.
     pub session_id: String,
-    /// The app (when the API key does not fix it).
-    #[serde(default)]
-    pub app: Option<String>,
-    /// The user (when the API key does not fix it).
-    #[serde(default)]
-    pub user_id: Option<String>,
+    /// Whose session (when the API key does not fix it).
+    #[serde(flatten)]
+    pub owner: OwnerArgs,
 }
 
 /// Who wrote an appended message.
@@ -142,12 +144,9 @@ pub struct AppendArgs {
     pub role: AppendRole,
     /// The text.
     pub content: String,
-    /// The app (when the API key does not fix it).
-    #[serde(default)]
-    pub app: Option<String>,
-    /// The user (when the API key does not fix it).
-    #[serde(default)]
-    pub user_id: Option<String>,
+    /// Whose session (when the API key does not fix it).
+    #[serde(flatten)]
+    pub owner: OwnerArgs,
 }
 
 /// A failed call as the tool's answer: the error's kind and message, for
@@ -214,9 +213,9 @@ impl SessionTools {
     fn owner(
         &self,
         ctx: &RequestContext<RoleServer>,
-        app: Option<&str>,
-        user_id: Option<&str>,
+        named: &OwnerArgs,
     ) -> Result<Owner, SessionError> {
+        let (app, user_id) = (named.app.as_deref(), named.user_id.as_deref());
         let hidden = || SessionError::NotFound {
             what: "session",
             id: user_id.unwrap_or_default().to_owned(),
@@ -275,7 +274,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let owner = self.owner(&ctx, &args.owner)?;
             let tool_ctx = ToolContext {
                 owner,
                 session_id: args.session_id,
@@ -300,7 +299,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let owner = self.owner(&ctx, &args.owner)?;
             CrossSessionSearch::new(self.service.clone(), owner)
                 .call(&json!({"query": args.query, "page": args.page}))
                 .await
@@ -320,7 +319,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let owner = self.owner(&ctx, &args.owner)?;
             let messages = self.service.messages(&owner, &args.session_id).await?;
             serde_json::to_string(&messages).map_err(|e| SessionError::serialization("context", e))
         }
@@ -339,7 +338,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let owner = self.owner(&ctx, &args.owner)?;
             let message = match args.role {
                 AppendRole::User => Message::user(args.content),
                 AppendRole::Assistant => Message::assistant(args.content),
@@ -367,7 +366,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, args.app.as_deref(), args.user_id.as_deref())?;
+            let owner = self.owner(&ctx, &args.owner)?;
             let tool_ctx = ToolContext {
                 owner,
                 session_id: args.session_id,

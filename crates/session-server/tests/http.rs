@@ -8,7 +8,7 @@ use reqwest::{header, Client, StatusCode};
 use serde_json::{json, Value};
 use session_core::{ErrorKind, InMemoryRepository, SessionRepository};
 use session_server::SessionServer;
-use support::{keys, problem, secret, start};
+use support::{json_of, keys, new_session, problem, secret, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_key_the_server_answers_401_and_reveals_nothing() {
@@ -172,16 +172,7 @@ async fn versions_travel_as_etags_and_swaps_need_if_match() {
     let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
     let http = Client::new();
     let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
-    let created: Value = http
-        .post(&sessions)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let session = format!("{sessions}/{}", created["id"].as_str().unwrap());
+    let session = new_session(&http, &sessions, json!({})).await;
     let r = http
         .post(format!("{session}/messages"))
         .json(&json!({"role": "user", "content": "my order ORD-1 is late"}))
@@ -222,14 +213,7 @@ async fn versions_travel_as_etags_and_swaps_need_if_match() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
     // The archive keeps the message the context no longer holds.
-    let archive: Value = http
-        .get(format!("{session}/events?view=archive"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let archive: Value = json_of(http.get(format!("{session}/events?view=archive"))).await;
     assert_eq!(archive["items"].as_array().map(Vec::len), Some(1));
 }
 
@@ -281,16 +265,7 @@ async fn compact_runs_the_named_strategy_and_the_archive_keeps_everything() {
     let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
     let http = Client::new();
     let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
-    let created: Value = http
-        .post(&sessions)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let session = format!("{sessions}/{}", created["id"].as_str().unwrap());
+    let session = new_session(&http, &sessions, json!({})).await;
     for n in 0..6 {
         for (role, text) in [
             ("user", format!("question {n} about order ORD-{n}")),
@@ -318,29 +293,21 @@ async fn compact_runs_the_named_strategy_and_the_archive_keeps_everything() {
         (status, body["field"].as_str()),
         (StatusCode::BAD_REQUEST, Some("max_events"))
     );
-    let r: Value = http
-        .post(&compact)
-        .json(&json!({"strategy": "summarize", "keep": 2}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r: Value = json_of(
+        http.post(&compact)
+            .json(&json!({"strategy": "summarize", "keep": 2})),
+    )
+    .await;
     assert_eq!(r["compacted"], true, "{r}");
     assert!(
         r["events_after"].as_u64() < r["events_before"].as_u64(),
         "{r}"
     );
-    let again: Value = http
-        .post(&compact)
-        .json(&json!({"strategy": "summarize", "keep": 2}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let again: Value = json_of(
+        http.post(&compact)
+            .json(&json!({"strategy": "summarize", "keep": 2})),
+    )
+    .await;
     assert_eq!(again["compacted"], false, "{again}");
     assert!(
         again["reason"].as_str().is_some_and(|r| !r.is_empty()),
@@ -368,16 +335,15 @@ async fn state_reads_by_scope_and_patches_the_session_scope() {
     let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
     let http = Client::new();
     let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
-    let created: Value = http
-        .post(&sessions)
-        .json(&json!({"state": {"step": 1, "draft": "x", "user:lang": "fr", "app:tier": "gold"}}))
-        .send()
+    let state = format!(
+        "{}/state",
+        new_session(
+            &http,
+            &sessions,
+            json!({"state": {"step": 1, "draft": "x", "user:lang": "fr", "app:tier": "gold"}})
+        )
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let state = format!("{sessions}/{}/state", created["id"].as_str().unwrap());
+    );
     let before: Value = http.get(&state).send().await.unwrap().json().await.unwrap();
     assert_eq!(before["session"], json!({"step": 1, "draft": "x"}));
     assert_eq!(before["user"], json!({"user:lang": "fr"}));
@@ -441,15 +407,7 @@ async fn an_export_stream_imports_into_another_server_and_bad_lines_are_reported
     let http = Client::new();
     let sessions = format!("{}/v1/apps/support/users/ada/sessions", source.base);
     for n in 0..3 {
-        let s: Value = http
-            .post(&sessions)
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let s: Value = json_of(http.post(&sessions).json(&json!({}))).await;
         let r = http
             .post(format!("{sessions}/{}/messages", s["id"].as_str().unwrap()))
             .json(&json!({"role": "user", "content": format!("message {n}")}))
@@ -498,32 +456,24 @@ async fn an_export_stream_imports_into_another_server_and_bad_lines_are_reported
     let target_repo = InMemoryRepository::new().shared();
     let target = start(SessionServer::new(target_repo.clone())).await;
     let with_a_bad_line = format!("{file}{{\"not\": \"a dump\"}}\n");
-    let report: Value = http
-        .post(format!("{}/v1/import", target.base))
-        .header(header::CONTENT_TYPE, "application/x-ndjson")
-        .body(with_a_bad_line.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let report: Value = json_of(
+        http.post(format!("{}/v1/import", target.base))
+            .header(header::CONTENT_TYPE, "application/x-ndjson")
+            .body(with_a_bad_line.clone()),
+    )
+    .await;
     assert_eq!(report["imported"], 3, "{report}");
     assert_eq!(report["failed"][0]["line"], 5, "{report}");
     assert_eq!(
         report["failed"][0]["error"]["kind"], "serialization",
         "{report}"
     );
-    let again: Value = http
-        .post(format!("{}/v1/import", target.base))
-        .header(header::CONTENT_TYPE, "application/x-ndjson")
-        .body(file)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let again: Value = json_of(
+        http.post(format!("{}/v1/import", target.base))
+            .header(header::CONTENT_TYPE, "application/x-ndjson")
+            .body(file),
+    )
+    .await;
     assert_eq!(
         (again["imported"].as_u64(), again["unchanged"].as_u64()),
         (Some(0), Some(3)),

@@ -63,3 +63,15 @@ pub(crate) async fn problem(response: reqwest::Response) -> (StatusCode, Value) 
     assert_eq!(kind.as_deref(), Some("application/problem+json"));
     (status, response.json().await.unwrap())
 }
+
+/// Sends `request` and reads its JSON answer, whatever the status.
+pub(crate) async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
+/// Creates a session through the owner route `sessions` (with `body`) and
+/// returns the session's URL.
+pub(crate) async fn new_session(http: &reqwest::Client, sessions: &str, body: Value) -> String {
+    let created = json_of(http.post(sessions).json(&body)).await;
+    format!("{sessions}/{}", created["id"].as_str().unwrap())
+}
