@@ -57,6 +57,7 @@ mod openai;
 mod plan;
 mod policy;
 mod recall;
+mod spec;
 mod strategy;
 mod summarize;
 mod tokens;
@@ -77,6 +78,7 @@ pub use memory::{
 pub use openai::{OpenAiSummarizer, SummarizerChoice};
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy, COMPACTION_ATTEMPTS};
 pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
+pub use spec::{session_error, Compacted, StrategyName, StrategySpec};
 pub use strategy::{
     CompactionMetrics, CompactionNotice, CompactionRequest, CompactionResult, CompactionStrategy,
     SlidingWindow, TokenBudget, Trigger, TurnWindow, NOTICE_KEY,

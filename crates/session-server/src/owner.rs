@@ -11,14 +11,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use session_core::wire::{EventParams, SessionListParams};
+use session_core::wire::{
+    CreateBody, EventParams, ForkBody, ResolveBody, ResolvedBody, RewindBody, SessionListParams,
+};
 use session_core::{
-    AppName, AppendOutcome, CreateSessionRequest, Erased, Expiry, ForkAt, Message, Owner, Page,
-    Problem, ResetPolicy, ResolveRequest, SearchHit, SearchQuery, Session, SessionError,
-    SessionEvent, SessionRepository, SessionService, SessionUpdate, SharedState, StateMap,
-    UsageReport, UserId,
+    AppName, AppendOutcome, Erased, Message, Owner, Page, Problem, SearchHit, SearchQuery, Session,
+    SessionEvent, SessionRepository, SessionService, SessionUpdate, SharedState, UsageReport,
+    UserId,
 };
 
 use crate::problem::{etag, if_match, json_body, query_params, required_if_match, ApiResult};
@@ -39,98 +38,6 @@ pub(crate) fn owner(app: &str, user: &str) -> ApiResult<Owner> {
     AppName::new(app)?;
     UserId::new(user)?;
     Ok(Owner::new(app, user))
-}
-
-/// `POST …/sessions`: what to create (everything optional).
-#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct CreateBody {
-    /// The id; generated when absent.
-    pub id: Option<String>,
-    /// The resolution key.
-    pub key: Option<String>,
-    /// Time to live in seconds (default 60 days).
-    pub ttl_secs: Option<u64>,
-    /// Expiry instant, instead of a time to live.
-    pub expires_at: Option<DateTime<Utc>>,
-    /// Never expires.
-    pub never_expires: bool,
-    /// Metadata.
-    #[schema(value_type = Object)]
-    pub metadata: StateMap,
-    /// Initial state (`user:` and `app:` keys go to the shared scopes).
-    #[schema(value_type = Object)]
-    pub state: StateMap,
-}
-
-/// The expiry a body asks for; `InvalidInput` when it names two.
-fn expiry(
-    ttl_secs: Option<u64>,
-    at: Option<DateTime<Utc>>,
-    never: bool,
-) -> Result<Expiry, SessionError> {
-    match (ttl_secs, at, never) {
-        (None, None, false) => Ok(Expiry::Default),
-        (Some(secs), None, false) => {
-            let secs = i64::try_from(secs)
-                .map_err(|_| SessionError::invalid("ttl_secs", "is too large"))?;
-            chrono::Duration::try_seconds(secs)
-                .map(Expiry::Ttl)
-                .ok_or_else(|| SessionError::invalid("ttl_secs", "is too large"))
-        }
-        (None, Some(at), false) => Ok(Expiry::At(at)),
-        (None, None, true) => Ok(Expiry::Never),
-        _ => Err(SessionError::invalid(
-            "expiry",
-            "give at most one of ttl_secs, expires_at and never_expires",
-        )),
-    }
-}
-
-/// `POST …/resolve`: the active session of a key, reset by policy.
-#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct ResolveBody {
-    /// The resolution key (`telegram:chat-123:agent-a`).
-    pub key: String,
-    /// The app's group session for the key, shared by all its users.
-    pub group: bool,
-    /// Start over after this many idle seconds.
-    pub idle_timeout_secs: Option<u64>,
-    /// Start over daily at this hour (0–23) ...
-    pub daily_reset_hour: Option<u8>,
-    /// ... in this IANA time zone (default UTC).
-    pub daily_reset_zone: Option<String>,
-    /// Time to live in seconds of a session the call creates.
-    pub ttl_secs: Option<u64>,
-    /// Metadata of a session the call creates.
-    #[schema(value_type = Object)]
-    pub metadata: StateMap,
-}
-
-/// What `resolve` answered.
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ResolvedBody {
-    /// The active session for the key.
-    pub session: Session,
-    /// Whether this call created it.
-    pub is_new: bool,
-}
-
-/// `POST …/sessions/{id}/rewind`.
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RewindBody {
-    /// Everything from this invocation's first event on goes.
-    pub invocation_id: String,
-}
-
-/// `POST …/sessions/{id}/fork`.
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForkBody {
-    /// Where the fork branches off.
-    pub at: ForkAt,
 }
 
 /// The owner routes, scoped by the caller's key in [`crate::auth`].
@@ -227,26 +134,8 @@ pub(crate) async fn create(
     body: Bytes,
 ) -> ApiResult<Response> {
     let body: CreateBody = json_body(&body)?;
-    let mut request = CreateSessionRequest::builder(user).app(app);
-    if let Some(id) = body.id {
-        request = request.id(id);
-    }
-    if let Some(key) = body.key {
-        request = request.key(key);
-    }
-    request = match expiry(body.ttl_secs, body.expires_at, body.never_expires)? {
-        Expiry::Ttl(d) => request.ttl(d),
-        Expiry::At(t) => request.expires_at(t),
-        Expiry::Never => request.never_expires(),
-        Expiry::Default => request,
-    };
-    for (k, v) in body.metadata {
-        request = request.metadata(k, v);
-    }
-    for (k, v) in body.state {
-        request = request.state(k, v);
-    }
-    let session = s.service.create(request.build()?).await?;
+    owner(&app, &user)?;
+    let session = s.service.create(body.into_request(&app, &user)?).await?;
     Ok((etag(session.version), json(StatusCode::CREATED, &session)).into_response())
 }
 
@@ -286,25 +175,7 @@ pub(crate) async fn resolve(
 ) -> ApiResult<Response> {
     let body: ResolveBody = json_body(&body)?;
     owner(&app, &user)?;
-    let mut request = if body.group {
-        ResolveRequest::group(app, body.key)
-    } else {
-        ResolveRequest::new(app, user, body.key)
-    }
-    .expiry(expiry(body.ttl_secs, None, false)?);
-    request.metadata = body.metadata;
-    let mut policy = ResetPolicy::never();
-    if let Some(secs) = body.idle_timeout_secs {
-        let secs = i64::try_from(secs)
-            .ok()
-            .and_then(chrono::Duration::try_seconds)
-            .ok_or_else(|| SessionError::invalid("idle_timeout_secs", "is too large"))?;
-        policy = policy.idle(secs);
-    }
-    if let Some(hour) = body.daily_reset_hour {
-        let zone = body.daily_reset_zone.as_deref().unwrap_or("UTC");
-        policy = policy.daily_in(hour, zone)?;
-    }
+    let (request, policy) = body.into_request(&app, &user)?;
     let resolved = s.service.resolve(&request, &policy).await?;
     let body = ResolvedBody {
         session: resolved.session,

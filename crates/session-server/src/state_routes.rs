@@ -7,27 +7,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
 use session_core::state::apply_delta;
+use session_core::wire::StateBody;
 use session_core::{Problem, SessionUpdate, StateMap};
 
 use crate::owner::{owner, OwnerState};
 use crate::problem::{etag, if_match, json_body, ApiResult};
 use crate::routes::ok;
-
-/// A session's state, one map per scope.
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct StateBody {
-    /// The session's own keys.
-    #[schema(value_type = Object)]
-    pub session: StateMap,
-    /// The owner's `user:` keys in the app.
-    #[schema(value_type = Object)]
-    pub user: StateMap,
-    /// The app's `app:` keys.
-    #[schema(value_type = Object)]
-    pub app: StateMap,
-}
 
 async fn state_of(s: &OwnerState, app: &str, user: &str, id: &str) -> ApiResult<(StateBody, u64)> {
     let owner = owner(app, user)?;

@@ -19,6 +19,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+mod owner;
+
+pub use owner::{CreateBody, ForkBody, ResolveBody, ResolvedBody, RewindBody, StateBody};
+
 use crate::error::{Result, SessionError};
 use crate::filter::{EventFilter, EventView, SessionQuery, SyntheticFilter, DEFAULT_PAGE_SIZE};
 use crate::fork::ForkAt;
