@@ -6,7 +6,7 @@ mod support;
 
 use reqwest::{header, Client, StatusCode};
 use serde_json::{json, Value};
-use session_core::{ErrorKind, InMemoryRepository, SessionRepository};
+use session_core::{InMemoryRepository, SessionRepository};
 use session_server::SessionServer;
 use support::{json_of, keys, new_session, problem, secret, start};
 
@@ -137,34 +137,6 @@ async fn keys_act_only_for_their_app_and_user_and_others_see_404() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_remote_store_needs_an_operator_key() {
-    let (keys, secrets) = keys();
-    let server =
-        start(SessionServer::new(InMemoryRepository::new().shared()).with_api_keys(keys)).await;
-    let timeout = std::time::Duration::from_secs(10);
-    let connect = |key: Option<&str>| {
-        let base = server.base.clone();
-        let key = key.map(str::to_owned);
-        async move {
-            session_client::RemoteRepository::connect_with(&base, key.as_deref(), timeout).await
-        }
-    };
-    let no_key = connect(None).await.err().map(|e| e.kind());
-    assert_eq!(no_key, Some(ErrorKind::Unauthorized));
-    let agent = connect(Some(secret(&secrets, "support-agent")))
-        .await
-        .err()
-        .map(|e| e.kind());
-    assert_eq!(agent, Some(ErrorKind::NotFound));
-    let ops = connect(Some(secret(&secrets, "ops"))).await.unwrap();
-    let s = ops
-        .create(session_core::NewSession::new("support", "ada", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(ops.get(&s.id).await.unwrap().user_id, "ada");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
