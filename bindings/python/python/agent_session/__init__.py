@@ -1,0 +1,466 @@
+"""Durable conversation sessions for LLM agents, from the Rust store.
+
+    store = await agent_session.Store.open("sqlite://sessions.db")
+    s = await store.create("support", "ada")
+    await store.append("support", "ada", s["id"], {"role": "user", "content": "hi"})
+    history = await store.messages("support", "ada", s["id"])
+
+Every call names its owner (``app``, ``user_id``); another owner's session
+is :class:`NotFoundError`, as if it did not exist. Messages are plain dicts
+in the OpenAI chat shape; sessions, events and pages are the JSON the
+HTTP API returns (``docs/server.md``). :class:`SyncStore` is the same API
+without ``await``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import json
+import threading
+import uuid
+from typing import Any, Iterable, Mapping
+
+from . import _native
+from .errors import (
+    AlreadyExistsError,
+    BackendError,
+    ConflictError,
+    EncryptionError,
+    ExpiredError,
+    InvalidInputError,
+    NotFoundError,
+    QuotaExceededError,
+    SerializationError,
+    SessionEndedError,
+    SessionError,
+    UnauthorizedError,
+    UnavailableError,
+    UnsupportedError,
+    from_native,
+)
+
+__all__ = [
+    "Store",
+    "SyncStore",
+    "event",
+    "SessionError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "ExpiredError",
+    "SessionEndedError",
+    "QuotaExceededError",
+    "ConflictError",
+    "InvalidInputError",
+    "UnsupportedError",
+    "BackendError",
+    "SerializationError",
+    "UnavailableError",
+    "EncryptionError",
+    "UnauthorizedError",
+]
+
+Json = Any
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+
+
+def event(
+    message: Mapping[str, Any],
+    *,
+    id: str | None = None,
+    invocation_id: str | None = None,
+    branch: str | None = None,
+    author: str | None = None,
+    state_delta: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An event carrying ``message`` (a chat dict), ready for :meth:`Store.append_events`.
+
+    Appends are idempotent by ``id`` (a new UUID when not given): sending
+    the same event again writes nothing and returns its seq.
+    """
+    out: dict[str, Any] = {
+        "id": id or str(uuid.uuid4()),
+        "timestamp": _now(),
+        "message": dict(message),
+    }
+    if invocation_id is not None:
+        out["invocation_id"] = invocation_id
+    if branch is not None:
+        out["branch"] = branch
+    if author is not None:
+        out["author"] = author
+    if state_delta:
+        out["state_delta"] = dict(state_delta)
+    if metadata:
+        out["metadata"] = dict(metadata)
+    return out
+
+
+def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+class Store:
+    """A session store: SQLite, PostgreSQL, Redis, plain files, memory, or
+    a server (``http://``). Open one with :meth:`Store.open`."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    async def open(cls, url: str) -> "Store":
+        """Opens the store a URL names: ``sqlite://sessions.db``,
+        ``postgres://user@host/db``, ``redis://host:6379``, ``fs://./dir``,
+        ``memory://``, ``http://host:8080`` (limits as query parameters,
+        e.g. ``?max_session_events=10000``)."""
+        try:
+            native = await _native.NativeStore.open(url)
+        except _native.NativeError as e:
+            raise from_native(e) from None
+        return cls(native)
+
+    @property
+    def backend(self) -> str:
+        """The store's backend (``sqlite``, ``postgres``, ...)."""
+        return self._native.backend
+
+    async def _call(self, op: str, **args: Any) -> Json:
+        try:
+            answer = await self._native.call(op, json.dumps(args, default=str))
+        except _native.NativeError as e:
+            raise from_native(e) from None
+        return json.loads(answer)
+
+    # Sessions.
+
+    async def create(
+        self,
+        app: str,
+        user_id: str,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        ttl_secs: int | None = None,
+        never_expires: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Creates a session (expiring in 60 days unless told otherwise)."""
+        session = _drop_none(
+            {
+                "id": id,
+                "key": key,
+                "ttl_secs": ttl_secs,
+                "never_expires": never_expires or None,
+                "metadata": dict(metadata) if metadata else None,
+                "state": dict(state) if state else None,
+            }
+        )
+        return await self._call("create", app=app, user_id=user_id, session=session)
+
+    async def get(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """The session, its state with the ``user:`` and ``app:`` scopes merged."""
+        return await self._call("get", app=app, user_id=user_id, session_id=session_id)
+
+    async def list(
+        self,
+        app: str,
+        user_id: str,
+        *,
+        key: str | None = None,
+        status: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        page: int = 0,
+        page_size: int = 10,
+    ) -> dict[str, Any]:
+        """The owner's sessions, newest activity first: ``{"items": [...], "has_more": ...}``."""
+        query = _drop_none(
+            {
+                "key": key,
+                "status": status,
+                "metadata": json.dumps(dict(metadata)) if metadata else None,
+                "page": page,
+                "page_size": page_size,
+            }
+        )
+        return await self._call("list", app=app, user_id=user_id, query=query)
+
+    async def delete(self, app: str, user_id: str, session_id: str) -> None:
+        """Deletes the session and its events."""
+        await self._call("delete", app=app, user_id=user_id, session_id=session_id)
+
+    async def end(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """Ends the session: readable, closed to writes until :meth:`reopen`."""
+        return await self._call("end", app=app, user_id=user_id, session_id=session_id)
+
+    async def reopen(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """Makes an ended session writable again."""
+        return await self._call("reopen", app=app, user_id=user_id, session_id=session_id)
+
+    async def update(
+        self, app: str, user_id: str, session_id: str, **update: Any
+    ) -> dict[str, Any]:
+        """Changes ``metadata``, ``state`` (session scope), ``status`` or
+        ``expires_at``; ``expected_version`` makes it a compare-and-swap."""
+        return await self._call(
+            "update", app=app, user_id=user_id, session_id=session_id, update=update
+        )
+
+    async def resolve(
+        self,
+        app: str,
+        user_id: str,
+        key: str,
+        *,
+        idle_timeout_secs: int | None = None,
+        daily_reset_hour: int | None = None,
+        daily_reset_zone: str | None = None,
+        group: bool = False,
+        ttl_secs: int | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The active session of ``key``, or a new one after an idle timeout
+        or a daily reset: ``(session, is_new)``."""
+        body = _drop_none(
+            {
+                "key": key,
+                "idle_timeout_secs": idle_timeout_secs,
+                "daily_reset_hour": daily_reset_hour,
+                "daily_reset_zone": daily_reset_zone,
+                "group": group or None,
+                "ttl_secs": ttl_secs,
+            }
+        )
+        answer = await self._call("resolve", app=app, user_id=user_id, resolve=body)
+        return answer["session"], answer["is_new"]
+
+    # Events.
+
+    async def append(
+        self,
+        app: str,
+        user_id: str,
+        session_id: str,
+        messages: Mapping[str, Any] | Iterable[Mapping[str, Any]],
+        *,
+        invocation_id: str | None = None,
+        state_delta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Appends one message or a list of them (chat dicts), atomically;
+        ``state_delta`` rides on the last one. Answers ``{"version", "seqs",
+        "written"}``."""
+        batch = [messages] if isinstance(messages, Mapping) else list(messages)
+        events = [event(m, invocation_id=invocation_id) for m in batch]
+        if state_delta and events:
+            events[-1]["state_delta"] = dict(state_delta)
+        return await self.append_events(app, user_id, session_id, events)
+
+    async def append_events(
+        self, app: str, user_id: str, session_id: str, events: Iterable[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Appends events (see :func:`event`) atomically; idempotent by event id."""
+        return await self._call(
+            "append",
+            app=app,
+            user_id=user_id,
+            session_id=session_id,
+            events=[dict(e) for e in events],
+        )
+
+    async def events(
+        self,
+        app: str,
+        user_id: str,
+        session_id: str,
+        *,
+        view: str = "context",
+        last_n: int | None = None,
+        after: int | None = None,
+        roles: Iterable[str] | None = None,
+        branch: str | None = None,
+        invocation_id: str | None = None,
+        keyword: str | None = None,
+        page: int = 0,
+        page_size: int | None = None,
+    ) -> dict[str, Any]:
+        """A page of events of the ``context`` or the ``archive`` view."""
+        filter_ = _drop_none(
+            {
+                "view": view,
+                "last_n": last_n,
+                "after": after,
+                "roles": ",".join(roles) if roles else None,
+                "branch": branch,
+                "invocation_id": invocation_id,
+                "keyword": keyword,
+                "page": page,
+                "page_size": page_size,
+            }
+        )
+        return await self._call(
+            "events", app=app, user_id=user_id, session_id=session_id, filter=filter_
+        )
+
+    async def messages(self, app: str, user_id: str, session_id: str) -> list[dict[str, Any]]:
+        """The context as chat messages, ready for the next model call."""
+        return await self._call("messages", app=app, user_id=user_id, session_id=session_id)
+
+    async def replace_context(
+        self,
+        app: str,
+        user_id: str,
+        session_id: str,
+        events: Iterable[Mapping[str, Any]],
+        expected_version: int,
+    ) -> bool:
+        """Swaps the context if the session is still at ``expected_version``
+        (``False`` and nothing changed if not); the archive keeps everything."""
+        return await self._call(
+            "replace_context",
+            app=app,
+            user_id=user_id,
+            session_id=session_id,
+            events=[dict(e) for e in events],
+            expected_version=expected_version,
+        )
+
+    # Search, compaction, rewind, fork.
+
+    async def search(
+        self,
+        app: str,
+        user_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        ranked: bool = False,
+        page: int = 0,
+        page_size: int = 10,
+    ) -> dict[str, Any]:
+        """Searches one session's archive, or all of the user's sessions."""
+        return await self._call(
+            "search",
+            app=app,
+            user_id=user_id,
+            query=query,
+            session_id=session_id,
+            ranked=ranked,
+            page=page,
+            page_size=page_size,
+        )
+
+    async def compact(
+        self, app: str, user_id: str, session_id: str, strategy: str, **params: Any
+    ) -> dict[str, Any]:
+        """Compacts the context now: ``sliding_window`` (``max_events``),
+        ``turn_window`` (``max_turns``), ``token_budget`` (``max_tokens``),
+        ``summarize`` (``keep`` turns) or ``tool_result_clearing`` (``keep``).
+        Answers what it did, or ``compacted: False`` and the reason."""
+        spec = {"strategy": strategy, **params}
+        return await self._call(
+            "compact", app=app, user_id=user_id, session_id=session_id, strategy=spec
+        )
+
+    async def rewind(
+        self, app: str, user_id: str, session_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        """Removes the invocation's events and everything after; state replays."""
+        return await self._call(
+            "rewind",
+            app=app,
+            user_id=user_id,
+            session_id=session_id,
+            rewind={"invocation_id": invocation_id},
+        )
+
+    async def fork(
+        self, app: str, user_id: str, session_id: str, at: Any = "latest"
+    ) -> dict[str, Any]:
+        """A new session from this one's events up to ``at``: ``"latest"``,
+        ``{"seq": n}`` or ``{"invocation": id}``."""
+        return await self._call(
+            "fork", app=app, user_id=user_id, session_id=session_id, fork={"at": at}
+        )
+
+    # State.
+
+    async def state(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """The session's state by scope: ``{"session", "user", "app"}``."""
+        return await self._call("state", app=app, user_id=user_id, session_id=session_id)
+
+    async def patch_state(
+        self, app: str, user_id: str, session_id: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Merges ``patch`` into the session scope (``None`` removes a key);
+        ``user:`` and ``app:`` keys change through events' ``state_delta``."""
+        return await self._call(
+            "patch_state",
+            app=app,
+            user_id=user_id,
+            session_id=session_id,
+            patch=dict(patch),
+        )
+
+    async def shared_state(self, app: str, user_id: str) -> dict[str, Any]:
+        """The user's ``user:`` and the app's ``app:`` state."""
+        return await self._call("shared_state", app=app, user_id=user_id)
+
+    async def usage(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """Model usage recorded in the session: total, per invocation, per model."""
+        return await self._call("usage", app=app, user_id=user_id, session_id=session_id)
+
+    async def erase_user(self, app: str, user_id: str) -> dict[str, Any]:
+        """Erases every session, event and ``user:`` value of the user in the app."""
+        return await self._call("erase_user", app=app, user_id=user_id)
+
+
+class SyncStore:
+    """:class:`Store` without ``await``: each call runs on a private event
+    loop in a background thread, so it works inside and outside async code."""
+
+    def __init__(self, url: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="agent-session", daemon=True
+        )
+        self._thread.start()
+        self._store: Store = self._run(Store.open(url))
+
+    @classmethod
+    def open(cls, url: str) -> "SyncStore":
+        """Opens the store a URL names (see :meth:`Store.open`)."""
+        return cls(url)
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        """Stops the background loop."""
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "SyncStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def backend(self) -> str:
+        """The store's backend."""
+        return self._store.backend
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+        if not callable(method):
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._run(method(*args, **kwargs))
+
+        call.__name__ = name
+        call.__doc__ = method.__doc__
+        return call

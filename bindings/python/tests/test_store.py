@@ -1,0 +1,172 @@
+"""Every call of the binding, on SQLite and on PostgreSQL, and each error
+kind as its exception class."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import agent_session
+from agent_session import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    SessionEndedError,
+    SyncStore,
+)
+
+APP, ADA, BOB = "support", "ada", "bob"
+
+
+async def test_sessions_are_created_read_listed_and_deleted(store):
+    s = await store.create(APP, ADA, key="chat-1", metadata={"ticket": 7}, state={"step": 1})
+    assert s["user_id"] == ADA and s["key"] == "chat-1" and s["version"] == 0
+    assert (await store.get(APP, ADA, s["id"]))["metadata"] == {"ticket": 7}
+    listed = await store.list(APP, ADA, metadata={"ticket": 7})
+    assert [x["id"] for x in listed["items"]] == [s["id"]]
+    await store.delete(APP, ADA, s["id"])
+    with pytest.raises(NotFoundError):
+        await store.get(APP, ADA, s["id"])
+
+
+async def test_another_owners_session_is_not_found_as_an_unknown_one(store):
+    s = await store.create(APP, ADA)
+    with pytest.raises(NotFoundError) as theirs:
+        await store.get(APP, BOB, s["id"])
+    with pytest.raises(NotFoundError) as unknown:
+        await store.get(APP, BOB, "no-such-session")
+    assert theirs.value.kind == unknown.value.kind == "not_found"
+    with pytest.raises(NotFoundError):
+        await store.append(APP, BOB, s["id"], {"role": "user", "content": "hi"})
+    assert (await store.get(APP, ADA, s["id"]))["event_count"] == 0
+
+
+async def test_messages_round_trip_in_the_chat_shape(store):
+    s = await store.create(APP, ADA)
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": '{"order": "ORD-1"}'},
+            }
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "shipped"}
+    out = await store.append(APP, ADA, s["id"], [{"role": "user", "content": "where is ORD-1?"}, call, result])
+    assert out["seqs"] == [1, 2, 3] and out["written"] == 3
+    messages = await store.messages(APP, ADA, s["id"])
+    assert messages[0] == {"role": "user", "content": "where is ORD-1?"}
+    assert messages[1]["tool_calls"][0]["function"]["name"] == "lookup"
+    assert messages[2] == result
+
+
+async def test_appends_are_idempotent_by_event_id(store):
+    s = await store.create(APP, ADA)
+    e = agent_session.event({"role": "user", "content": "once"}, id="e-1")
+    first = await store.append_events(APP, ADA, s["id"], [e])
+    again = await store.append_events(APP, ADA, s["id"], [e])
+    assert first["seqs"] == again["seqs"] == [1]
+    assert again["written"] == 0
+
+
+async def test_events_read_through_filters(store):
+    s = await store.create(APP, ADA)
+    for n in range(30):
+        role = "user" if n % 2 == 0 else "assistant"
+        await store.append(APP, ADA, s["id"], {"role": role, "content": f"message {n}"})
+    last = await store.events(APP, ADA, s["id"], last_n=5)
+    assert [e["seq"] for e in last["items"]] == [26, 27, 28, 29, 30]
+    users = await store.events(APP, ADA, s["id"], view="archive", roles=["user"], page_size=100)
+    assert len(users["items"]) == 15
+    after = await store.events(APP, ADA, s["id"], after=28, page_size=10)
+    assert [e["seq"] for e in after["items"]] == [29, 30]
+
+
+async def test_search_finds_what_compaction_took_out_of_the_context(store):
+    s = await store.create(APP, ADA)
+    for n in range(8):
+        await store.append(
+            APP, ADA, s["id"], [{"role": "user", "content": f"order ORD-{n} is late"}, {"role": "assistant", "content": f"checking ORD-{n}"}]
+        )
+    compacted = await store.compact(APP, ADA, s["id"], "summarize", keep=2)
+    assert compacted["compacted"] and compacted["events_after"] < compacted["events_before"]
+    context = await store.messages(APP, ADA, s["id"])
+    assert not any("ORD-0 is late" == m.get("content") for m in context)
+    hits = await store.search(APP, ADA, "ORD-0", session_id=s["id"])
+    assert any("ORD-0" in h["snippet"] for h in hits["items"])
+    across = await store.search(APP, ADA, "ORD-3")
+    assert {h["session_id"] for h in across["items"]} == {s["id"]}
+    nothing = await store.compact(APP, ADA, s["id"], "summarize", keep=2)
+    assert nothing["compacted"] is False and nothing["reason"]
+    with pytest.raises(InvalidInputError) as missing:
+        await store.compact(APP, ADA, s["id"], "sliding_window")
+    assert missing.value.problem["field"] == "max_events"
+
+
+async def test_rewind_and_fork(store):
+    s = await store.create(APP, ADA)
+    await store.append(APP, ADA, s["id"], {"role": "user", "content": "first"}, invocation_id="run-1")
+    await store.append(APP, ADA, s["id"], {"role": "user", "content": "second"}, invocation_id="run-2")
+    fork = await store.fork(APP, ADA, s["id"])
+    rewound = await store.rewind(APP, ADA, s["id"], "run-2")
+    assert rewound["event_count"] == 1
+    assert len(await store.messages(APP, ADA, fork["id"])) == 2, "the fork kept both"
+
+
+async def test_state_scopes_and_patches(store):
+    s = await store.create(APP, ADA, state={"step": 1, "user:lang": "fr"})
+    await store.append(APP, ADA, s["id"], {"role": "user", "content": "hi"}, state_delta={"app:tier": "gold"})
+    state = await store.state(APP, ADA, s["id"])
+    assert state == {"session": {"step": 1}, "user": {"user:lang": "fr"}, "app": {"app:tier": "gold"}}
+    patched = await store.patch_state(APP, ADA, s["id"], {"step": 2, "draft": "x"})
+    assert patched["session"] == {"step": 2, "draft": "x"}
+    with pytest.raises(InvalidInputError):
+        await store.patch_state(APP, ADA, s["id"], {"user:lang": "de"})
+    assert (await store.shared_state(APP, ADA))["user"] == {"user:lang": "fr"}
+
+
+async def test_versions_ends_and_resolve(store):
+    s = await store.create(APP, ADA)
+    with pytest.raises(ConflictError):
+        await store.update(APP, ADA, s["id"], metadata={"a": 1}, expected_version=5)
+    await store.end(APP, ADA, s["id"])
+    with pytest.raises(SessionEndedError):
+        await store.append(APP, ADA, s["id"], {"role": "user", "content": "late"})
+    await store.reopen(APP, ADA, s["id"])
+    first, is_new = await store.resolve(APP, ADA, "telegram:42", idle_timeout_secs=1800)
+    again, again_new = await store.resolve(APP, ADA, "telegram:42", idle_timeout_secs=1800)
+    assert is_new and not again_new and first["id"] == again["id"]
+
+
+async def test_bad_input_names_the_field_and_stores_nothing(store):
+    with pytest.raises(InvalidInputError) as bad_user:
+        await store.create(APP, "a b")
+    assert "user" in bad_user.value.problem["field"]
+    with pytest.raises(InvalidInputError):
+        await store.create(APP, ADA, ttl_secs=60, never_expires=True)
+    assert (await store.list(APP, ADA))["items"] == []
+    with pytest.raises(InvalidInputError):
+        await agent_session.Store.open("nosuch://x")
+
+
+async def test_concurrent_appends_lose_nothing(store):
+    s = await store.create(APP, ADA)
+    await asyncio.gather(
+        *(store.append(APP, ADA, s["id"], {"role": "user", "content": f"m{n}"}) for n in range(40))
+    )
+    archive = await store.events(APP, ADA, s["id"], view="archive", page_size=100)
+    assert [e["seq"] for e in archive["items"]] == list(range(1, 41))
+
+
+def test_the_sync_store_runs_the_same_calls(tmp_path):
+    with SyncStore.open(f"sqlite://{tmp_path}/sync.db") as store:
+        s = store.create(APP, ADA)
+        store.append(APP, ADA, s["id"], {"role": "user", "content": "hello"})
+        assert store.messages(APP, ADA, s["id"]) == [{"role": "user", "content": "hello"}]
+        with pytest.raises(NotFoundError):
+            store.get(APP, BOB, s["id"])
+        assert store.backend == "sqlite"
