@@ -11,8 +11,9 @@ use agent_session::wire::{
     StateBody,
 };
 use agent_session::{
-    DefaultSessionService, Owner, Problem, SearchMode, SearchQuery, SessionError, SessionEvent,
-    SessionRepository, SessionService, SessionUpdate, StateMap,
+    DefaultSessionService, EventFilter, EventView, Owner, Problem, RewindTo, SearchMode,
+    SearchQuery, SessionError, SessionEvent, SessionRepository, SessionRepositoryExt,
+    SessionService, SessionUpdate, StateMap, SyntheticFilter,
 };
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -163,7 +164,8 @@ async fn dispatch(
         }
         "append" => {
             let at: SessionArgs = parse(&args)?;
-            let events: Vec<SessionEvent> = part(&args, "events")?;
+            let mut events: Vec<SessionEvent> = part(&args, "events")?;
+            SessionEvent::estimate_missing(&mut events, &agent_session::HeuristicEstimator);
             to_json(
                 &service
                     .append_events(&at.owner.owner()?, &at.session_id, events)
@@ -225,7 +227,8 @@ async fn dispatch(
             )
         }
         "replace_context" => {
-            let r: ReplaceArgs = parse(&args)?;
+            let mut r: ReplaceArgs = parse(&args)?;
+            SessionEvent::estimate_missing(&mut r.events, &agent_session::HeuristicEstimator);
             let owner = r.at.owner.owner()?;
             to_json(
                 &service
@@ -260,6 +263,21 @@ async fn dispatch(
         "erase_user" => {
             let who: OwnerArgs = parse(&args)?;
             to_json(&service.erase_user(&who.owner()?).await?)
+        }
+        "pop" => {
+            // The latest event that is not a summary leaves the archive (and
+            // the context); a compaction since then is undone with it.
+            let at: SessionArgs = parse(&args)?;
+            let session = service.get(&at.owner.owner()?, &at.session_id).await?;
+            let filter = EventFilter::last(1)
+                .view(EventView::Archive)
+                .synthetic(SyntheticFilter::Exclude);
+            let last = repo.events(&session.id, &filter).await?.items.pop();
+            if let Some(event) = &last {
+                repo.rewind_restoring(&session.id, &RewindTo::Seq(event.seq))
+                    .await?;
+            }
+            to_json(&last)
         }
         "usage" => {
             let at: SessionArgs = parse(&args)?;

@@ -140,6 +140,22 @@ pub struct SessionEvent {
 }
 
 impl SessionEvent {
+    /// Gives each event without a token estimate (0, as from a client that
+    /// does not count) `estimator`'s, so token triggers see every message.
+    ///
+    /// ```
+    /// use session_core::{HeuristicEstimator, Message, SessionEvent};
+    /// let mut events = vec![SessionEvent::new(Message::user("hello there"))];
+    /// events[0].token_estimate = 0;
+    /// SessionEvent::estimate_missing(&mut events, &HeuristicEstimator);
+    /// assert!(events[0].token_estimate > 0);
+    /// ```
+    pub fn estimate_missing(events: &mut [SessionEvent], estimator: &dyn TokenEstimator) {
+        for e in events.iter_mut().filter(|e| e.token_estimate == 0) {
+            e.token_estimate = estimator.estimate_message(&e.message);
+        }
+    }
+
     /// An event with the builder's defaults: new UUID, now, no branch, empty metadata.
     pub fn new(message: Message) -> Self {
         let token_estimate = HeuristicEstimator.estimate_message(&message);

@@ -162,12 +162,10 @@ impl<R: BufRead> Iterator for ExportReader<R> {
                     dump.validate().map_err(|e| {
                         SessionError::invalid(format!("export line {line}"), e.to_string())
                     })?;
-                    for e in dump.events.iter_mut().filter(|e| e.token_estimate == 0) {
-                        e.token_estimate = crate::TokenEstimator::estimate_message(
-                            &crate::HeuristicEstimator,
-                            &e.message,
-                        );
-                    }
+                    crate::SessionEvent::estimate_missing(
+                        &mut dump.events,
+                        &crate::HeuristicEstimator,
+                    );
                     Ok(dump)
                 });
             return Some(dump);

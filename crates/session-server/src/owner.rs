@@ -312,7 +312,8 @@ pub(crate) async fn append(
     Path((app, user, id)): SessionPath,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let events = event_batch(&body)?;
+    let mut events = event_batch(&body)?;
+    SessionEvent::estimate_missing(&mut events, &session_core::HeuristicEstimator);
     let outcome = s
         .service
         .append_events(&owner(&app, &user)?, &id, events)

@@ -471,3 +471,25 @@ async fn an_export_stream_imports_into_another_server_and_bad_lines_are_reported
         "a file without the export header"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_sent_without_a_token_estimate_are_counted() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let session = new_session(&http, &sessions, json!({})).await;
+    let sent = json!([{
+        "id": "e-1",
+        "timestamp": "2026-11-24T07:00:00Z",
+        "message": {"role": "user", "content": "a message long enough to count several tokens"}
+    }]);
+    let r = http
+        .post(format!("{session}/events"))
+        .json(&sent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let read = json_of(http.get(&session)).await;
+    assert!(read["context_tokens"].as_u64() > Some(0), "{read}");
+}

@@ -304,6 +304,11 @@ class Store:
             "events", app=app, user_id=user_id, session_id=session_id, filter=filter_
         )
 
+    async def pop(self, app: str, user_id: str, session_id: str) -> dict[str, Any] | None:
+        """Removes the latest event that is not a summary and returns it
+        (``None`` when there is none); a compaction since then is undone."""
+        return await self._call("pop", app=app, user_id=user_id, session_id=session_id)
+
     async def messages(self, app: str, user_id: str, session_id: str) -> list[dict[str, Any]]:
         """The context as chat messages, ready for the next model call."""
         return await self._call("messages", app=app, user_id=user_id, session_id=session_id)

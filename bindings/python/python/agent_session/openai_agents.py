@@ -1,0 +1,243 @@
+"""A session of the OpenAI Agents SDK (``openai-agents``) on agent-session.
+
+    from agents import Agent, Runner
+    from agent_session import Store
+    from agent_session.openai_agents import Session
+
+    store = await Store.open("sqlite://sessions.db")
+    session = Session("user-42-chat", store, app="support", user_id="ada")
+    result = await Runner.run(agent, "where is my order?", session=session)
+
+It implements the SDK's whole ``Session`` protocol (``session_id``,
+``session_settings`` and its ``limit``, ``get_items``, ``add_items``,
+``pop_item``, ``clear_session``). Each Responses-API input item is one
+event: the item exactly as given (messages, function calls and their
+outputs, reasoning and every other type) is kept with the event, and
+``get_items`` returns it unchanged, item for item; the event's message is
+the item's chat view, which compaction and recall search work on. A
+compaction's summary comes back as a message item.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from . import Store, event
+
+#: The event metadata key that holds the SDK's item as it was added.
+ITEM_KEY = "openai_item"
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's content: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                text = part.get("text") or part.get("refusal")
+                if isinstance(text, str):
+                    texts.append(text)
+        return "\n".join(texts)
+    return ""
+
+
+def chat_view(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat message an SDK item reads as, for compaction and search."""
+    kind = item.get("type")
+    role = item.get("role")
+    if role in ("user", "system", "developer", "assistant") and kind in (None, "message"):
+        role = "system" if role == "developer" else role
+        return {"role": role, "content": _text_of(item.get("content"))}
+    if kind == "function_call":
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": item.get("call_id", ""),
+                    "type": "function",
+                    "function": {
+                        "name": item.get("name", ""),
+                        "arguments": item.get("arguments", ""),
+                    },
+                }
+            ],
+        }
+    if kind == "function_call_output":
+        output = item.get("output", "")
+        text = output if isinstance(output, str) else _text_of(output) or json.dumps(output)
+        return {"role": "tool", "tool_call_id": item.get("call_id", ""), "content": text}
+    if kind == "reasoning":
+        summary = item.get("summary") or []
+        return {"role": "assistant", "content": _text_of(summary)}
+    # Every other item (web or file search calls, computer calls, ...): its
+    # JSON is what search finds.
+    return {"role": "assistant", "content": json.dumps(item, sort_keys=True, default=str)}
+
+
+def item_of(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The SDK item an event holds; a summary (or any event written
+    without an item) as a message item of its text."""
+    item = (stored.get("metadata") or {}).get(ITEM_KEY)
+    if isinstance(item, Mapping):
+        return dict(item)
+    message = stored.get("message") or {}
+    role = message.get("role", "assistant")
+    if role == "tool":
+        role = "user"
+    return {"role": role, "content": _text_of(message.get("content"))}
+
+
+class Session:
+    """An OpenAI Agents SDK session stored in agent-session.
+
+    ``session_id`` is the SDK's id; it is the session's resolution key in
+    the store, so any string the SDK uses works. ``compact_above_tokens``
+    compacts the context (summarizing all but the last ``keep_turns``
+    turns, offline) after each ``add_items`` that takes it past that many
+    tokens.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        store: Store,
+        *,
+        app: str = "openai-agents",
+        user_id: str = "default",
+        session_settings: Any = None,
+        compact_above_tokens: int | None = None,
+        keep_turns: int = 2,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self._store = store
+        self._app = app
+        self._user = user_id
+        self._id: str | None = None
+        self._compact_above = compact_above_tokens
+        self._keep_turns = keep_turns
+
+    async def _session_id(self) -> str:
+        if self._id is None:
+            session, _ = await self._store.resolve(self._app, self._user, self.session_id)
+            self._id = session["id"]
+        return self._id
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The conversation's items, oldest first; the latest ``limit`` (or
+        ``session_settings.limit``) when given."""
+        if limit is None and self.session_settings is not None:
+            limit = getattr(self.session_settings, "limit", None)
+        sid = await self._session_id()
+        events: list[dict[str, Any]] = []
+        if limit is not None:
+            if limit <= 0:
+                return []
+            page = await self._store.events(self._app, self._user, sid, last_n=limit)
+            events = page["items"]
+        else:
+            page_no = 0
+            while True:
+                page = await self._store.events(
+                    self._app, self._user, sid, page=page_no, page_size=1000
+                )
+                events.extend(page["items"])
+                if not page["has_more"]:
+                    break
+                page_no += 1
+        return [item_of(e) for e in events]
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Stores the items, in order, in one atomic append."""
+        if not items:
+            return
+        sid = await self._session_id()
+        events = []
+        for item in items:
+            as_dict = _as_dict(item)
+            events.append(event(chat_view(as_dict), metadata={ITEM_KEY: as_dict}))
+        await self._store.append_events(self._app, self._user, sid, events)
+        if self._compact_above is not None:
+            session = await self._store.get(self._app, self._user, sid)
+            if session["context_tokens"] > self._compact_above:
+                await self._store.compact(
+                    self._app, self._user, sid, "summarize", keep=self._keep_turns
+                )
+
+    async def pop_item(self) -> Any | None:
+        """Removes the latest item and returns it (``None`` if there is none)."""
+        sid = await self._session_id()
+        stored = await self._store.pop(self._app, self._user, sid)
+        return None if stored is None else item_of(stored)
+
+    async def clear_session(self) -> None:
+        """Deletes the conversation; the next item starts a new one."""
+        sid = await self._session_id()
+        await self._store.delete(self._app, self._user, sid)
+        self._id = None
+
+    def search_tool(self, page_size: int = 10) -> Any:
+        """``conversation_search`` as an SDK function tool: the agent finds
+        what left its context (older turns a compaction summarized)."""
+        from agents import function_tool
+
+        session = self
+
+        @function_tool(name_override="conversation_search")
+        async def conversation_search(query: str, page: int = 0) -> str:
+            """Search the full history of this conversation, including parts no
+            longer in your context, by keyword. Returns matching messages oldest
+            first as JSON, or 'No results found.'.
+
+            Args:
+                query: Keywords; every word must occur, in any order.
+                page: Zero-based page of results.
+            """
+            sid = await session._session_id()
+            hits = await session._store.search(
+                session._app,
+                session._user,
+                query,
+                session_id=sid,
+                page=page,
+                page_size=page_size,
+            )
+            if not hits["items"]:
+                return "No results found."
+            return json.dumps(
+                [
+                    {
+                        "timestamp": h["event"]["timestamp"],
+                        "type": h["event"]["message"]["role"],
+                        "text": h["snippet"],
+                    }
+                    for h in hits["items"]
+                ]
+            )
+
+        return conversation_search
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    """An SDK item as a plain dict (items may be pydantic models or TypedDicts)."""
+    if isinstance(item, Mapping):
+        return json.loads(json.dumps(item, default=_default))
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    raise TypeError(f"not an input item: {item!r}")
+
+
+def _default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    return str(value)
+
+
+__all__ = ["Session", "chat_view", "item_of", "ITEM_KEY"]
+

@@ -1,0 +1,152 @@
+"""The OpenAI Agents SDK adapter under the SDK's own Runner, with a
+scripted model (no network): the conversation continues across runs, tool
+calls pair with their outputs, reasoning items come back unchanged, and
+two sessions never see each other's items."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+try:
+    import agents
+except ImportError:  # pragma: no cover - CI installs it
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("openai-agents is not installed", allow_module_level=True)
+
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.items import ModelResponse
+from agents.memory.session_settings import SessionSettings
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+)
+from openai.types.responses.response_reasoning_item import Summary
+
+from agent_session.openai_agents import Session
+
+set_tracing_disabled(True)
+
+
+def say(text: str, n: int) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id=f"msg_{n}",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+REASONING = ResponseReasoningItem(
+    id="rs_1",
+    type="reasoning",
+    summary=[Summary(type="summary_text", text="The user wants the weather: call the tool.")],
+    encrypted_content="opaque-blob-123",
+)
+
+
+class ScriptedModel(Model):
+    """Answers each call with the next scripted turn and records its input."""
+
+    def __init__(self, turns):
+        self.turns = list(turns)
+        self.inputs = []
+
+    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing, *, previous_response_id=None, conversation_id=None, prompt=None):
+        self.inputs.append(input if isinstance(input, str) else [dict(i) if isinstance(i, dict) else i for i in input])
+        return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
+
+    async def stream_response(self, *args, **kwargs):  # pragma: no cover - not used
+        raise NotImplementedError
+        yield
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def agent_with(model: Model) -> Agent:
+    return Agent(name="assistant", instructions="Help.", model=model, tools=[get_weather])
+
+
+async def test_a_conversation_continues_across_runs_with_tools_and_reasoning(store):
+    call = ResponseFunctionToolCall(
+        id="fc_1", type="function_call", call_id="call_1", name="get_weather", arguments='{"city": "Paris"}'
+    )
+    model = ScriptedModel(
+        [
+            [REASONING, call],
+            [say("It is sunny in Paris.", 1)],
+            [say("Tomorrow too.", 2)],
+        ]
+    )
+    session = Session("chat-1", store, app="weather", user_id="ada")
+    first = await Runner.run(agent_with(model), "Weather in Paris?", session=session)
+    assert first.final_output == "It is sunny in Paris."
+    second = await Runner.run(agent_with(model), "And tomorrow?", session=session)
+    assert second.final_output == "Tomorrow too."
+
+    # The third model call saw the whole first run, then the new question.
+    seen = model.inputs[2]
+    kinds = [i.get("type", "message") for i in seen]
+    assert kinds == ["message", "reasoning", "function_call", "function_call_output", "message", "message"], seen
+    reasoning = seen[1]
+    assert reasoning == REASONING.model_dump(exclude_unset=True), "reasoning comes back unchanged"
+    assert seen[2]["call_id"] == seen[3]["call_id"] == "call_1", "the call pairs with its output"
+    assert seen[3]["output"] == "sunny in Paris"
+
+    items = await session.get_items()
+    assert len(items) == 7, "5 items of the first run, 2 of the second"
+    assert items[:6] == seen, "get_items returns what was added, item for item"
+    assert await session.get_items(limit=2) == items[-2:]
+    limited = Session("chat-1", store, app="weather", user_id="ada", session_settings=SessionSettings(limit=3))
+    assert await limited.get_items() == items[-3:]
+
+    # Another session id, or another user, sees nothing of it.
+    assert await Session("chat-2", store, app="weather", user_id="ada").get_items() == []
+    assert await Session("chat-1", store, app="weather", user_id="bob").get_items() == []
+
+    # The chat view of the same events is searchable.
+    hits = await store.search("weather", "ada", "Paris")
+    assert hits["items"], "recall finds the conversation"
+
+
+async def test_pop_and_clear(store):
+    session = Session("chat-pop", store, user_id="ada")
+    await session.add_items(
+        [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    )
+    assert await session.pop_item() == {"role": "assistant", "content": "two"}
+    assert await session.get_items() == [{"role": "user", "content": "one"}]
+    await session.clear_session()
+    assert await session.get_items() == []
+    assert await session.pop_item() is None
+    await session.add_items([{"role": "user", "content": "again"}])
+    assert len(await session.get_items()) == 1
+
+
+async def test_automatic_compaction_keeps_items_searchable(store):
+    session = Session("chat-long", store, user_id="ada", compact_above_tokens=200, keep_turns=1)
+    for n in range(12):
+        await session.add_items(
+            [
+                {"role": "user", "content": f"question {n} about parcel PX-{n} " + "detail " * 10},
+                {"role": "assistant", "content": f"answer {n} " + "words " * 10},
+            ]
+        )
+    items = await session.get_items()
+    assert len(items) < 24, "the context was compacted"
+    assert items[-1]["content"].startswith("answer 11"), "the latest turn is kept verbatim"
+    hits = await store.search("openai-agents", "ada", "PX-0")
+    assert hits["items"], "what left the context is still found"
+    tool = session.search_tool()
+    assert tool.name == "conversation_search"
