@@ -129,6 +129,12 @@ async fn dispatch(
             let params: SessionListParams = part(&args, "query")?;
             to_json(&service.list(&who.owner()?, params.into_query()?).await?)
         }
+        "list_all" => {
+            // Every session the query matches, of any user (ADK lists an
+            // app's sessions without naming a user).
+            let params: SessionListParams = part(&args, "query")?;
+            to_json(&repo.list(&params.into_query()?).await?)
+        }
         "delete" => {
             let at: SessionArgs = parse(&args)?;
             service.delete(&at.owner.owner()?, &at.session_id).await?;

@@ -189,6 +189,19 @@ class Store:
         )
         return await self._call("list", app=app, user_id=user_id, query=query)
 
+    async def list_all(
+        self,
+        *,
+        app: str | None = None,
+        user_id: str | None = None,
+        page: int = 0,
+        page_size: int = 10,
+    ) -> dict[str, Any]:
+        """Sessions of any owner (an operator's view), newest activity first,
+        filtered by ``app`` and ``user_id`` when given."""
+        query = _drop_none({"app": app, "user_id": user_id, "page": page, "page_size": page_size})
+        return await self._call("list_all", query=query)
+
     async def delete(self, app: str, user_id: str, session_id: str) -> None:
         """Deletes the session and its events."""
         await self._call("delete", app=app, user_id=user_id, session_id=session_id)
