@@ -170,3 +170,36 @@ def test_the_sync_store_runs_the_same_calls(tmp_path):
         with pytest.raises(NotFoundError):
             store.get(APP, BOB, s["id"])
         assert store.backend == "sqlite"
+
+
+async def test_quota_existence_and_expiry_errors(tmp_path):
+    small = await agent_session.Store.open(f"sqlite://{tmp_path}/q.db?max_session_events=2")
+    s = await small.create(APP, ADA)
+    await small.append(APP, ADA, s["id"], [{"role": "user", "content": "1"}, {"role": "user", "content": "2"}])
+    with pytest.raises(agent_session.QuotaExceededError) as over:
+        await small.append(APP, ADA, s["id"], {"role": "user", "content": "3"})
+    assert over.value.problem["limit"] == 2
+    memory = await agent_session.Store.open("memory://")
+    m = await memory.create(APP, ADA)
+    with pytest.raises(agent_session.AlreadyExistsError):
+        await memory.create(APP, ADA, id=m["id"])
+    brief = await memory.create(APP, ADA, ttl_secs=1)
+    await asyncio.sleep(1.2)
+    # An expired session reads as absent to its owner, as everywhere.
+    with pytest.raises(agent_session.NotFoundError):
+        await memory.append(APP, ADA, brief["id"], {"role": "user", "content": "too late"})
+
+
+def test_every_error_kind_has_its_exception_class():
+    from agent_session.errors import _BY_KIND, from_native
+
+    kinds = [
+        "not_found", "already_exists", "expired", "session_ended", "quota_exceeded", "conflict",
+        "invalid_input", "unsupported", "backend", "serialization", "unavailable", "encryption",
+        "unauthorized",
+    ]
+    assert sorted(_BY_KIND) == sorted(kinds)
+    for kind in kinds:
+        e = from_native(Exception(f'{{"kind": "{kind}", "detail": "d"}}'))
+        assert e.kind == kind and isinstance(e, agent_session.SessionError) and e.detail == "d"
+    assert isinstance(from_native(Exception("not json")), agent_session.BackendError)
