@@ -1,6 +1,7 @@
 """agent-session against the frameworks' own stores, from Python, in the
 same run, interleaved in pairs (the machine is shared: read the ratios).
 
+    pip install "./bindings/python[bench]"
     python bindings/python/benches/frameworks.py [--pairs 5] [--events 1000]
 
 W1 appends to one session (one item per call), W2 appends round robin to
