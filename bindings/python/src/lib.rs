@@ -244,20 +244,17 @@ async fn dispatch(
         }
         "state" => {
             let at: SessionArgs = parse(&args)?;
-            to_json(&state(service, repo, &at).await?)
+            let owner = at.owner.owner()?;
+            let (body, _) = StateBody::read(service, repo, &owner, &at.session_id).await?;
+            to_json(&body)
         }
         "patch_state" => {
             let at: SessionArgs = parse(&args)?;
             let patch: StateMap = part(&args, "patch")?;
             let owner = at.owner.owner()?;
-            let session = service.get(&owner, &at.session_id).await?;
-            let mut current = repo.get(&session.id).await?;
-            agent_session::state::apply_delta(&mut current.state, &patch);
-            let update = SessionUpdate::new()
-                .state(current.state)
-                .expect_version(current.version);
-            service.update(&owner, &at.session_id, update).await?;
-            to_json(&state(service, repo, &at).await?)
+            let (body, _) =
+                StateBody::patch(service, repo, &owner, &at.session_id, &patch, None).await?;
+            to_json(&body)
         }
         "shared_state" => {
             let who: OwnerArgs = parse(&args)?;
@@ -302,22 +299,6 @@ fn part_required<T: DeserializeOwned>(args: &Value, key: &str) -> Result<T, Sess
         .get(key)
         .ok_or_else(|| SessionError::invalid(key.to_owned(), "is required"))?;
     T::deserialize(v).map_err(|e| SessionError::invalid_because(key.to_owned(), e.to_string(), e))
-}
-
-/// A session's state by scope.
-async fn state(
-    service: &dyn SessionService,
-    repo: &dyn SessionRepository,
-    at: &SessionArgs,
-) -> Result<StateBody, SessionError> {
-    let session = service.get(&at.owner.owner()?, &at.session_id).await?;
-    let stored = repo.get(&session.id).await?;
-    let shared = repo.shared_state(&session.app, &session.user_id).await?;
-    Ok(StateBody {
-        session: stored.state,
-        user: shared.user,
-        app: shared.app,
-    })
 }
 
 /// One store: what `agent_session.Store.open(url)` wraps.

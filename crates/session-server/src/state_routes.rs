@@ -7,29 +7,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use session_core::state::apply_delta;
 use session_core::wire::StateBody;
-use session_core::{Problem, SessionUpdate, StateMap};
+use session_core::{Problem, StateMap};
 
 use crate::owner::{owner, OwnerState};
 use crate::problem::{etag, if_match, json_body, ApiResult};
 use crate::routes::ok;
-
-async fn state_of(s: &OwnerState, app: &str, user: &str, id: &str) -> ApiResult<(StateBody, u64)> {
-    let owner = owner(app, user)?;
-    // The service checks the owner; the store reads the scopes apart.
-    let session = s.service.get(&owner, id).await?;
-    let stored = s.repo.get(&session.id).await?;
-    let shared = s.repo.shared_state(&session.app, &session.user_id).await?;
-    Ok((
-        StateBody {
-            session: stored.state,
-            user: shared.user,
-            app: shared.app,
-        },
-        stored.version,
-    ))
-}
 
 /// A session's state by scope.
 #[utoipa::path(
@@ -51,7 +34,8 @@ pub(crate) async fn get_state(
     State(s): State<OwnerState>,
     Path((app, user, id)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
-    let (body, version) = state_of(&s, &app, &user, &id).await?;
+    let owner = owner(&app, &user)?;
+    let (body, version) = StateBody::read(s.service.as_ref(), s.repo.as_ref(), &owner, &id).await?;
     Ok((etag(version), ok(&body)).into_response())
 }
 
@@ -80,13 +64,16 @@ pub(crate) async fn patch_state(
     body: Bytes,
 ) -> ApiResult<Response> {
     let patch: StateMap = json_body(&body)?;
-    let (current, version) = state_of(&s, &app, &user, &id).await?;
-    let mut state = current.session;
-    apply_delta(&mut state, &patch);
-    let update = SessionUpdate::new()
-        .state(state)
-        .expect_version(if_match(&headers)?.unwrap_or(version));
-    s.service.update(&owner(&app, &user)?, &id, update).await?;
-    let (body, version) = state_of(&s, &app, &user, &id).await?;
+    let owner = owner(&app, &user)?;
+    let expected = if_match(&headers)?;
+    let (body, version) = StateBody::patch(
+        s.service.as_ref(),
+        s.repo.as_ref(),
+        &owner,
+        &id,
+        &patch,
+        expected,
+    )
+    .await?;
     Ok((etag(version), ok(&body)).into_response())
 }

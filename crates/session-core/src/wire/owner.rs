@@ -7,9 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SessionError};
 use crate::fork::ForkAt;
-use crate::service::{CreateSessionRequest, Expiry, ResetPolicy, ResolveRequest};
-use crate::session::Session;
-use crate::state::StateMap;
+use crate::repository::SessionRepository;
+use crate::service::{
+    CreateSessionRequest, Expiry, Owner, ResetPolicy, ResolveRequest, SessionService,
+};
+use crate::session::{Session, SessionUpdate};
+use crate::state::{apply_delta, StateMap};
 
 /// What to create (everything optional).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -168,6 +171,49 @@ pub struct StateBody {
     /// The app's `app:` keys.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub app: StateMap,
+}
+
+impl StateBody {
+    /// The state of `owner`'s session `id` by scope, and the session's
+    /// version: the service checks the owner, the store reads the scopes apart.
+    pub async fn read(
+        service: &dyn SessionService,
+        repo: &dyn SessionRepository,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<(Self, u64)> {
+        let session = service.get(owner, id).await?;
+        let stored = repo.get(&session.id).await?;
+        let shared = repo.shared_state(&session.app, &session.user_id).await?;
+        let body = Self {
+            session: stored.state,
+            user: shared.user,
+            app: shared.app,
+        };
+        Ok((body, stored.version))
+    }
+
+    /// Merges `patch` into the session scope (`null` removes a key) at
+    /// `expected_version` (else at the version it reads), and answers the
+    /// state after. A `user:`, `app:` or `temp:` key is `InvalidInput`:
+    /// those change through events' state deltas.
+    pub async fn patch(
+        service: &dyn SessionService,
+        repo: &dyn SessionRepository,
+        owner: &Owner,
+        id: &str,
+        patch: &StateMap,
+        expected_version: Option<u64>,
+    ) -> Result<(Self, u64)> {
+        let (current, version) = Self::read(service, repo, owner, id).await?;
+        let mut state = current.session;
+        apply_delta(&mut state, patch);
+        let update = SessionUpdate::new()
+            .state(state)
+            .expect_version(expected_version.unwrap_or(version));
+        service.update(owner, id, update).await?;
+        Self::read(service, repo, owner, id).await
+    }
 }
 
 #[cfg(test)]
