@@ -336,6 +336,23 @@ impl NativeStore {
         })
     }
 
+    /// Runs `op` with `args` (JSON text) on this thread, the GIL released
+    /// meanwhile, and answers JSON text: for an embedded store (`SQLite`,
+    /// files, memory), whose short calls cost less than handing them to
+    /// the event loop and back.
+    fn call_blocking(&self, py: Python<'_>, op: &str, args: &str) -> PyResult<String> {
+        let (service, repo) = (self.service.clone(), self.repo.clone());
+        py.detach(|| {
+            pyo3_async_runtimes::tokio::get_runtime().block_on(dispatch(
+                service.as_ref(),
+                repo.as_ref(),
+                op,
+                args,
+            ))
+        })
+        .map_err(|e| raise(&e))
+    }
+
     /// The store's backend name (`sqlite`, `postgres`, ...).
     #[getter]
     fn backend(&self) -> &'static str {

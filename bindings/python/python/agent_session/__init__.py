@@ -100,6 +100,15 @@ def event(
     return out
 
 
+def _is_short_read(op: str, args: Mapping[str, Any]) -> bool:
+    """An events read of a bounded page (the last N, or one page of at most 100)."""
+    if op != "events":
+        return False
+    f = args.get("filter") or {}
+    size = f.get("last_n") or f.get("page_size") or 10
+    return size <= 100
+
+
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
@@ -108,8 +117,21 @@ class Store:
     """A session store: SQLite, PostgreSQL, Redis, plain files, memory, or
     a server (``http://``). Open one with :meth:`Store.open`."""
 
+    #: Stores whose calls run on the calling thread (the GIL released):
+    #: embedded engines answer short calls faster than a hand-off to the
+    #: event loop and back would take.
+    EMBEDDED = frozenset({"sqlite", "memory", "fs"})
+    #: The calls that stay short whatever the session's size.
+    SHORT_CALLS = frozenset(
+        {
+            "create", "get", "delete", "end", "reopen", "update", "resolve", "append",
+            "messages", "state", "patch_state", "shared_state", "pop",
+        }
+    )
+
     def __init__(self, native: Any) -> None:
         self._native = native
+        self._inline = native.backend in self.EMBEDDED
 
     @classmethod
     async def open(cls, url: str) -> "Store":
@@ -129,8 +151,19 @@ class Store:
         return self._native.backend
 
     async def _call(self, op: str, **args: Any) -> Json:
+        text = json.dumps(args, default=str)
         try:
-            answer = await self._native.call(op, json.dumps(args, default=str))
+            if self._inline and (op in self.SHORT_CALLS or _is_short_read(op, args)):
+                answer = self._native.call_blocking(op, text)
+            else:
+                answer = await self._native.call(op, text)
+        except _native.NativeError as e:
+            raise from_native(e) from None
+        return json.loads(answer)
+
+    def _call_blocking(self, op: str, **args: Any) -> Json:
+        try:
+            answer = self._native.call_blocking(op, json.dumps(args, default=str))
         except _native.NativeError as e:
             raise from_native(e) from None
         return json.loads(answer)
