@@ -103,6 +103,29 @@ struct ReplaceArgs {
     expected_version: u64,
 }
 
+/// `items`' arguments: which events, and the metadata key that holds
+/// each event's item as a framework wrote it.
+#[derive(Deserialize)]
+struct ItemsArgs {
+    #[serde(flatten)]
+    at: SessionArgs,
+    key: String,
+    #[serde(default)]
+    filter: EventParams,
+}
+
+/// One event of an `items` answer: the value under the key, or (for an
+/// event written without one, such as a summary) the event's message.
+#[derive(serde::Serialize)]
+struct KeptItem<'a>(Option<&'a Value>, Option<&'a agent_session::Message>);
+
+/// An `items` answer.
+#[derive(serde::Serialize)]
+struct KeptItems<'a> {
+    items: Vec<KeptItem<'a>>,
+    has_more: bool,
+}
+
 /// Runs one call on the service (owner-scoped) and the store under it.
 #[allow(clippy::too_many_lines)] // one arm per operation
 async fn dispatch(
@@ -187,6 +210,27 @@ async fn dispatch(
                     .events(&at.owner.owner()?, &at.session_id, &filter)
                     .await?,
             )
+        }
+        "items" => {
+            // What an adapter's read needs of each event and nothing more:
+            // the item it stored, not the event around it twice over.
+            let a: ItemsArgs = parse(&args)?;
+            let filter = a.filter.into_filter()?;
+            let page = service
+                .events(&a.at.owner.owner()?, &a.at.session_id, &filter)
+                .await?;
+            let items = page
+                .items
+                .iter()
+                .map(|e| match e.metadata.get(&a.key) {
+                    Some(v) => KeptItem(Some(v), None),
+                    None => KeptItem(None, Some(&e.message)),
+                })
+                .collect();
+            to_json(&KeptItems {
+                items,
+                has_more: page.has_more,
+            })
         }
         "messages" => {
             let at: SessionArgs = parse(&args)?;

@@ -146,6 +146,10 @@ async def test_automatic_compaction_keeps_items_searchable(store):
     items = await session.get_items()
     assert len(items) < 24, "the context was compacted"
     assert items[-1]["content"].startswith("answer 11"), "the latest turn is kept verbatim"
+    # The summary (a request and its answer) reads back as message items of its text.
+    request, summary = items[0], items[1]
+    assert request["content"].startswith("Summarize the conversation")
+    assert set(summary) == {"role", "content"} and "PX-0" in summary["content"], summary
     hits = await store.search("openai-agents", "ada", "PX-0")
     assert hits["items"], "what left the context is still found"
     tool = session.search_tool()

@@ -86,6 +86,29 @@ async def test_events_read_through_filters(store):
     assert [e["seq"] for e in after["items"]] == [29, 30]
 
 
+async def test_items_answer_the_kept_value_or_the_message(store):
+    s = await store.create(APP, ADA)
+    kept = {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"}
+    await store.append_events(
+        APP,
+        ADA,
+        s["id"],
+        [
+            agent_session.event({"role": "user", "content": "plain"}),
+            agent_session.event({"role": "assistant", "content": "call"}, metadata={"item": kept}),
+        ],
+    )
+    page = await store.items(APP, ADA, s["id"], "item")
+    assert page["items"] == [[None, {"role": "user", "content": "plain"}], [kept, None]]
+    assert not page["has_more"]
+    last = await store.items(APP, ADA, s["id"], "item", last_n=1)
+    assert last["items"] == [[kept, None]]
+    first = await store.items(APP, ADA, s["id"], "item", page=0, page_size=1)
+    assert first["items"] == [[None, {"role": "user", "content": "plain"}]] and first["has_more"]
+    with pytest.raises(NotFoundError):
+        await store.items(APP, BOB, s["id"], "item")
+
+
 async def test_search_finds_what_compaction_took_out_of_the_context(store):
     s = await store.create(APP, ADA)
     for n in range(8):

@@ -102,7 +102,7 @@ def event(
 
 def _is_short_read(op: str, args: Mapping[str, Any]) -> bool:
     """An events read of a bounded page (the last N, or one page of at most 100)."""
-    if op != "events":
+    if op not in ("events", "items"):
         return False
     f = args.get("filter") or {}
     size = f.get("last_n") or f.get("page_size") or 10
@@ -348,6 +348,27 @@ class Store:
         )
         return await self._call(
             "events", app=app, user_id=user_id, session_id=session_id, filter=filter_
+        )
+
+    async def items(
+        self,
+        app: str,
+        user_id: str,
+        session_id: str,
+        key: str,
+        *,
+        last_n: int | None = None,
+        page: int = 0,
+        page_size: int | None = None,
+    ) -> dict[str, Any]:
+        """What an adapter stored with each event of the context: a page
+        ``{"items": [[value, message], ...], "has_more": ...}`` where
+        ``value`` is the event's metadata under ``key``, or ``None`` and
+        ``message`` the event's chat message when it has none (a summary).
+        Half the JSON of :meth:`events`, for reads of whole conversations."""
+        filter_ = _drop_none({"last_n": last_n, "page": page, "page_size": page_size})
+        return await self._call(
+            "items", app=app, user_id=user_id, session_id=session_id, key=key, filter=filter_
         )
 
     async def pop(self, app: str, user_id: str, session_id: str) -> dict[str, Any] | None:

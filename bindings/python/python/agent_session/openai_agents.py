@@ -84,7 +84,11 @@ def item_of(stored: Mapping[str, Any]) -> dict[str, Any]:
     item = (stored.get("metadata") or {}).get(ITEM_KEY)
     if isinstance(item, Mapping):
         return dict(item)
-    message = stored.get("message") or {}
+    return _item_of_message(stored.get("message") or {})
+
+
+def _item_of_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat message (a summary's, say) as an SDK message item."""
     role = message.get("role", "assistant")
     if role == "tool":
         role = "user"
@@ -133,23 +137,26 @@ class Session:
         if limit is None and self.session_settings is not None:
             limit = getattr(self.session_settings, "limit", None)
         sid = await self._session_id()
-        events: list[dict[str, Any]] = []
+        kept: list[list[Any]] = []
         if limit is not None:
             if limit <= 0:
                 return []
-            page = await self._store.events(self._app, self._user, sid, last_n=limit)
-            events = page["items"]
+            page = await self._store.items(self._app, self._user, sid, ITEM_KEY, last_n=limit)
+            kept = page["items"]
         else:
             page_no = 0
             while True:
-                page = await self._store.events(
-                    self._app, self._user, sid, page=page_no, page_size=1000
+                page = await self._store.items(
+                    self._app, self._user, sid, ITEM_KEY, page=page_no, page_size=1000
                 )
-                events.extend(page["items"])
+                kept.extend(page["items"])
                 if not page["has_more"]:
                     break
                 page_no += 1
-        return [item_of(e) for e in events]
+        return [
+            item if isinstance(item, dict) else _item_of_message(message or {})
+            for item, message in kept
+        ]
 
     async def add_items(self, items: list[Any]) -> None:
         """Stores the items, in order, in one atomic append."""
