@@ -114,10 +114,10 @@ struct ItemsArgs {
     filter: EventParams,
 }
 
-/// One event of an `items` answer: the value under the key, or (for an
-/// event written without one, such as a summary) the event's message.
+/// One event of an `items` answer: the object under the key, or (for an
+/// event written without one, such as a summary) the event itself.
 #[derive(serde::Serialize)]
-struct KeptItem<'a>(Option<&'a Value>, Option<&'a agent_session::Message>);
+struct KeptItem<'a>(Option<&'a Value>, Option<&'a SessionEvent>);
 
 /// An `items` answer.
 #[derive(serde::Serialize)]
@@ -223,8 +223,8 @@ async fn dispatch(
                 .items
                 .iter()
                 .map(|e| match e.metadata.get(&a.key) {
-                    Some(v) => KeptItem(Some(v), None),
-                    None => KeptItem(None, Some(&e.message)),
+                    Some(v) if v.is_object() => KeptItem(Some(v), None),
+                    _ => KeptItem(None, Some(e)),
                 })
                 .collect();
             to_json(&KeptItems {

@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - CI installs it
     pytest.skip("google-adk is not installed", allow_module_level=True)
 
 from google.adk.agents import LlmAgent
+from google.adk.events.event import Event
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
@@ -128,3 +129,24 @@ async def test_adk_runs_continue_and_state_lands_in_its_scopes(store):
 
     await service.delete_session(app_name=APP, user_id="ada", session_id=session.id)
     assert await service.get_session(app_name=APP, user_id="ada", session_id=session.id) is None
+
+
+async def test_a_compacted_adk_session_reads_its_summary_as_text_events(store):
+    service = SessionService(store)
+    session = await service.create_session(app_name=APP, user_id="ada")
+    for n in range(8):
+        event = Event(
+            invocation_id=f"inv-{n}",
+            author="user" if n % 2 == 0 else "assistant",
+            content=types.Content(
+                role="user" if n % 2 == 0 else "model",
+                parts=[types.Part(text=f"turn {n}: parcel PX-{n} goes to Lyon")],
+            ),
+        )
+        await service.append_event(session, event)
+    await store.compact(APP, "ada", session.id, "summarize", keep=1)
+    read = await service.get_session(app_name=APP, user_id="ada", session_id=session.id)
+    texts = [p.text for e in read.events for p in e.content.parts if p.text]
+    assert any("PX-0" in t for t in texts[:2]), "the summary reads back as a text event"
+    assert texts[-1] == "turn 7: parcel PX-7 goes to Lyon", "the kept turn reads back as written"
+    assert all(e.id and e.timestamp for e in read.events)

@@ -146,21 +146,26 @@ class SessionService(BaseSessionService):
         after = config.after_timestamp if config else None
         if recent == 0:
             return self._session(stored, [])
-        events: list[dict[str, Any]] = []
+        kept: list[list[Any]] = []
         if recent is not None:
-            page = await self._store.events(app_name, user_id, stored["id"], last_n=recent)
-            events = page["items"]
+            page = await self._store.items(
+                app_name, user_id, stored["id"], EVENT_KEY, last_n=recent
+            )
+            kept = page["items"]
         else:
             page_no = 0
             while True:
-                page = await self._store.events(
-                    app_name, user_id, stored["id"], page=page_no, page_size=1000
+                page = await self._store.items(
+                    app_name, user_id, stored["id"], EVENT_KEY, page=page_no, page_size=1000
                 )
-                events.extend(page["items"])
+                kept.extend(page["items"])
                 if not page["has_more"]:
                     break
                 page_no += 1
-        adk_events = [_adk_event(e) for e in events]
+        adk_events = [
+            Event.model_validate(value) if event is None else _adk_event(event)
+            for value, event in kept
+        ]
         if after is not None:
             adk_events = [e for e in adk_events if e.timestamp >= after]
         return self._session(stored, adk_events)

@@ -154,8 +154,8 @@ class Session:
                     break
                 page_no += 1
         return [
-            item if isinstance(item, dict) else _item_of_message(message or {})
-            for item, message in kept
+            item if event is None else _item_of_message(event.get("message") or {})
+            for item, event in kept
         ]
 
     async def add_items(self, items: list[Any]) -> None:
