@@ -353,6 +353,18 @@ struct NativeStore {
     backend: &'static str,
 }
 
+impl NativeStore {
+    /// The service (owner-scoped calls) over an opened store.
+    fn over(repo: Arc<dyn SessionRepository>) -> Self {
+        let backend = repo.capabilities().backend;
+        NativeStore {
+            service: Arc::new(DefaultSessionService::new(repo.clone())),
+            repo,
+            backend,
+        }
+    }
+}
+
 #[pymethods]
 impl NativeStore {
     /// Opens the store a URL names (`sqlite://sessions.db`, `postgres://…`,
@@ -361,13 +373,18 @@ impl NativeStore {
     fn open(py: Python<'_>, url: String) -> PyResult<Bound<'_, PyAny>> {
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             let repo = agent_session::open(&url).await.map_err(|e| raise(&e))?;
-            let backend = repo.capabilities().backend;
-            Ok(NativeStore {
-                service: Arc::new(DefaultSessionService::new(repo.clone())),
-                repo,
-                backend,
-            })
+            Ok(NativeStore::over(repo))
         })
+    }
+
+    /// Opens the store a URL names on this thread, the GIL released
+    /// meanwhile (what `SyncStore` opens with).
+    #[staticmethod]
+    fn open_blocking(py: Python<'_>, url: &str) -> PyResult<NativeStore> {
+        let repo = py
+            .detach(|| pyo3_async_runtimes::tokio::get_runtime().block_on(agent_session::open(url)))
+            .map_err(|e| raise(&e))?;
+        Ok(NativeStore::over(repo))
     }
 
     /// Runs `op` with `args` (JSON text); the answer is JSON text.
@@ -381,9 +398,9 @@ impl NativeStore {
     }
 
     /// Runs `op` with `args` (JSON text) on this thread, the GIL released
-    /// meanwhile, and answers JSON text: for an embedded store (`SQLite`,
-    /// files, memory), whose short calls cost less than handing them to
-    /// the event loop and back.
+    /// meanwhile, and answers JSON text: for an embedded store's short
+    /// calls (`SQLite`, files, memory), which cost less than handing them
+    /// to the event loop and back, and for every call of `SyncStore`.
     fn call_blocking(&self, py: Python<'_>, op: &str, args: &str) -> PyResult<String> {
         let (service, repo) = (self.service.clone(), self.repo.clone());
         py.detach(|| {

@@ -25,18 +25,24 @@ def _postgres_up() -> bool:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def store(request, tmp_path):
+def store_url(request, tmp_path):
+    """A store URL: a new SQLite file, or a new PostgreSQL schema."""
     if request.param == "sqlite":
-        yield await agent_session.Store.open(f"sqlite://{tmp_path}/sessions.db")
+        yield f"sqlite://{tmp_path}/sessions.db"
         return
     if not _postgres_up():
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true: PostgreSQL must answer on 127.0.0.1:5432")
         pytest.skip("no PostgreSQL on 127.0.0.1:5432")
     schema = f"py_{uuid.uuid4().hex}"
-    yield await agent_session.Store.open(f"{PG_URL}?schema={schema}")
+    yield f"{PG_URL}?schema={schema}"
     subprocess.run(
         ["psql", PG_URL, "-q", "-c", f"DROP SCHEMA IF EXISTS {schema} CASCADE"],
         check=False,
         capture_output=True,
     )
+
+
+@pytest.fixture
+async def store(store_url):
+    yield await agent_session.Store.open(store_url)

@@ -4,6 +4,7 @@ kind as its exception class."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -188,14 +189,36 @@ async def test_concurrent_appends_lose_nothing(store):
     assert [e["seq"] for e in archive["items"]] == list(range(1, 41))
 
 
-def test_the_sync_store_runs_the_same_calls(tmp_path):
-    with SyncStore.open(f"sqlite://{tmp_path}/sync.db") as store:
+def test_the_sync_store_runs_every_call_on_the_calling_thread(store_url):
+    with SyncStore.open(store_url) as store:
         s = store.create(APP, ADA)
-        store.append(APP, ADA, s["id"], {"role": "user", "content": "hello"})
-        assert store.messages(APP, ADA, s["id"]) == [{"role": "user", "content": "hello"}]
+        store.append(APP, ADA, s["id"], [{"role": "user", "content": f"parcel PX-{n}"} for n in range(3)])
+        assert [m["content"] for m in store.messages(APP, ADA, s["id"])] == [
+            "parcel PX-0",
+            "parcel PX-1",
+            "parcel PX-2",
+        ]
+        # Calls the asynchronous store awaits on the runtime (search,
+        # compaction, whole reads) finish on this thread too.
+        assert store.search(APP, ADA, "PX-1", session_id=s["id"])["items"]
+        assert store.compact(APP, ADA, s["id"], "sliding_window", max_events=1)["compacted"]
+        assert len(store.events(APP, ADA, s["id"], view="archive", page_size=1000)["items"]) == 3
         with pytest.raises(NotFoundError):
             store.get(APP, BOB, s["id"])
-        assert store.backend == "sqlite"
+        # From another thread, and from inside a running event loop, alike.
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(store.get(APP, ADA, s["id"])["id"]))
+        worker.start()
+        worker.join()
+        assert seen == [s["id"]]
+
+        async def inside_a_loop() -> str:
+            return store.get(APP, ADA, s["id"])["id"]
+
+        assert asyncio.run(inside_a_loop()) == s["id"]
+        assert store.backend in ("sqlite", "postgres")
+    with pytest.raises(InvalidInputError):
+        SyncStore.open("nosuch://store")
 
 
 async def test_quota_existence_and_expiry_errors(tmp_path):

@@ -14,10 +14,8 @@ without ``await``.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
 import json
-import threading
 import uuid
 from typing import Any, Iterable, Mapping
 
@@ -129,9 +127,11 @@ class Store:
         }
     )
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: Any, *, blocking: bool = False) -> None:
         self._native = native
         self._inline = native.backend in self.EMBEDDED
+        # Every call on the calling thread, whatever the store (SyncStore).
+        self._blocking = blocking
 
     @classmethod
     async def open(cls, url: str) -> "Store":
@@ -153,17 +153,12 @@ class Store:
     async def _call(self, op: str, **args: Any) -> Json:
         text = json.dumps(args, default=str)
         try:
-            if self._inline and (op in self.SHORT_CALLS or _is_short_read(op, args)):
+            if self._blocking or (
+                self._inline and (op in self.SHORT_CALLS or _is_short_read(op, args))
+            ):
                 answer = self._native.call_blocking(op, text)
             else:
                 answer = await self._native.call(op, text)
-        except _native.NativeError as e:
-            raise from_native(e) from None
-        return json.loads(answer)
-
-    def _call_blocking(self, op: str, **args: Any) -> Json:
-        try:
-            answer = self._native.call_blocking(op, json.dumps(args, default=str))
         except _native.NativeError as e:
             raise from_native(e) from None
         return json.loads(answer)
@@ -491,29 +486,26 @@ class Store:
 
 
 class SyncStore:
-    """:class:`Store` without ``await``: each call runs on a private event
-    loop in a background thread, so it works inside and outside async code."""
+    """:class:`Store` without ``await``: each call runs on the calling
+    thread, the GIL released while the store works, and returns when it is
+    done. Usable from any thread; inside async code it blocks the event
+    loop for the call, as any synchronous call does."""
 
     def __init__(self, url: str) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="agent-session", daemon=True
-        )
-        self._thread.start()
-        self._store: Store = self._run(Store.open(url))
+        try:
+            native = _native.NativeStore.open_blocking(url)
+        except _native.NativeError as e:
+            raise from_native(e) from None
+        self._store = Store(native, blocking=True)
 
     @classmethod
     def open(cls, url: str) -> "SyncStore":
         """Opens the store a URL names (see :meth:`Store.open`)."""
         return cls(url)
 
-    def _run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
     def close(self) -> None:
-        """Stops the background loop."""
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        """Nothing to release: the store closes with its last reference
+        (kept so ``with SyncStore(...)`` reads as it always did)."""
 
     def __enter__(self) -> "SyncStore":
         return self
@@ -532,8 +524,19 @@ class SyncStore:
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._run(method(*args, **kwargs))
+            return _finish(method(*args, **kwargs))
 
         call.__name__ = name
         call.__doc__ = method.__doc__
         return call
+
+
+def _finish(coro: Any) -> Any:
+    """Runs a call of a blocking :class:`Store` to its end: it never waits
+    on an event loop, so one step finishes it."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a SyncStore call waited on an event loop")
