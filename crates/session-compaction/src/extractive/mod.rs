@@ -19,7 +19,7 @@ mod text;
 
 use text::{
     cues, cut_around, first_sentence, folded_hash, is_path, lower_into, split_text, stopword,
-    term_weight, words_of, Word,
+    term_weight, words_into, Word,
 };
 
 /// An offline summarizer that needs no model. Deterministic: it cuts the
@@ -76,6 +76,8 @@ struct Passage<'a> {
     kind: Kind,
     /// Its length before cutting.
     original_chars: usize,
+    /// Its length (of `text`, after cutting).
+    chars: usize,
 }
 
 /// What a passage reports, for the structured fields.
@@ -177,20 +179,29 @@ impl ExtractiveSummarizer {
             }
         }
         // Intern every word once; count in how many passages each occurs.
-        let mut seen: HashSet<u64> = HashSet::default();
-        let mut ids: HashMap<String, u32> = HashMap::default();
+        let mut seen: HashSet<u64> =
+            HashSet::with_capacity_and_hasher(raw.len(), rustc_hash::FxBuildHasher);
+        let mut ids: HashMap<String, u32> =
+            HashMap::with_capacity_and_hasher(raw.len(), rustc_hash::FxBuildHasher);
         let mut vocabulary: Vec<String> = Vec::new();
         let mut df: Vec<usize> = Vec::new();
         let mut tokenized = Vec::new();
         let mut buffer = String::new();
-        let mut uniq: Vec<u32> = Vec::new();
+        // Every passage's words in one list (a passage holds a range of
+        // it), and for each term the last passage that counted it.
+        let mut all_words: Vec<(u32, Word)> = Vec::new();
+        let mut scratch: Vec<Word> = Vec::new();
+        let mut counted_in: Vec<usize> = Vec::new();
         for (source, text) in raw {
             if !seen.insert(folded_hash(&text)) {
                 continue;
             }
+            let passage = tokenized.len() + 1;
             let found = cues(&text);
-            let mut words: Vec<(u32, Word)> = Vec::new();
-            for w in words_of(&text) {
+            let first = all_words.len();
+            scratch.clear();
+            words_into(&text, &mut scratch);
+            for w in scratch.drain(..) {
                 let key = lower_into(text.get(w.start..w.end).unwrap_or_default(), &mut buffer);
                 let id = if let Some(id) = ids.get(key) {
                     *id
@@ -199,24 +210,30 @@ impl ExtractiveSummarizer {
                     ids.insert(key.to_owned(), id);
                     vocabulary.push(key.to_owned());
                     df.push(0);
+                    counted_in.push(0);
                     id
                 };
-                words.push((id, w));
-            }
-            uniq.clear();
-            uniq.extend(words.iter().map(|(id, _)| *id));
-            uniq.sort_unstable();
-            uniq.dedup();
-            for &id in &uniq {
-                if let Some(n) = df.get_mut(id as usize) {
-                    *n += 1;
+                // In how many passages: once per passage, however often.
+                if let (Some(n), Some(last)) =
+                    (df.get_mut(id as usize), counted_in.get_mut(id as usize))
+                {
+                    if *last != passage {
+                        *last = passage;
+                        *n += 1;
+                    }
                 }
+                all_words.push((id, w));
             }
-            tokenized.push((source, text, found, words));
+            tokenized.push((source, text, found, first..all_words.len()));
         }
+        // A word written in ASCII lower case weighs the same wherever it
+        // stands (only capitals and their place in the sentence matter):
+        // weighed once per term.
+        let mut lower_case_weight: Vec<Option<f64>> = vec![None; vocabulary.len()];
         let passages = tokenized
             .into_iter()
-            .map(|(source, text, found, words)| {
+            .map(|(source, text, found, range)| {
+                let words = all_words.get(range).unwrap_or_default();
                 let is_tool = !matches!(&*source, "user" | "assistant" | "summary");
                 let kind = if found.decision {
                     Kind::Decision
@@ -240,11 +257,22 @@ impl ExtractiveSummarizer {
                     _ => 0.5,
                 };
                 let mut terms: Vec<(u32, f64)> = Vec::with_capacity(words.len());
-                for (id, w) in &words {
+                for (id, w) in words {
                     let count = df.get(*id as usize).copied().unwrap_or(1);
                     let lower = vocabulary.get(*id as usize).map_or("", String::as_str);
                     let original = text.get(w.start..w.end).unwrap_or_default();
-                    let mut weight = term_weight(original, lower, w.sentence_start, count);
+                    // ASCII in lower case: no capital anywhere.
+                    let plain = original.is_ascii() && original == lower;
+                    let slot = lower_case_weight.get_mut(*id as usize);
+                    let mut weight = match slot {
+                        Some(Some(weight)) if plain => *weight,
+                        Some(slot) if plain => {
+                            let weight = term_weight(original, lower, w.sentence_start, count);
+                            *slot = Some(weight);
+                            weight
+                        }
+                        _ => term_weight(original, lower, w.sentence_start, count),
+                    };
                     // What a decision is about matters even in common words.
                     if kind == Kind::Decision && lower.chars().count() >= 4 && !stopword(lower) {
                         weight = weight.max(0.3);
@@ -265,8 +293,14 @@ impl ExtractiveSummarizer {
                     bonus += 1.0;
                 }
                 let original_chars = text.chars().count();
-                let text = cut_around(text, &terms, &vocabulary, self.passage_chars);
-                if text.chars().count() < original_chars {
+                let (text, chars) = cut_around(
+                    text,
+                    original_chars,
+                    &terms,
+                    &vocabulary,
+                    self.passage_chars,
+                );
+                if chars < original_chars {
                     // Only what the cut text says counts as covered.
                     let kept = text.to_lowercase();
                     terms.retain(|(t, _)| {
@@ -282,6 +316,7 @@ impl ExtractiveSummarizer {
                     bonus: bonus * scale,
                     kind,
                     original_chars,
+                    chars,
                 }
             })
             .collect();
@@ -299,7 +334,7 @@ impl ExtractiveSummarizer {
         let input_chars: usize = passages.iter().map(|p| p.original_chars).sum();
         let mut budget = self.budget(input_chars);
         let mut covered = vec![false; vocabulary.len()];
-        let lengths: Vec<usize> = passages.iter().map(|p| p.text.chars().count()).collect();
+        let lengths: Vec<usize> = passages.iter().map(|p| p.chars).collect();
         let value = |i: usize, covered: &[bool]| -> f64 {
             // The passage's five most salient new terms: a concise fact
             // beats a log line full of identifiers.

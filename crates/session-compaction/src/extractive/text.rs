@@ -240,12 +240,18 @@ pub(super) struct Word {
     pub(super) sentence_start: bool,
 }
 
-pub(super) fn words_of(text: &str) -> Vec<Word> {
-    let mut out = Vec::with_capacity(text.len() / 6);
+/// Appends the words of `text` to `out`.
+pub(super) fn words_into(text: &str, out: &mut Vec<Word>) {
     let mut start = true;
     let base = text.as_ptr() as usize;
     for raw in text.split_whitespace() {
-        let w = raw.trim_matches(|c: char| !(c.is_alphanumeric() || "#/_-.:@$€£%".contains(c)));
+        let w = raw.trim_matches(|c: char| {
+            !(c.is_alphanumeric()
+                || matches!(
+                    c,
+                    '#' | '/' | '_' | '-' | '.' | ':' | '@' | '$' | '€' | '£' | '%'
+                ))
+        });
         let w = w.trim_end_matches(['.', ':', '-']);
         if !w.is_empty() {
             // `w` is a slice of `text`: its offset is its address minus the text's.
@@ -258,7 +264,6 @@ pub(super) fn words_of(text: &str) -> Vec<Word> {
         }
         start = raw.ends_with(['.', '!', '?', ':']);
     }
-    out
 }
 
 /// `word` lower-cased into `buffer` (ASCII without allocating).
@@ -348,16 +353,17 @@ pub(super) fn term_weight(w: &str, lower: &str, sentence_start: bool, df: usize)
     }
 }
 
-/// `text` cut to at most `max` characters around its most salient term.
+/// `text` (of `count` characters) cut to at most `max` characters around
+/// its most salient term, and its length in characters.
 pub(super) fn cut_around<'a>(
     text: Cow<'a, str>,
+    count: usize,
     terms: &[(u32, f64)],
     vocabulary: &[String],
     max: usize,
-) -> Cow<'a, str> {
-    let count = text.chars().count();
+) -> (Cow<'a, str>, usize) {
     if count <= max {
-        return text;
+        return (text, count);
     }
     let lower = text.to_lowercase();
     let anchor = terms
@@ -370,13 +376,16 @@ pub(super) fn cut_around<'a>(
     let end = start.saturating_add(max).min(count);
     let start = end.saturating_sub(max);
     let mut out: String = text.chars().skip(start).take(end - start).collect();
+    let mut chars = end - start;
     if start > 0 {
         out.insert(0, '…');
+        chars += 1;
     }
     if end < count {
         out.push('…');
+        chars += 1;
     }
-    Cow::Owned(out)
+    (Cow::Owned(out), chars)
 }
 
 pub(super) fn first_sentence(text: &str, max: usize) -> String {
