@@ -171,7 +171,20 @@ impl EventFilter {
         self
     }
 
-    /// Case-insensitive literal keyword.
+    /// Case-insensitive literal keyword: events whose search text contains
+    /// it, spaces and punctuation included (`" is "` needs the spaces).
+    ///
+    /// A blank keyword (empty, only whitespace, or nothing once case is
+    /// folded, such as a lone combining accent) would match every event, so
+    /// reads with one are `InvalidInput`, as a blank search is.
+    ///
+    /// ```
+    /// use session_core::{EventFilter, ErrorKind, Limits};
+    /// let limits = Limits::default();
+    /// assert!(EventFilter::archive().keyword(" is ").check(&limits).is_ok());
+    /// let blank = EventFilter::archive().keyword("   ").check(&limits);
+    /// assert_eq!(blank.unwrap_err().kind(), ErrorKind::InvalidInput);
+    /// ```
     pub fn keyword(mut self, keyword: impl Into<String>) -> Self {
         self.keyword = Some(keyword.into());
         self
@@ -224,13 +237,22 @@ impl EventFilter {
         if let Some(i) = &self.invocation_id {
             validate_id("invocation id", i)?;
         }
-        if self.keyword.as_deref() == Some("") {
-            return Err(SessionError::invalid("keyword", "must not be empty"));
-        }
+        self.check_keyword()?;
         if let (Some(from), Some(to)) = (self.from, self.to) {
             if from > to {
                 return Err(SessionError::invalid("time range", "`from` is after `to`"));
             }
+        }
+        Ok(())
+    }
+
+    /// `InvalidInput` for a blank keyword (see [`EventFilter::keyword`]).
+    fn check_keyword(&self) -> Result<()> {
+        if self.keyword.as_deref().is_some_and(is_blank) {
+            return Err(SessionError::invalid(
+                "keyword",
+                "is blank: give a word or phrase to filter by (a blank keyword would match every event)",
+            ));
         }
         Ok(())
     }
@@ -246,12 +268,16 @@ impl EventFilter {
     /// Applies the whole filter to events already in view order: the
     /// cursor, match, `last_n`, page. Reads only as far as the page needs:
     /// forwards from the start (or the cursor) for a page, backwards from
-    /// the end for `last_n`.
+    /// the end for `last_n`. A blank keyword is `InvalidInput` here too.
     pub fn apply<'a, I>(&self, events: I) -> Result<Page<SessionEvent>>
     where
         I: IntoIterator<Item = &'a SessionEvent>,
         I::IntoIter: DoubleEndedIterator,
     {
+        // Checked here too: a layer that filters events itself (the
+        // encryption layer matches keywords on opened text) refuses what
+        // the stores refuse.
+        self.check_keyword()?;
         let m = self.matcher();
         let Some(offset) = self.page.checked_mul(self.page_size) else {
             return Ok(Page::empty(self.page, self.page_size));
@@ -693,9 +719,40 @@ impl SessionQuery {
     }
 }
 
+/// Whether a keyword says nothing: empty, only whitespace, or nothing
+/// left once case is folded (what a blank search query is too).
+fn is_blank(keyword: &str) -> bool {
+    keyword.trim().is_empty() || fold_case(keyword).trim().is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blank_keyword_is_invalid_input_like_a_blank_search() {
+        let limits = Limits::default();
+        for blank in ["", " ", "   ", "\t\n", "\u{3000}", "\u{301}", " \u{301} "] {
+            let err = EventFilter::archive().keyword(blank).check(&limits);
+            assert_eq!(
+                err.map_err(|e| e.kind()),
+                Err(crate::ErrorKind::InvalidInput),
+                "keyword {blank:?}"
+            );
+            let search = crate::SearchQuery::in_session("s", blank).check(&limits);
+            assert_eq!(
+                search.map_err(|e| e.kind()),
+                Err(crate::ErrorKind::InvalidInput),
+                "search {blank:?}"
+            );
+        }
+        for fine in ["a", " is ", "100%", "_", "\u{e9}"] {
+            assert!(
+                EventFilter::archive().keyword(fine).check(&limits).is_ok(),
+                "keyword {fine:?}"
+            );
+        }
+    }
 
     #[test]
     fn paginate_reports_more_and_survives_huge_pages() {

@@ -250,7 +250,7 @@ pub struct EventParams {
     /// `include` (default), `exclude` or `only` summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synthetic: Option<SyntheticFilter>,
-    /// Case-insensitive literal substring.
+    /// Case-insensitive literal substring; a blank one (empty or only whitespace) is refused with 400, as a blank search is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keyword: Option<String>,
     /// Only events of this invocation.

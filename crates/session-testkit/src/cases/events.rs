@@ -3,11 +3,11 @@
 use chrono::{Duration, TimeZone, Utc};
 use serde_json::json;
 use session_core::{
-    turn_count, Clock as _, CompactionSource, ContentPart, EventFilter, EventView, Message, Role,
-    SessionEvent, SyntheticFilter, ToolCall,
+    turn_count, Clock as _, CompactionSource, ContentPart, ErrorKind, EventFilter, EventView,
+    Message, Role, SessionEvent, SyntheticFilter, ToolCall,
 };
 
-use super::numbered;
+use super::{kind, numbered};
 use crate::{assistant, texts, user, Fixture};
 
 /// The context is what compaction left plus later appends; the archive keeps everything.
@@ -213,6 +213,38 @@ pub async fn events_keyword_filter_is_literal(fx: Fixture) {
     assert_eq!(fx.texts(&s.id, &f).await, ["Paris is 100% lovely"]);
     let f = EventFilter::archive().keyword("_");
     assert!(fx.texts(&s.id, &f).await.is_empty());
+}
+
+/// A blank keyword (empty, spaces, tabs, an ideographic space) is
+/// `InvalidInput` on both views, as a blank search is, instead of matching
+/// the spaces inside every text; a keyword with spaces around a word is
+/// still a literal.
+pub async fn events_blank_keyword_is_invalid_input_like_search(fx: Fixture) {
+    let s = fx.session("alice").await;
+    fx.append(&s.id, vec![user("Paris is   lovely"), user("parish")])
+        .await;
+    for blank in ["", " ", "   ", "\t\n", "\u{3000}"] {
+        for filter in [EventFilter::archive(), EventFilter::context()] {
+            let f = filter.keyword(blank);
+            assert_eq!(
+                kind(fx.repo.events(&s.id, &f).await),
+                ErrorKind::InvalidInput,
+                "keyword {blank:?} in {:?}",
+                f.view
+            );
+        }
+        assert_eq!(
+            kind(
+                fx.repo
+                    .search(&session_core::SearchQuery::in_session(&s.id, blank))
+                    .await
+            ),
+            ErrorKind::InvalidInput,
+            "search {blank:?}"
+        );
+    }
+    let f = EventFilter::archive().keyword(" is ");
+    assert_eq!(fx.texts(&s.id, &f).await, ["Paris is   lovely"]);
 }
 
 /// Every field of an event survives storage exactly.

@@ -42,7 +42,8 @@ pub use context::{
 };
 pub use counters::event_bytes_count_what_the_archive_holds;
 pub use events::{
-    events_branch_visibility, events_context_and_archive_views, events_filter_before_paging,
+    events_blank_keyword_is_invalid_input_like_search, events_branch_visibility,
+    events_context_and_archive_views, events_filter_before_paging,
     events_keyword_filter_is_literal, events_last_n_returns_most_recent_oldest_first,
     events_role_filter, events_round_trip_every_field, events_round_trip_typed_flags,
     events_synthetic_in_out_only, events_time_range, turn_count_counts_root_real_user_messages,
