@@ -3,10 +3,18 @@
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use session_core::{AppName, SessionError, SessionId, UserId, GROUP_USER};
+use session_core::{AppName, SessionError, SessionId, UserId};
 
 use crate::error::io_err;
 use crate::Result;
+
+/// The file stem of the group owner's `user:` state (`GROUP_USER`, `*`):
+/// `shared/user/<app>/_group.json`, as stores have always written it
+/// (`*` itself would be `%2A`). Stores written before real names were
+/// kept off it gave a user named `_group` this same file; it stays the
+/// group's, and such a user now has `%5Fgroup.json` (starting empty: what
+/// it wrote before is mixed with the group's state and cannot be told apart).
+const GROUP_STEM: &str = "_group";
 
 /// Paths under the root. Session ids are valid by construction (no
 /// separators, never `.` or `..`) and names are escaped into one file name,
@@ -114,13 +122,27 @@ impl Layout {
         self.confined(p)
     }
 
-    /// `shared/user/<app>/<user>.json` (`_group.json` for group sessions).
-    pub(crate) fn user_state(&self, app: &AppName, user: &UserId) -> Result<PathBuf> {
-        let user = if user.as_str() == GROUP_USER {
-            "_group".to_owned()
+    /// The file stem of an owner's `user:` state: [`GROUP_STEM`] for the
+    /// group owner, [`Self::name_component`] for a real user, except that
+    /// a real name that would equal the group's stem has its `_` escaped
+    /// (`_group` → `%5Fgroup`). `%5F` is never otherwise produced (`_`
+    /// passes unescaped), so every owner has a stem of its own.
+    fn user_stem(user: &UserId) -> String {
+        if user.is_group() {
+            return GROUP_STEM.to_owned();
+        }
+        let stem = Self::name_component(user);
+        if stem == GROUP_STEM {
+            stem.replacen('_', "%5F", 1)
         } else {
-            Self::name_component(user)
-        };
+            stem
+        }
+    }
+
+    /// `shared/user/<app>/<user>.json` (`_group.json` for group sessions,
+    /// `%5Fgroup.json` for a real user named `_group`).
+    pub(crate) fn user_state(&self, app: &AppName, user: &UserId) -> Result<PathBuf> {
+        let user = Self::user_stem(user);
         let p = self
             .root
             .join("shared")
@@ -146,4 +168,38 @@ fn unique() -> String {
         chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stem(user: &str) -> String {
+        Layout::user_stem(&UserId::new(user).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn a_user_named_like_the_group_file_gets_a_file_of_its_own() {
+        assert_eq!(Layout::user_stem(&UserId::group()), "_group");
+        assert_eq!(stem("_group"), "%5Fgroup");
+        assert_eq!(stem("group"), "group");
+        assert_eq!(stem("_group.json"), "_group.json");
+        assert_eq!(stem("slack/T1"), "slack%2FT1");
+        assert!(UserId::new("%5Fgroup").is_err(), "no name holds `%`");
+    }
+
+    #[test]
+    fn the_group_reads_the_file_stores_have_always_written() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let layout = Layout::new(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let app = AppName::new("app").unwrap_or_else(|e| panic!("{e}"));
+        let group = layout.user_state(&app, &UserId::group());
+        let group = group.unwrap_or_else(|e| panic!("{e}"));
+        assert!(group.ends_with("shared/user/app/_group.json"));
+        let user = layout.user_state(
+            &app,
+            &UserId::new("_group").unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert_ne!(user.unwrap_or_else(|e| panic!("{e}")), group);
+    }
 }

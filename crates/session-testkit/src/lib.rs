@@ -42,6 +42,7 @@ mod isolation;
 pub mod model;
 pub mod process;
 pub mod quota;
+pub mod reserved;
 pub mod sealed;
 pub mod stress;
 
@@ -325,6 +326,7 @@ macro_rules! __with_cases {
             extreme_pages_are_empty,
             concurrent_identical_imports_write_once,
             chat_platform_identifiers_stay_apart,
+            reserved_owner_names_never_collide_with_real_ones,
             oversize_event_is_rejected,
             a_large_event_of_many_distinct_words_is_stored_and_found,
             nul_and_astral_text_round_trips,

@@ -102,6 +102,7 @@ pub use crate::hostile::{
     import_refuses_counters_past_the_maximum,
 };
 pub use crate::isolation::isolation_matrix_every_service_call;
+pub use crate::reserved::reserved_owner_names_never_collide_with_real_ones;
 
 use crate::{user, Fixture, APP};
 
