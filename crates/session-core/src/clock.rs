@@ -3,7 +3,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use chrono::{DateTime, Duration, Timelike, Utc};
 use parking_lot::Mutex;
 
 /// A source of the current time.
@@ -16,8 +16,13 @@ pub trait Clock: Send + Sync + Debug {
 pub type SharedClock = Arc<dyn Clock>;
 
 /// Truncates a timestamp to whole microseconds, the precision every backend stores exactly.
+///
+/// Works on every date a `DateTime` holds, up to `DateTime::<Utc>::MAX_UTC`
+/// (`chrono`'s `duration_trunc` gives up after 2262, where nanoseconds
+/// since the epoch leave `i64`).
 pub fn truncate_micros(t: DateTime<Utc>) -> DateTime<Utc> {
-    t.duration_trunc(Duration::microseconds(1)).unwrap_or(t)
+    let nanos = t.nanosecond();
+    t.with_nanosecond(nanos - nanos % 1000).unwrap_or(t)
 }
 
 /// The system's wall clock.
@@ -83,5 +88,21 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.now.lock()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_micros_works_up_to_the_latest_date() {
+        let max = truncate_micros(DateTime::<Utc>::MAX_UTC);
+        assert_eq!(max.nanosecond(), 999_999_000);
+        assert_eq!(max.timestamp(), DateTime::<Utc>::MAX_UTC.timestamp());
+        let t = DateTime::<Utc>::from_timestamp(1, 123_456_789).unwrap_or_default();
+        assert_eq!(truncate_micros(t).nanosecond(), 123_456_000);
+        let min = truncate_micros(DateTime::<Utc>::MIN_UTC);
+        assert_eq!(min, DateTime::<Utc>::MIN_UTC);
     }
 }

@@ -15,6 +15,20 @@ pub fn default_ttl() -> Duration {
     Duration::days(60)
 }
 
+/// `now` plus [`default_ttl`]; `InvalidInput` when that is past the latest
+/// date a timestamp holds (a clock set within 60 days of it), never an overflow.
+pub(crate) fn default_expiry(now: DateTime<Utc>) -> Result<DateTime<Utc>> {
+    now.checked_add_signed(default_ttl()).ok_or_else(|| {
+        SessionError::invalid(
+            "expires_at",
+            format!(
+                "{now} plus the default 60 days is past the latest date a timestamp holds ({}); give an expiry, or none",
+                DateTime::<Utc>::MAX_UTC
+            ),
+        )
+    })
+}
+
 /// Whether a session is in use or retired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -174,7 +188,7 @@ impl NewSession {
             user_id: user_id.try_into().map_err(Into::into)?,
             key: None,
             created_at: now,
-            expires_at: Some(now + default_ttl()),
+            expires_at: Some(default_expiry(now)?),
             metadata: StateMap::new(),
             state: StateMap::new(),
         })

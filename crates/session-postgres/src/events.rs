@@ -110,7 +110,7 @@ pub(crate) async fn insert(
             ],
         )
         .await?;
-    if written != n as u64 {
+    if u64::try_from(n).ok() != Some(written) {
         return Err(SessionError::backend(
             crate::BACKEND,
             format!("inserting {n} events into session {session_id} wrote {written} rows"),

@@ -21,11 +21,15 @@ fn micros(t: DateTime<Utc>) -> i64 {
 }
 
 /// The physical TTL: a day after the logical expiry, when that is still ahead in real time
-/// (reads check the logical expiry; the TTL only reclaims memory).
+/// (reads check the logical expiry; the TTL only reclaims memory). An
+/// expiry within a day of the latest date a `DateTime` holds (the latest
+/// the API accepts) gets the latest date itself: never an overflow.
 fn ttl_at(expires_at: Option<DateTime<Utc>>) -> String {
     match expires_at {
         Some(t) => {
-            let at = t + chrono::Duration::days(1);
+            let at = t
+                .checked_add_signed(chrono::Duration::days(1))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
             if at > Utc::now() {
                 at.timestamp_millis().to_string()
             } else {
@@ -564,4 +568,21 @@ pub(crate) fn stored_records<'a>(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_ttl_of_an_expiry_at_the_latest_date_saturates_instead_of_panicking() {
+        let max = DateTime::<Utc>::MAX_UTC;
+        let latest = max.timestamp_millis().to_string();
+        assert_eq!(ttl_at(Some(max)), latest);
+        assert_eq!(ttl_at(Some(max - chrono::Duration::hours(1))), latest);
+        let day_before = max - chrono::Duration::days(1);
+        assert_eq!(ttl_at(Some(day_before)), latest);
+        assert_eq!(ttl_at(None), "");
+        assert_eq!(ttl_at(Some(DateTime::<Utc>::MIN_UTC)), "");
+    }
 }

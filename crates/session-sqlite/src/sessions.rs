@@ -639,7 +639,7 @@ pub(crate) fn purge_expired(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<
     for id in &ids {
         purge(tx, id)?;
     }
-    Ok(ids.len() as u64)
+    Ok(u64::try_from(ids.len()).unwrap_or(u64::MAX))
 }
 
 /// A metadata filter value as `session_metadata` holds it: its JSON type

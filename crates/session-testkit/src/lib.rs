@@ -327,6 +327,7 @@ macro_rules! __with_cases {
             concurrent_identical_imports_write_once,
             chat_platform_identifiers_stay_apart,
             reserved_owner_names_never_collide_with_real_ones,
+            expiry_at_the_latest_accepted_date_is_stored,
             oversize_event_is_rejected,
             a_large_event_of_many_distinct_words_is_stored_and_found,
             nul_and_astral_text_round_trips,

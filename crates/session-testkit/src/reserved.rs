@@ -1,11 +1,14 @@
 //! Values at the edge of what the API accepts: owner names that equal a
-//! store's reserved or escaped forms. Every store keeps them apart or
-//! refuses them with a typed error.
+//! store's reserved or escaped forms, and expiries at the latest date the
+//! API takes. Every store keeps them apart, stores them, or refuses them
+//! with a typed error; none panics.
 
+use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use session_core::{
-    ErrorKind, ResetPolicy, ResolveRequest, SearchQuery, SessionError, SessionEvent, SessionId,
-    SessionQuery, SessionRepository as _, SessionService as _, StateMap, GROUP_USER,
+    truncate_micros, Clock as _, CreateSessionRequest, ErrorKind, NewSession, ResetPolicy,
+    ResolveRequest, SearchQuery, Session, SessionError, SessionEvent, SessionId, SessionQuery,
+    SessionRepository as _, SessionService as _, SessionUpdate, StateMap, GROUP_USER,
 };
 
 use crate::{Fixture, APP};
@@ -144,4 +147,101 @@ pub async fn reserved_owner_names_never_collide_with_real_ones(fx: Fixture) {
             "{encoded:?}"
         );
     }
+}
+
+/// The latest expiry the API accepts: `DateTime::<Utc>::MAX_UTC` to the
+/// microsecond (where `--ttl` and [`CreateSessionRequest`]'s TTL stop; one
+/// microsecond later is not a date).
+pub fn latest_expiry() -> DateTime<Utc> {
+    truncate_micros(DateTime::<Utc>::MAX_UTC)
+}
+
+/// Reads `s` back every way a store answers with it: get, its owner's
+/// listing (live, so listed) and export; a purge leaves it.
+async fn reads_back(fx: &Fixture, s: &Session, at: DateTime<Utc>) {
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().expires_at, Some(at));
+    let listed = fx
+        .repo
+        .list(&SessionQuery::new().app(APP).user("alice").page(0, 100))
+        .await
+        .unwrap();
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|l| l.id == s.id && l.expires_at == Some(at)),
+        "{at} listed: {:?}",
+        listed.items
+    );
+    let dump = fx.repo.export_session(&s.id).await.unwrap();
+    assert_eq!(dump.session.expires_at, Some(at));
+    fx.repo.purge_expired(fx.clock.now()).await.unwrap();
+    fx.repo.get(&s.id).await.unwrap();
+}
+
+/// An expiry at the latest date the API accepts ([`latest_expiry`]) and
+/// one day before it is stored and read back exactly, by create (the
+/// repository's and the service's, by date and by TTL), by update and by
+/// an append to such a session; the session is live and no purge removes
+/// it. A TTL past it is `InvalidInput`. No store panics (Redis used to add
+/// a day for its key TTL and overflow).
+pub async fn expiry_at_the_latest_accepted_date_is_stored(fx: Fixture) {
+    let max = latest_expiry();
+    let day_before = max - Duration::days(1);
+    for at in [max, day_before] {
+        let s = fx
+            .repo
+            .create(
+                NewSession::new(APP, "alice", fx.clock.now())
+                    .unwrap()
+                    .with_expires_at(Some(at)),
+            )
+            .await
+            .unwrap();
+        reads_back(&fx, &s, at).await;
+        fx.append(&s.id, vec![crate::user("still here")]).await;
+        reads_back(&fx, &s, at).await;
+        let svc = fx.service();
+        let by_date = svc
+            .create(
+                CreateSessionRequest::builder("alice")
+                    .app(APP)
+                    .expires_at(at)
+                    .build()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        reads_back(&fx, &by_date, at).await;
+        let ttl = at.signed_duration_since(fx.clock.now());
+        let by_ttl = svc
+            .create(
+                CreateSessionRequest::builder("alice")
+                    .app(APP)
+                    .ttl(ttl)
+                    .build()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        reads_back(&fx, &by_ttl, at).await;
+        let plain = fx.session("alice").await;
+        let updated = fx
+            .repo
+            .update(&plain.id, SessionUpdate::new().expires_at(Some(at)))
+            .await
+            .unwrap();
+        assert_eq!(updated.expires_at, Some(at));
+        reads_back(&fx, &updated, at).await;
+    }
+    let past_max = fx.clock.now().checked_add_signed(Duration::MAX);
+    assert_eq!(past_max, None, "no date lies past the latest");
+    let too_long = CreateSessionRequest::builder("alice")
+        .ttl(Duration::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(
+        kind(fx.service().create(too_long).await),
+        ErrorKind::InvalidInput
+    );
 }

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::clock::truncate_micros;
 use crate::error::{Result, SessionError};
-use crate::session::{default_ttl, Session, DEFAULT_APP, GROUP_USER};
+use crate::session::{default_expiry, Session, DEFAULT_APP, GROUP_USER};
 use crate::state::StateMap;
 use crate::validate::{validate_id, validate_name};
 
@@ -64,13 +64,13 @@ pub enum Expiry {
 impl Expiry {
     pub(super) fn resolve(self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
         match self {
-            Self::Default => Ok(Some(now + default_ttl())),
+            Self::Default => default_expiry(now).map(Some),
             Self::Ttl(d) if d <= Duration::zero() => {
                 Err(SessionError::invalid("ttl", "must be positive"))
             }
             Self::Ttl(d) => now
                 .checked_add_signed(d)
-                .map(Some)
+                .map(|t| Some(truncate_micros(t)))
                 .ok_or_else(|| SessionError::invalid("ttl", "is too large")),
             Self::At(t) if t <= now => Err(SessionError::invalid(
                 "expires_at",
@@ -387,6 +387,26 @@ mod tests {
 
     fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap()
+    }
+
+    #[test]
+    fn expiries_at_the_latest_date_resolve_or_are_invalid_input_never_overflow() {
+        let max = DateTime::<Utc>::MAX_UTC;
+        let now = truncate_micros(max - Duration::days(1));
+        let latest = truncate_micros(max);
+        let ttl = Expiry::Ttl(max.signed_duration_since(now)).resolve(now);
+        assert_eq!(ttl.ok(), Some(Some(latest)), "a TTL to the latest date");
+        for late in [Expiry::Default, Expiry::Ttl(Duration::days(2))] {
+            let err = late.resolve(now).map_err(|e| e.kind());
+            assert_eq!(err, Err(crate::ErrorKind::InvalidInput), "{late:?}");
+        }
+        let err = crate::NewSession::new("app", "alice", now).map_err(|e| e.kind());
+        assert_eq!(err.err(), Some(crate::ErrorKind::InvalidInput));
+        assert_eq!(
+            Expiry::At(max).resolve(now).ok(),
+            Some(Some(latest)),
+            "the latest date itself, to the microsecond"
+        );
     }
 
     fn boundary(hour: u8, zone: &str, now: DateTime<Utc>) -> DateTime<Utc> {
