@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use agent_session::encryption::{EncryptedRepository, Keyring, Rekeyed};
+use agent_session::encryption::{Keyring, Rekeyed};
 use agent_session::{SessionError, SessionId};
 use agent_session_cli::store_url::redact;
 use anyhow::{Context, Result};
@@ -33,15 +33,14 @@ pub(crate) async fn rekey(
         )
     })?;
     let current = ring.current_id().to_owned();
-    let inner = agent_session::open(url)
+    let sealed = agent_session::open_encrypted(url, ring)
         .await
         .with_context(|| format!("cannot open store {}", redact(url)))?;
     let ids = if sessions.is_empty() {
-        crate::transfer::all_ids(inner.as_ref(), None).await?
+        crate::transfer::all_ids(sealed.inner().as_ref(), None).await?
     } else {
         sessions
     };
-    let sealed = EncryptedRepository::new(inner, ring);
     let (mut rekeyed, mut current_already, mut busy, mut failed) = (0_u64, 0_u64, 0_u64, 0_u64);
     for id in &ids {
         match sealed.rekey(id).await {

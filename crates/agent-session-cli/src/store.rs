@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use agent_session::encryption::{EncryptedRepository, Keyring};
+use agent_session::encryption::Keyring;
 use agent_session::{SessionRepository, SharedClock};
 use agent_session_cli::store_url::redact;
 use anyhow::{Context, Result};
@@ -42,15 +42,16 @@ pub(crate) fn keyring() -> Result<Option<Keyring>> {
     Ok(Keyring::from_env()?)
 }
 
-/// Opens a store by URL, behind the encryption layer when a keyring is given.
+/// Opens a store by URL, behind the encryption layer when a keyring is
+/// given (without one, sealed sessions refuse their content).
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
-    let repo = agent_session::open(url)
-        .await
-        .with_context(|| format!("cannot open store {}", redact(url)))?;
-    Ok(match keyring()? {
-        Some(ring) => Arc::new(EncryptedRepository::new(repo, ring)),
-        None => repo,
-    })
+    let opened: agent_session::Result<Arc<dyn SessionRepository>> = match keyring()? {
+        Some(ring) => agent_session::open_encrypted(url, ring)
+            .await
+            .map(|r| Arc::new(r) as Arc<dyn SessionRepository>),
+        None => agent_session::open(url).await,
+    };
+    opened.with_context(|| format!("cannot open store {}", redact(url)))
 }
 
 /// Opens an embedded store on `clock` (the demo moves time forward).

@@ -140,11 +140,19 @@ fn an_encrypted_store_seals_content_and_rekey_rotates_its_key() {
     let shown = out(cli(&s).args(["show", "s1"]).args(keys_flag));
     assert!(shown.contains("the vault code is 0451"), "{shown}");
     assert!(!raw_files(s.dir.path()).contains("0451"), "sealed on disk");
-    let unkeyed = out(cli(&s).args(["show", "s1"]));
-    assert!(
-        unkeyed.contains("asenc1:") && !unkeyed.contains("0451"),
-        "{unkeyed}"
-    );
+    // Without the keyring, the sealed session refuses its content: no
+    // ciphertext shown, no plain write mixed in, no "no hits".
+    let hint = predicates::str::contains("this store is encrypted: give --keys-file");
+    cli(&s).args(["show", "s1"]).assert().code(10).stderr(hint.clone());
+    cli(&s)
+        .args(["append", "s1", "--role", "user", "--text", "plain write"])
+        .assert()
+        .code(10)
+        .stderr(hint.clone());
+    cli(&s).args(["search", "s1", "vault"]).assert().code(10).stderr(hint);
+    assert!(!raw_files(s.dir.path()).contains("plain write"), "nothing written");
+    let keyed = out(cli(&s).args(["show", "s1"]).args(keys_flag));
+    assert!(!keyed.contains("plain write"), "{keyed}");
 
     let wrong = s.dir.path().join("wrong.txt");
     std::fs::write(&wrong, out(cli(&s).args(["keygen", "k1"]))).unwrap();

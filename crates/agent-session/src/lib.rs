@@ -55,9 +55,14 @@ fn scheme(url: &str) -> Option<&str> {
 /// `InvalidInput` error naming the feature to enable.
 ///
 /// The store comes wrapped in [`layer::TracingLayer`] (a span per call with
-/// its duration and outcome), and remote stores (Redis, PostgreSQL,
+/// its duration and outcome), remote stores (Redis, PostgreSQL,
 /// Elasticsearch) also in [`layer::RetryLayer`] (jittered retries of the
-/// calls that are safe to repeat). [`open_unlayered`] returns the bare store.
+/// calls that are safe to repeat), and every store in
+/// [`layer::SealedGuard`]: opened without a keyring, it refuses to read or
+/// write the content of sessions the encryption layer sealed, with an
+/// `Encryption` error that says to give the keyring. [`open_encrypted`]
+/// opens a store behind the encryption layer; [`open_unlayered`] returns
+/// the bare store.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -68,11 +73,41 @@ fn scheme(url: &str) -> Option<&str> {
 /// # });
 /// ```
 pub async fn open(url: &str) -> Result<Arc<dyn SessionRepository>> {
+    let store = open_layered(url).await?;
+    Ok(Arc::new(layer::TracingLayer::new(layer::SealedGuard::new(
+        store,
+    ))))
+}
+
+/// Opens the store a URL names behind the encryption layer, which seals
+/// what it writes and opens what it reads with `keyring`: [`open`]'s
+/// layers, with [`encryption::EncryptedRepository`] in place of the guard.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use agent_session::encryption::Keyring;
+/// let ring = Keyring::generate("k1").unwrap();
+/// let store = agent_session::open_encrypted("memory://", ring).await.unwrap();
+/// assert_eq!(store.inner().capabilities().backend, "memory");
+/// # });
+/// ```
+#[cfg(feature = "encryption")]
+pub async fn open_encrypted(
+    url: &str,
+    keyring: encryption::Keyring,
+) -> Result<encryption::EncryptedRepository<Arc<dyn SessionRepository>>> {
+    let store: Arc<dyn SessionRepository> =
+        Arc::new(layer::TracingLayer::new(open_layered(url).await?));
+    Ok(encryption::EncryptedRepository::new(store, keyring))
+}
+
+/// The store with its retry layer where it has one.
+async fn open_layered(url: &str) -> Result<Arc<dyn SessionRepository>> {
     let (store, remote) = open_store(url).await?;
     Ok(if remote {
-        Arc::new(layer::TracingLayer::new(layer::RetryLayer::new(store)))
+        Arc::new(layer::RetryLayer::new(store))
     } else {
-        Arc::new(layer::TracingLayer::new(store))
+        store
     })
 }
 

@@ -66,7 +66,8 @@ pub use service::{
     Resolved, SessionService, Verdict, TOOL_ERROR_KEY,
 };
 pub use session::{
-    default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, GROUP_USER,
+    default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, ENCRYPTION_RECORD,
+    GROUP_USER,
 };
 pub use state::{SharedDelta, SharedState, StateMap, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};

@@ -136,7 +136,19 @@ impl Session {
     pub fn is_group(&self) -> bool {
         self.user_id.is_group()
     }
+
+    /// Whether the session was sealed by the encryption layer: its
+    /// metadata holds a wrapped data key under [`ENCRYPTION_RECORD`]. Its
+    /// content, state and metadata values are ciphertext that only the
+    /// keyring opens.
+    pub fn is_sealed(&self) -> bool {
+        self.metadata.contains_key(ENCRYPTION_RECORD)
+    }
 }
+
+/// The metadata key under which the encryption layer keeps a session's
+/// wrapped data key; a session holding it is sealed ([`Session::is_sealed`]).
+pub const ENCRYPTION_RECORD: &str = "_encryption";
 
 /// A fully resolved session to store: what [`crate::SessionRepository::create`] takes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,11 +16,11 @@ use session_core::{
 
 use crate::keyring::{Key, Keyring};
 use crate::seal::{
-    new_data_key, open_shared_state, plain_metadata, record_of, wrap_binding, SessionSeal,
+    new_data_key, open_shared_state, plain_metadata, record_of, wrap_binding, Format, SessionSeal,
     KEY_RECORD,
 };
 
-/// Unwrapped data keys kept in memory, by wrapped key.
+/// Unwrapped data keys kept in memory, by wrapped key and record format.
 const CACHED_KEYS: usize = 4096;
 
 /// A store whose message content, tool arguments and results, error
@@ -31,7 +31,7 @@ const CACHED_KEYS: usize = 4096;
 pub struct EncryptedRepository<R> {
     inner: R,
     ring: Arc<Keyring>,
-    keys: Mutex<HashMap<String, Key>>,
+    keys: Mutex<HashMap<(String, Format), Key>>,
     limits: Limits,
 }
 
@@ -91,25 +91,26 @@ impl<R: SessionRepository> EncryptedRepository<R> {
 
     /// The session's data key, from its record (`None`: stored before
     /// encryption was on).
-    fn data_key(&self, s: &Session) -> Result<Option<Key>> {
-        let Some((kid, wrapped)) = record_of(&s.metadata) else {
+    fn data_key(&self, s: &Session) -> Result<Option<(Key, Format)>> {
+        let Some((kid, wrapped, format)) = record_of(&s.metadata) else {
             return Ok(None);
         };
-        if let Some(k) = self.keys.lock().get(wrapped) {
-            return Ok(Some(k.clone()));
+        let cached = (wrapped.to_owned(), format);
+        if let Some(k) = self.keys.lock().get(&cached) {
+            return Ok(Some((k.clone(), format)));
         }
         let key = self.ring.unwrap(
             kid,
             wrapped,
-            &wrap_binding(s.id.as_str()),
+            &wrap_binding(s.id.as_str(), format),
             &format!("session {} data key", s.id),
         )?;
         let mut cache = self.keys.lock();
         if cache.len() >= CACHED_KEYS {
             cache.clear();
         }
-        cache.insert(wrapped.to_owned(), key.clone());
-        Ok(Some(key))
+        cache.insert(cached, key.clone());
+        Ok(Some((key, format)))
     }
 
     fn seal_of(&self, s: &Session) -> Result<SessionSeal<'_>> {
@@ -156,7 +157,7 @@ impl<R: SessionRepository> EncryptedRepository<R> {
     /// A plain dump sealed for the inner store under a fresh data key.
     fn seal_dump(&self, mut dump: SessionDump) -> Result<SessionDump> {
         let (key, record) = new_data_key(&self.ring, dump.session.id.as_str())?;
-        let seal = SessionSeal::new(&self.ring, Some(key), &dump.session);
+        let seal = SessionSeal::new(&self.ring, Some((key, Format::V2)), &dump.session);
         let mut metadata = seal.seal_metadata(&dump.session.metadata)?;
         metadata.insert(KEY_RECORD.to_owned(), record);
         dump.session.metadata = metadata;
@@ -173,8 +174,8 @@ impl<R: SessionRepository> EncryptedRepository<R> {
 
     /// A sealed dump opened; also whether it was fully sealed under the current key.
     fn open_dump(&self, mut dump: SessionDump) -> Result<(SessionDump, bool)> {
-        let current =
-            record_of(&dump.session.metadata).is_some_and(|(kid, _)| kid == self.ring.current_id());
+        let current = record_of(&dump.session.metadata)
+            .is_some_and(|(kid, _, format)| kid == self.ring.current_id() && format == Format::V2);
         let seal = self.seal_of(&dump.session)?;
         dump.events = dump
             .events
@@ -185,7 +186,7 @@ impl<R: SessionRepository> EncryptedRepository<R> {
             seal.open_state(std::mem::take(&mut dump.initial_state), "initial state")?;
         dump.shared = seal.open_shared_state(std::mem::take(&mut dump.shared))?;
         dump.session = seal.open_session(dump.session)?;
-        let sealed = current && !seal.saw_plain.get();
+        let sealed = current && !seal.stale.get();
         Ok((dump, sealed))
     }
 
@@ -238,7 +239,7 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
         let (key, record) = new_data_key(&self.ring, session.id.as_str())?;
         let seal = SessionSeal::of_owner(
             &self.ring,
-            Some(key),
+            Some((key, Format::V2)),
             [session.id.as_str(), &session.app, &session.user_id],
         );
         let mut metadata = seal.seal_metadata(&session.metadata)?;
@@ -311,6 +312,7 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
     }
 
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
+        filter.check(&self.limits)?;
         let seal = self.seal_to_read(id).await?;
         if filter.keyword.is_some() {
             // The store holds sealed text: the keyword is matched here, on
@@ -400,5 +402,72 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
         expected_version: u64,
     ) -> Result<Option<Pruned>> {
         self.inner.prune_events(id, seqs, expected_version).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+    use session_core::{InMemoryRepository, Message, NewSession, StateMap};
+
+    use super::*;
+
+    /// A session as the first format (`asenc1`) stored it: its data key
+    /// record without a format, each value bound to the session id only.
+    async fn first_format_session(inner: &InMemoryRepository, ring: &Keyring) -> SessionId {
+        let key = Key::random();
+        let id = "legacy-1";
+        let (kid, wrapped) = ring
+            .wrap(&key, format!("agent-session data key\u{0}{id}").as_bytes())
+            .unwrap();
+        let v1 = |plain: &str| format!("asenc1:{}", key.seal(id.as_bytes(), plain.as_bytes()));
+        let mut metadata = StateMap::new();
+        metadata.insert(KEY_RECORD.to_owned(), json!({"kid": kid, "key": wrapped}));
+        metadata.insert("ticket".to_owned(), json!(v1("\"T-9\"")));
+        let s = inner
+            .create(
+                NewSession::new("app", "alice", Utc::now())
+                    .unwrap()
+                    .with_id(id)
+                    .unwrap()
+                    .with_metadata(metadata),
+            )
+            .await
+            .unwrap();
+        let content = v1(&json!({"text": "sealed in 2025", "parts": []}).to_string());
+        let event = SessionEvent::builder(Message::user(content))
+            .state("note", v1("\"first format\""))
+            .build()
+            .unwrap();
+        inner.append(&s.id, vec![event]).await.unwrap();
+        s.id
+    }
+
+    #[tokio::test]
+    async fn data_of_the_first_format_still_reads_and_rekey_moves_it_to_the_current() {
+        let inner = Arc::new(InMemoryRepository::new());
+        let ring = Keyring::generate("k1").unwrap();
+        let id = first_format_session(&inner, &ring).await;
+        let repo = EncryptedRepository::new(inner.clone(), ring);
+
+        let read = repo.all_events(&id, EventView::Archive).await.unwrap();
+        assert_eq!(read[0].message.text(), "sealed in 2025");
+        let s = repo.get(&id).await.unwrap();
+        assert_eq!(s.state["note"], "first format");
+        assert_eq!(s.metadata["ticket"], "T-9");
+        // Writes go on in the current format until the rekey.
+        repo.append(&id, vec![SessionEvent::new(Message::assistant("noted"))])
+            .await
+            .unwrap();
+
+        assert_eq!(repo.rekey(&id).await.unwrap(), Rekeyed::Rekeyed);
+        assert_eq!(repo.rekey(&id).await.unwrap(), Rekeyed::UpToDate);
+        let raw = format!("{:?}", inner.export_session(&id).await.unwrap());
+        assert!(!raw.contains("asenc1:"), "every value resealed: {raw}");
+        let read = repo.all_events(&id, EventView::Archive).await.unwrap();
+        assert_eq!(read[0].message.text(), "sealed in 2025");
+        assert_eq!(read[1].message.text(), "noted");
+        assert_eq!(repo.get(&id).await.unwrap().state["note"], "first format");
     }
 }

@@ -28,6 +28,7 @@ async fn the_store_holds_no_plain_canary() {
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
     // The in-memory store's Debug form prints every session, event and state value.
     session_testkit::sealed::check_sealed(&format!("{inner:?}"));
+    session_testkit::sealed::moved_or_replaced_values_are_refused(&sealed, &inner).await;
 }
 
 #[tokio::test]

@@ -55,6 +55,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_document() {
         .unwrap();
     let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::moved_or_replaced_values_are_refused(&sealed, sealed.inner()).await;
     session_testkit::sealed::check_sealed(&node.fake.dump());
 }
 

@@ -48,6 +48,7 @@ async fn the_quotas_hold_under_racing_writers() {
 
 /// Behind the encryption layer, no file (logs, session files, search
 /// indexes, state files) holds a canary in plain text.
+/// Values moved, swapped or replaced in the store do not open.
 #[tokio::test(flavor = "multi_thread")]
 async fn encrypted_sessions_leave_no_plain_canary_in_any_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,5 +56,6 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_file() {
     let repo = FsRepository::open(&root).await.unwrap();
     let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::moved_or_replaced_values_are_refused(&sealed, sealed.inner()).await;
     session_testkit::sealed::check_sealed(&raw_files(&root));
 }

@@ -89,6 +89,7 @@ async fn the_quotas_hold_under_racing_writers() {
 
 /// Behind the encryption layer, no row of any table holds a canary in
 /// plain text.
+/// Values moved, swapped or replaced in the store do not open.
 #[tokio::test(flavor = "multi_thread")]
 async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     let Some((repo, schema)) = store(Limits::default()).await else {
@@ -97,6 +98,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     let repo = std::sync::Arc::new(repo);
     let sealed = EncryptedRepository::new(repo.clone(), Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::moved_or_replaced_values_are_refused(&sealed, sealed.inner()).await;
     let raw = raw_rows(&schema).await;
     repo.drop_schema().await.unwrap();
     session_testkit::sealed::check_sealed(&raw);

@@ -102,6 +102,7 @@ async fn the_quotas_hold_under_racing_writers() {
 
 /// Behind the encryption layer, no key or value (search index keys
 /// included) holds a canary in plain text.
+/// Values moved, swapped or replaced in the store do not open.
 #[tokio::test(flavor = "multi_thread")]
 async fn encrypted_sessions_leave_no_plain_canary_in_any_key() {
     let Some((repo, prefix)) = store(Limits::default()).await else {
@@ -109,6 +110,7 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_key() {
     };
     let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::moved_or_replaced_values_are_refused(&sealed, sealed.inner()).await;
     let raw = raw_keys(&prefix);
     drop_prefix(&prefix);
     session_testkit::sealed::check_sealed(&raw);

@@ -136,6 +136,10 @@ impl SqliteRepositoryBuilder {
         conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
         conn.pragma_update(None, "synchronous", self.synchronous.pragma())
             .map_err(map_err)?;
+        // What a delete frees is overwritten with zeros, so erased text
+        // leaves no copy in free space (see `erase_user`).
+        conn.pragma_update(None, "secure_delete", true)
+            .map_err(map_err)?;
         Ok(conn)
     }
 
@@ -315,6 +319,30 @@ impl SqliteRepository {
             let out = f(&tx, now, inner)?;
             tx.commit().map_err(map_err)?;
             Ok(out)
+        })
+        .await
+    }
+
+    /// Copies the write-ahead log into the database file and truncates it
+    /// to nothing, so no earlier page image outlives an erasure there.
+    /// A reader of another process that still holds an old snapshot keeps
+    /// the log from being truncated: that is logged, and the next
+    /// checkpoint finishes the work.
+    pub(crate) async fn truncate_wal(&self) -> session_core::Result<()> {
+        if !matches!(self.inner.location, Location::File(_)) {
+            return Ok(());
+        }
+        self.blocking(|inner| {
+            let conn = inner.writer.lock();
+            let busy: i64 = conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .map_err(map_err)?;
+            if busy != 0 {
+                tracing::warn!(
+                    "the write-ahead log could not be truncated after an erasure: another connection holds a read snapshot"
+                );
+            }
+            Ok(())
         })
         .await
     }

@@ -99,8 +99,13 @@ impl SessionRepository for SqliteRepository {
 
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
         let (app, user) = (app.to_string(), user_id.to_string());
-        self.write(move |tx, _, _| sessions::erase_user(tx, &app, &user))
-            .await
+        let erased = self
+            .write(move |tx, _, _| sessions::erase_user(tx, &app, &user))
+            .await?;
+        // `secure_delete` zeroed what the erasure freed in the pages; the
+        // log's older page images go with the truncation.
+        self.truncate_wal().await?;
+        Ok(erased)
     }
 
     async fn list(&self, query: &SessionQuery) -> Result<Page<Session>> {

@@ -52,6 +52,32 @@ async fn erase_user_leaves_no_row_of_the_user_in_any_table() {
     planted.check_after(&raw_rows(&db));
 }
 
+/// The bytes of the database file and its write-ahead log, as text.
+fn raw_bytes(db: &std::path::Path) -> String {
+    let mut out = String::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let path = format!("{}{suffix}", db.display());
+        if let Ok(bytes) = std::fs::read(&path) {
+            out.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    out
+}
+
+/// `erase_user` overwrites what it frees (`secure_delete`) and truncates
+/// the write-ahead log: no byte of the files on disk still holds the
+/// erased text or names the erased sessions, while the store stays open.
+#[tokio::test(flavor = "multi_thread")]
+async fn erase_user_leaves_no_byte_of_the_user_in_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("erase.db");
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    let planted = plant(&repo, chrono::Utc::now()).await;
+    planted.check_before(&raw_bytes(&db));
+    planted.erase(&repo).await;
+    planted.check_after(&raw_bytes(&db));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quotas_hold_under_racing_writers() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,6 +91,7 @@ async fn the_quotas_hold_under_racing_writers() {
 
 /// Behind the encryption layer, no row of any table (search index shadow
 /// tables included) holds a canary in plain text.
+/// Values moved, swapped or replaced in the store do not open.
 #[tokio::test(flavor = "multi_thread")]
 async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,5 +99,6 @@ async fn encrypted_sessions_leave_no_plain_canary_in_any_table() {
     let repo = SqliteRepository::open(&db).await.unwrap();
     let sealed = EncryptedRepository::new(repo, Keyring::generate("k1").unwrap());
     session_testkit::sealed::plant(&sealed, chrono::Utc::now()).await;
+    session_testkit::sealed::moved_or_replaced_values_are_refused(&sealed, sealed.inner()).await;
     session_testkit::sealed::check_sealed(&raw_rows(&db));
 }

@@ -11,7 +11,9 @@
 //! ```
 
 mod retry;
+mod sealed_guard;
 mod tracing;
 
 pub use self::retry::{RetryLayer, RetryPolicy};
+pub use self::sealed_guard::{SealedGuard, ENCRYPTED_STORE_HINT};
 pub use self::tracing::{StoreObserver, TracingLayer};
