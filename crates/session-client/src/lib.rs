@@ -31,10 +31,12 @@ use session_core::wire::{
 };
 use session_core::{
     AppName, AppendOutcome, Capabilities, Erased, EventFilter, ForkAt, ImportOutcome, NewSession,
-    Page, Problem, Result, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
+    Page, Result, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
     SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
     SharedState, UserId, PROBLEM_CONTENT_TYPE,
 };
+
+mod status;
 
 /// The backend name a remote store reports for its own failures.
 pub const BACKEND: &str = "http";
@@ -53,30 +55,24 @@ pub struct RemoteRepository {
     capabilities: Capabilities,
 }
 
-/// A transport failure: unreachable, timed out or cut off is `Unavailable`
-/// (retrying may succeed), anything else a `Backend` error.
+/// A transport failure: a request the client cannot build (a URL longer
+/// than an HTTP request may carry, from a long query) is `InvalidInput`;
+/// unreachable, timed out or cut off is `Unavailable` (retrying may
+/// succeed); anything else a `Backend` error.
 fn transport(e: reqwest::Error) -> SessionError {
-    if e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() {
+    if e.is_builder() {
+        SessionError::invalid_because(
+            "request URL",
+            "the client cannot send it: a URL may hold at most 65534 bytes, \
+             and the query (filter, keyword, metadata) makes it longer",
+            e.without_url(),
+        )
+    } else if e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() {
         SessionError::unavailable(BACKEND, e)
     } else {
         SessionError::backend(BACKEND, e)
     }
 }
-
-/// The message of a response the server did not answer with a problem document.
-#[derive(Debug)]
-struct StatusError {
-    status: StatusCode,
-    body: String,
-}
-
-impl std::fmt::Display for StatusError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HTTP {}: {}", self.status, self.body.trim())
-    }
-}
-
-impl std::error::Error for StatusError {}
 
 impl RemoteRepository {
     /// Connects to the server at `url` (`http://host:port`, or `https://`,
@@ -176,36 +172,18 @@ impl RemoteRepository {
 }
 
 /// The error an unsuccessful response reports: its problem document, or
-/// its status and text when it has none.
+/// the kind its status maps to when it has none (see [`status`]).
 async fn error_of(response: Response) -> SessionError {
     let status = response.status();
+    let path = response.url().path().to_owned();
     let is_problem = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with(PROBLEM_CONTENT_TYPE));
-    let body = match response.bytes().await {
-        Ok(body) => body,
-        Err(e) => return transport(e),
-    };
-    if is_problem {
-        if let Ok(problem) = serde_json::from_slice::<Problem>(&body) {
-            return problem.into_error();
-        }
-    }
-    let cause = StatusError {
-        status,
-        body: String::from_utf8_lossy(&body).chars().take(500).collect(),
-    };
-    match status {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            SessionError::invalid_because("request body", "larger than the server accepts", cause)
-        }
-        StatusCode::BAD_GATEWAY
-        | StatusCode::SERVICE_UNAVAILABLE
-        | StatusCode::GATEWAY_TIMEOUT
-        | StatusCode::TOO_MANY_REQUESTS => SessionError::unavailable(BACKEND, cause),
-        _ => SessionError::backend(BACKEND, cause),
+    match response.bytes().await {
+        Ok(body) => status::error_of(status, &path, is_problem, &body),
+        Err(e) => transport(e),
     }
 }
 
