@@ -21,7 +21,7 @@ use crate::repository::{
     AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
     SessionRepository,
 };
-use crate::retention::{PrunePlan, Pruned};
+use crate::retention::{PrunePlan, Pruned, Standing};
 use crate::search::{
     page_of_first_matches, page_of_matches, read_limit, RankStats, SearchHit, SearchMode,
     SearchQuery, SearchScope, TrigramIndex,
@@ -300,11 +300,16 @@ impl SessionRepository for InMemoryRepository {
     ) -> Result<Option<Pruned>> {
         let mut inner = self.inner.write();
         let r = writable(&mut inner.sessions, id, self.now())?;
-        let Some(plan) = PrunePlan::new(&r.head(), expected_version)? else {
+        let context: HashSet<u64> = r.context.iter().copied().collect();
+        let standing =
+            |seq| Standing::of(r.archive.contains_key(&seq).then(|| context.contains(&seq)));
+        let Some(plan) = PrunePlan::new(&r.head(), expected_version, seqs, standing)? else {
             return Ok(None);
         };
-        let bytes = SessionEvent::stored_bytes_of(seqs.iter().filter_map(|s| r.archive.get(s)))?;
-        let gone: HashSet<u64> = seqs
+        let bytes =
+            SessionEvent::stored_bytes_of(plan.seqs.iter().filter_map(|s| r.archive.get(s)))?;
+        let gone: HashSet<u64> = plan
+            .seqs
             .iter()
             .copied()
             .filter(|s| r.archive.remove(s).is_some())

@@ -381,14 +381,15 @@ pub trait SessionRepository: Send + Sync {
     /// call erases nothing and reports zeros.
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased>;
 
-    /// Removes the archived events at `seqs` (core chose them with
-    /// [`crate::retention::ArchiveRetention::removable`]: never context
-    /// events), with their search index entries and their ids, if the
-    /// session is still at `expected_version`; `None` (nothing written) if
-    /// it moved. Plan with [`crate::retention::PrunePlan`]: the version goes
-    /// up by one, the event count drops by the events removed, `last_seq`
-    /// and `updated_at` stay (a prune is not activity). Seqs the archive
-    /// does not hold are skipped.
+    /// Removes the archived events at `seqs` (as
+    /// [`crate::retention::ArchiveRetention::removable`] chooses them), with
+    /// their search index entries and their ids, if the session is still at
+    /// `expected_version`; `None` (nothing written) if it moved. Plan with
+    /// [`crate::retention::PrunePlan`], given where each seq stands as read
+    /// with the head: a seq in the context or not in the archive is
+    /// `InvalidInput` naming it, and nothing is pruned. The version goes up
+    /// by one, the event count drops by the events removed, `last_seq` and
+    /// `updated_at` stay (a prune is not activity).
     async fn prune_events(
         &self,
         id: &SessionId,

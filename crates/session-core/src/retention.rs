@@ -245,23 +245,85 @@ pub struct RetentionReport {
     pub removed: u64,
 }
 
+/// Where an event a prune names stands, as a store read it in the same
+/// step as the session's [`Head`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// The archive does not hold it (never assigned, rewound or pruned).
+    Absent,
+    /// Archived and outside the context: a prune may remove it.
+    Archived,
+    /// In the current context: a prune never removes it.
+    InContext,
+}
+
+impl Standing {
+    /// The standing of a seq from what a store read: `None` when the
+    /// archive does not hold it, else whether it is in the context.
+    pub fn of(in_context: Option<bool>) -> Self {
+        match in_context {
+            None => Self::Absent,
+            Some(false) => Self::Archived,
+            Some(true) => Self::InContext,
+        }
+    }
+}
+
 /// The plan of a prune, which a store persists with
 /// [`SessionRepository::prune_events`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrunePlan {
     /// The version after the prune.
     pub version: u64,
+    /// The seqs to remove: each named once, in the order given, every one
+    /// archived and outside the context.
+    pub seqs: Vec<u64>,
 }
 
 impl PrunePlan {
-    /// Plans removing archived events from the session at `head`: `None`
-    /// when its version is not `expected_version` (nothing is written).
-    pub fn new(head: &Head, expected_version: u64) -> Result<Option<Self>> {
+    /// Plans removing the archived events at `seqs` from the session at
+    /// `head`, where `standing` tells where each stands (read with the
+    /// head): `None` when the version is not `expected_version` (nothing is
+    /// written); `InvalidInput` naming the session and the seq when one is
+    /// in the context or not in the archive (nothing is pruned).
+    pub fn new(
+        head: &Head,
+        expected_version: u64,
+        seqs: &[u64],
+        standing: impl Fn(u64) -> Standing,
+    ) -> Result<Option<Self>> {
         if head.version != expected_version {
             return Ok(None);
         }
+        let mut seen = HashSet::with_capacity(seqs.len());
+        let mut planned = Vec::with_capacity(seqs.len());
+        for &seq in seqs {
+            if !seen.insert(seq) {
+                continue;
+            }
+            match standing(seq) {
+                Standing::Archived => planned.push(seq),
+                Standing::InContext => {
+                    return Err(SessionError::invalid(
+                        "seqs",
+                        format!(
+                            "seq {seq} of session {} is in the context: only archived events \
+                             outside it can be pruned (replace the context first)",
+                            head.id
+                        ),
+                    ))
+                }
+                Standing::Absent => {
+                    return Err(SessionError::invalid(
+                        "seqs",
+                        format!("session {} holds no archived event at seq {seq}", head.id),
+                    ))
+                }
+            }
+        }
         Ok(Some(Self {
             version: next_version(head.version)?,
+            seqs: planned,
         }))
     }
 }
@@ -466,5 +528,61 @@ impl AppendHook for PruneOnAppend {
         if let Err(e) = due.await {
             tracing::warn!(session_id = %session_id, error = %e, "archive prune after append failed");
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, SessionStatus};
+
+    fn head(version: u64) -> Head {
+        Head::new(
+            SessionId::new("s-1").unwrap(),
+            9,
+            version,
+            SessionStatus::Active,
+        )
+    }
+
+    /// Seqs 1..=6 archived, 5 and 6 in the context.
+    fn standing(seq: u64) -> Standing {
+        match seq {
+            5 | 6 => Standing::InContext,
+            1..=4 => Standing::Archived,
+            _ => Standing::Absent,
+        }
+    }
+
+    #[test]
+    fn a_prune_plans_archived_events_outside_the_context_once_each() {
+        let plan = PrunePlan::new(&head(3), 3, &[2, 1, 2], standing)
+            .unwrap()
+            .unwrap();
+        assert_eq!((plan.version, plan.seqs), (4, vec![2, 1]));
+        assert_eq!(
+            PrunePlan::new(&head(4), 3, &[5], standing).unwrap(),
+            None,
+            "a moved session is planned again, whatever the seqs"
+        );
+    }
+
+    #[test]
+    fn a_prune_of_a_context_event_or_an_unheld_seq_is_invalid_input_naming_it() {
+        let err = PrunePlan::new(&head(3), 3, &[1, 5], standing).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(
+            err.to_string()
+                .contains("seq 5 of session s-1 is in the context"),
+            "{err}"
+        );
+        let err = PrunePlan::new(&head(3), 3, &[1, 7], standing).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(
+            err.to_string()
+                .contains("session s-1 holds no archived event at seq 7"),
+            "{err}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
-use session_core::retention::{PrunePlan, Pruned};
+use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
@@ -257,16 +257,21 @@ impl SessionRepository for EsRepository {
         seqs: &[u64],
         expected_version: u64,
     ) -> session_core::Result<Option<Pruned>> {
-        let wanted: HashSet<u64> = seqs.iter().copied().collect();
         let memo = self.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
-            let Some(plan) = PrunePlan::new(&cur.head.plan(), expected_version)? else {
+            let all = self.all_events(&cur.head).await?;
+            let archived: HashSet<u64> = all.iter().map(|e| e.seq).collect();
+            let context: HashSet<u64> = cur.head.context_seqs(&all).into_iter().collect();
+            let standing =
+                |seq| Standing::of(archived.contains(&seq).then(|| context.contains(&seq)));
+            let Some(plan) = PrunePlan::new(&cur.head.plan(), expected_version, seqs, standing)?
+            else {
                 return Ok(None);
             };
-            let all = self.all_events(&cur.head).await?;
+            let wanted: HashSet<u64> = plan.seqs.iter().copied().collect();
             let going: Vec<&SessionEvent> =
                 all.iter().filter(|e| wanted.contains(&e.seq)).collect();
             let bytes = SessionEvent::stored_bytes_of(going.iter().copied())?;

@@ -11,7 +11,7 @@ use session_core::plan::{
     self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent,
     RewindPlan, Stored,
 };
-use session_core::retention::{PrunePlan, Pruned};
+use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::state::apply_delta;
 use session_core::{
     AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter, EventView,
@@ -267,11 +267,18 @@ impl Inner {
 
     fn prune(&self, id: &SessionId, seqs: &[u64], expected: u64) -> Result<Option<Pruned>> {
         let (dir, mut file, _lock) = self.writable(id)?;
-        let Some(plan) = PrunePlan::new(&file.head(), expected)? else {
+        let archive = log::archive(&dir, &file)?;
+        let archived: HashSet<u64> = archive.iter().map(|e| e.seq).collect();
+        let through = file.context.through;
+        let replaced: HashSet<u64> = file.context.seqs.iter().copied().collect();
+        let standing = |seq| {
+            let in_context = seq > through || replaced.contains(&seq);
+            Standing::of(archived.contains(&seq).then_some(in_context))
+        };
+        let Some(plan) = PrunePlan::new(&file.head(), expected, seqs, standing)? else {
             return Ok(None);
         };
-        let gone: HashSet<u64> = seqs.iter().copied().collect();
-        let archive = log::archive(&dir, &file)?;
+        let gone: HashSet<u64> = plan.seqs.iter().copied().collect();
         let held = archive.len();
         let mut kept: Vec<SessionEvent> = archive
             .into_iter()

@@ -243,6 +243,30 @@ pub(crate) async fn remove_seqs(
     tx.run(&stmt, &[&session_id.as_str(), &seqs]).await
 }
 
+/// Where each of `seqs` stands in session `session_id`, for a prune: seq
+/// → whether it is in the context, for the seqs the archive holds.
+pub(crate) async fn standing(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    session_id: &SessionId,
+    seqs: &[u64],
+) -> R<HashMap<u64, bool>> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT seq, COALESCE(ctx_pos >= ({base}), false) FROM {} \
+             WHERE session_id = $1 AND seq = ANY($2)",
+            t.events,
+            base = in_context_base(t)
+        ))
+        .await?;
+    let keys: Vec<i64> = seqs.iter().filter_map(|s| i64::try_from(*s).ok()).collect();
+    let mut out = HashMap::with_capacity(keys.len());
+    for row in tx.fetch(&stmt, &[&session_id.as_str(), &keys]).await? {
+        out.insert(count(row.try_get(0)?), row.try_get::<_, bool>(1)?);
+    }
+    Ok(out)
+}
+
 /// The state deltas of the archive, in seq order.
 pub(crate) async fn deltas(
     tx: &Transaction<'_>,

@@ -12,7 +12,7 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent, RewindPlan,
     StateChanges, Stored,
 };
-use session_core::retention::{PrunePlan, Pruned};
+use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
@@ -281,10 +281,12 @@ async fn prune(
     now: DateTime<Utc>,
 ) -> R<Option<Pruned>> {
     let locked = sessions::lock(tx, t, id, now).await?;
-    let Some(plan) = PrunePlan::new(&locked.head, expected_version)? else {
+    let standing = events::standing(tx, t, id, seqs).await?;
+    let at = |seq| Standing::of(standing.get(&seq).copied());
+    let Some(plan) = PrunePlan::new(&locked.head, expected_version, seqs, at)? else {
         return Ok(None);
     };
-    let removed = events::remove_seqs(tx, t, id, seqs).await?;
+    let removed = events::remove_seqs(tx, t, id, &plan.seqs).await?;
     sessions::pruned(tx, t, id, plan.version).await?;
     Ok(Some(Pruned {
         removed,

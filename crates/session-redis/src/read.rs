@@ -239,6 +239,18 @@ pub(crate) struct RewindRead {
     pub(crate) deltas: HashMap<u64, String>,
 }
 
+/// What a prune read: the head fields, and where each seq it names stands.
+#[derive(Debug)]
+pub(crate) struct PruneRead {
+    /// The head fields.
+    pub(crate) fields: HeadFields,
+    /// Seq → whether it is in the context, for the seqs the archive holds.
+    pub(crate) standing: HashMap<u64, bool>,
+    /// Whether the head's version changed while the seqs were read: the
+    /// standing may then belong to a later version than the fields.
+    pub(crate) moved: bool,
+}
+
 /// A stored session with its head hash, and its expiry.
 pub(crate) type Found = ((HashMap<String, String>, Session), Option<DateTime<Utc>>);
 
@@ -282,6 +294,54 @@ impl RedisRepository {
             first_seq,
             initial: decode_state(initial, &format!("session {id} initial state"))?,
             deltas,
+        })
+    }
+
+    /// What a prune of `seqs` from session `id` plans from, in one round
+    /// trip: the head fields, each seq's place in the archive and the
+    /// context, and the version again (so a write in between is seen).
+    pub(crate) async fn read_for_prune(
+        &self,
+        id: &str,
+        seqs: &[u64],
+    ) -> session_core::Result<PruneRead> {
+        let keys = self.keys.session(id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HMGET").arg(keys.get(HEAD)).arg(&HEAD_FIELDS[..]);
+        for seq in seqs {
+            pipe.cmd("ZSCORE").arg(keys.get(ARCHIVE)).arg(*seq);
+            pipe.cmd("ZSCORE").arg(keys.get(CONTEXT)).arg(*seq);
+        }
+        pipe.cmd("HGET").arg(keys.get(HEAD)).arg("version");
+        let mut c = self.conn.clone();
+        let replies: Vec<redis::Value> = pipe.query_async(&mut c).await.map_err(map_err)?;
+        let mut replies = replies.into_iter();
+        let head: Vec<Option<String>> = replies
+            .next()
+            .map(redis::from_redis_value)
+            .transpose()
+            .map_err(|e| corrupt(id, "head", e))?
+            .unwrap_or_default();
+        let mut standing = HashMap::with_capacity(seqs.len());
+        for seq in seqs {
+            let archived = !matches!(replies.next(), None | Some(redis::Value::Nil));
+            let in_context = !matches!(replies.next(), None | Some(redis::Value::Nil));
+            if archived {
+                standing.insert(*seq, in_context);
+            }
+        }
+        let version: Option<String> = replies
+            .next()
+            .map(redis::from_redis_value)
+            .transpose()
+            .map_err(|e| corrupt(id, "version", e))?
+            .flatten();
+        let fields = HeadFields { values: head };
+        let moved = fields.get("version") != version.as_deref();
+        Ok(PruneRead {
+            fields,
+            standing,
+            moved,
         })
     }
 

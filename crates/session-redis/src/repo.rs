@@ -16,7 +16,7 @@ use session_core::plan::{
     self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
     RewindPlan, Stored,
 };
-use session_core::retention::{PrunePlan, Pruned};
+use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
     prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
@@ -329,13 +329,17 @@ impl SessionRepository for RedisRepository {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let (fields, _) = plan::writable(self.find_session(id).await?, id, now)?;
-            let read = HeadFields::from_map(&fields);
-            let Some(plan) = PrunePlan::new(&read.head(id)?, expected_version)? else {
+            let read = self.read_for_prune(id, seqs).await?;
+            if read.moved {
+                continue;
+            }
+            let fields = writable(read.fields, id, now)?;
+            let at = |seq| Standing::of(read.standing.get(&seq).copied());
+            let Some(plan) = PrunePlan::new(&fields.head(id)?, expected_version, seqs, at)? else {
                 return Ok(None);
             };
             if let Some(removed) = self
-                .persist_prune(id, &read, seqs, plan.version, now)
+                .persist_prune(id, &fields, &plan.seqs, plan.version, now)
                 .await?
             {
                 return Ok(Some(Pruned {

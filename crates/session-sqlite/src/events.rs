@@ -183,6 +183,35 @@ pub(crate) fn remove_seqs(tx: &Transaction<'_>, session_id: &str, seqs: &[u64]) 
     Ok(removed)
 }
 
+/// Where each of `seqs` stands in session `session_id`, for a prune: seq
+/// → whether it is in the context, for the seqs the archive holds.
+pub(crate) fn standing(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    seqs: &[u64],
+) -> Result<HashMap<u64, bool>> {
+    let mut stmt = tx
+        .prepare_cached(&format!(
+            "SELECT CASE WHEN {IN_CONTEXT} THEN 1 ELSE 0 END FROM events \
+             WHERE session_id = ?1 AND seq = ?2"
+        ))
+        .sql()?;
+    let mut out = HashMap::with_capacity(seqs.len());
+    for seq in seqs {
+        let Ok(key) = i64::try_from(*seq) else {
+            continue;
+        };
+        let found = stmt
+            .query_row(params![session_id, key], |r| r.get::<_, bool>(0))
+            .optional()
+            .sql()?;
+        if let Some(in_context) = found {
+            out.insert(*seq, in_context);
+        }
+    }
+    Ok(out)
+}
+
 /// The state deltas of the session's events, in seq order.
 pub(crate) fn state_deltas(tx: &Transaction<'_>, session_id: &str) -> Result<Vec<StateMap>> {
     let mut stmt = tx

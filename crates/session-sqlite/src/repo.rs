@@ -7,7 +7,7 @@ use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
     StateChanges,
 };
-use session_core::retention::{PrunePlan, Pruned};
+use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode,
@@ -255,10 +255,12 @@ impl SessionRepository for SqliteRepository {
         let seqs = seqs.to_vec();
         self.write(move |tx, now, _| {
             let h = sessions::head(tx, &id, now)?;
-            let Some(plan) = PrunePlan::new(&h.head, expected_version)? else {
+            let standing = events::standing(tx, &id, &seqs)?;
+            let at = |seq| Standing::of(standing.get(&seq).copied());
+            let Some(plan) = PrunePlan::new(&h.head, expected_version, &seqs, at)? else {
                 return Ok(None);
             };
-            let removed = events::remove_seqs(tx, &id, &seqs)?;
+            let removed = events::remove_seqs(tx, &id, &plan.seqs)?;
             sessions::pruned(tx, &id, plan.version)?;
             Ok(Some(Pruned {
                 removed,

@@ -12,7 +12,7 @@ use session_core::plan::{
     plan_update, readable, writable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head,
     ImportPlan, NewEvent, RewindPlan, RewindTo, Stored,
 };
-use session_core::retention::{PrunePlan, Pruned};
+use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::state::apply_delta;
 use session_core::{
     page_of_matches, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
@@ -353,10 +353,19 @@ impl SessionRepository for TinyStore {
         let now = self.clock.now();
         let mut t = self.lock()?;
         let row = writable(found(t.sessions.get_mut(id.as_str())), id, now)?;
-        let Some(plan) = PrunePlan::new(&row.head(), expected_version)? else {
+        // Core decides which seqs may go: archived, and not in the context.
+        let standing = |seq| {
+            let in_context = row.context.contains(&seq);
+            Standing::of(row.archive.contains_key(&seq).then_some(in_context))
+        };
+        let Some(plan) = PrunePlan::new(&row.head(), expected_version, seqs, standing)? else {
             return Ok(None);
         };
-        let gone: Vec<SessionEvent> = seqs.iter().filter_map(|s| row.archive.remove(s)).collect();
+        let gone: Vec<SessionEvent> = plan
+            .seqs
+            .iter()
+            .filter_map(|s| row.archive.remove(s))
+            .collect();
         for e in &gone {
             row.ids.remove(&e.id);
         }

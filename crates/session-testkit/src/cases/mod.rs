@@ -73,6 +73,7 @@ pub use resolve::{
 };
 pub use retention::{
     a_rewind_after_a_prune_starts_at_what_is_left,
+    prune_refuses_context_events_and_seqs_the_archive_lacks,
     retention_by_age_removes_the_old_head_of_the_archive,
     retention_keeps_the_latest_events_and_what_must_stay,
     retention_policies_run_on_purge_and_on_append,

@@ -7,8 +7,9 @@ use chrono::Duration;
 use serde_json::json;
 use session_core::retention::{prune_archive, ArchiveRetention, RetentionRules, RETENTION_KEY};
 use session_core::{
-    Clock as _, ErrorKind, InMemoryRepository, Message, Owner, RewindTo, SearchQuery, SessionEvent,
-    SessionRepository, SessionService, SessionStatus, SessionUpdate, StateMap,
+    Clock as _, ErrorKind, EventView, InMemoryRepository, Message, Owner, RewindTo, SearchQuery,
+    SessionEvent, SessionId, SessionRepository, SessionRepositoryExt, SessionService,
+    SessionStatus, SessionUpdate, StateMap,
 };
 
 use crate::{assistant, iid, texts, user, Fixture, APP};
@@ -283,4 +284,64 @@ pub async fn a_rewind_after_a_prune_starts_at_what_is_left(fx: Fixture) {
         .unwrap();
     assert_eq!(out.removed, 4);
     assert_eq!(texts(&fx.archive(&s.id).await), ["x"]);
+}
+
+/// `prune_events` removes only archived events outside the context: a seq
+/// in the context, or one the archive does not hold (never assigned, or
+/// already pruned), is `InvalidInput` naming the seq and nothing is
+/// pruned; a stale version is still `None` first; seqs named twice go
+/// once; the context, reads and the export stay whole (it imports
+/// elsewhere).
+pub async fn prune_refuses_context_events_and_seqs_the_archive_lacks(fx: Fixture) {
+    let s = fx.session("alice").await;
+    six_events_one_in_context(&fx, &s.id).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    refused(&fx, &s.id, v, &[1, 6], 6).await;
+    refused(&fx, &s.id, v, &[6], 6).await;
+    refused(&fx, &s.id, v, &[2, 99], 99).await;
+    refused(&fx, &s.id, v, &[0], 0).await;
+    refused(&fx, &s.id, v, &[u64::MAX], u64::MAX).await;
+    assert_eq!(
+        fx.repo.prune_events(&s.id, &[6], v - 1).await.unwrap(),
+        None,
+        "a stale version changes nothing before the seqs are looked at"
+    );
+
+    let pruned = fx.repo.prune_events(&s.id, &[1, 2, 1], v).await.unwrap();
+    assert_eq!(
+        pruned.map(|p| (p.removed, p.version)),
+        Some((2, v + 1)),
+        "seqs named twice go once"
+    );
+    let err = fx.repo.prune_events(&s.id, &[2], v + 1).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "already pruned: {err}");
+    assert_eq!(seqs(&fx.archive(&s.id).await), [3, 4, 5, 6]);
+    assert_eq!(texts(&fx.context(&s.id).await), ["m6"]);
+
+    let dump = fx.repo.export_session(&s.id).await.unwrap();
+    let elsewhere = InMemoryRepository::new();
+    elsewhere.import_session(dump).await.unwrap();
+    let context = elsewhere
+        .all_events(&s.id, EventView::Context)
+        .await
+        .unwrap();
+    assert_eq!(texts(&context), ["m6"], "the export imports elsewhere");
+}
+
+/// A prune of `asked` at `version` that must be `InvalidInput` naming seq
+/// `named` and change nothing (six events archived, only the sixth in the context).
+async fn refused(fx: &Fixture, id: &SessionId, version: u64, asked: &[u64], named: u64) {
+    let err = fx.repo.prune_events(id, asked, version).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{asked:?}: {err}");
+    assert!(
+        err.to_string().contains(&format!("seq {named}")),
+        "{asked:?}: the error names seq {named}: {err}"
+    );
+    assert_eq!(
+        fx.repo.event_version(id).await.unwrap(),
+        version,
+        "{asked:?}"
+    );
+    assert_eq!(fx.archive(id).await.len(), 6, "{asked:?}: nothing pruned");
+    assert_eq!(seqs(&fx.context(id).await), [6], "{asked:?}");
 }
