@@ -556,7 +556,7 @@ impl SessionRepository for InMemoryRepository {
             .get(dump.session.id.as_str())
             .filter(|r| !r.session.is_expired_at(now))
             .map(|r| r.session.version);
-        let Some(plan) = ImportPlan::new(dump, existing)? else {
+        let Some(plan) = ImportPlan::new(dump, existing, &self.limits)? else {
             return Ok(ImportOutcome::Unchanged);
         };
         let dump = plan.dump;

@@ -28,14 +28,16 @@ use crate::context_log::ContextChange;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::ids::{InvocationId, SessionId};
-use crate::repository::{check_unique_ids, prepare_events, AppendOutcome, SessionDump};
+use crate::repository::{check_unique_ids, prepare_events, AppendOutcome};
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::{ScopedDelta, SharedDelta};
 use crate::validate::{check_seq_room, next_version, Limits};
 use crate::StateMap;
 
 mod head;
+mod import;
 pub use head::{Head, SessionQuota};
+pub use import::ImportPlan;
 
 /// Whether a session read for a write may be written: `NotFound` when
 /// there is none, `Expired` when its expiry is at or before `now`.
@@ -468,64 +470,6 @@ pub fn plan_update(head: &Head, update: &SessionUpdate) -> Result<u64> {
         }
     }
     next_version(head.version)
-}
-
-/// What an import writes: the dump with its counters recomputed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ImportPlan {
-    /// The session, with `event_count`, `event_bytes` and `context_tokens`
-    /// recomputed from the events.
-    pub dump: SessionDump,
-    /// Each context seq's 1-based position in the context.
-    pub positions: HashMap<u64, i64>,
-}
-
-impl ImportPlan {
-    /// Plans importing `dump` into a store whose live copy of the session
-    /// (if any) is at `existing_version`: `None` when that copy is at the
-    /// same or a later version (the import leaves it unchanged).
-    pub fn new(dump: SessionDump, existing_version: Option<u64>) -> Result<Option<Self>> {
-        Self::planned(dump, existing_version, |events| {
-            SessionEvent::stored_bytes_of(events)
-        })
-    }
-
-    /// [`ImportPlan::new`] for a store that already encoded the dump's
-    /// events as it stores them (`bodies`, in event order, as
-    /// [`prepare_events`] makes them): their lengths are the session's
-    /// `event_bytes`, so nothing is encoded twice.
-    pub fn with_bodies(
-        dump: SessionDump,
-        existing_version: Option<u64>,
-        bodies: &[String],
-    ) -> Result<Option<Self>> {
-        Self::planned(dump, existing_version, |_| {
-            Ok(bodies.iter().fold(0u64, |sum, b| {
-                sum.saturating_add(u64::try_from(b.len()).unwrap_or(u64::MAX))
-            }))
-        })
-    }
-
-    fn planned(
-        mut dump: SessionDump,
-        existing_version: Option<u64>,
-        bytes: impl FnOnce(&[SessionEvent]) -> Result<u64>,
-    ) -> Result<Option<Self>> {
-        dump.validate()?;
-        if existing_version.is_some_and(|v| v >= dump.session.version) {
-            return Ok(None);
-        }
-        let id = dump.session.id.to_string();
-        for e in &mut dump.events {
-            e.session_id.clone_from(&id);
-            e.left_context = None;
-        }
-        dump.session.event_count = u64::try_from(dump.events.len()).unwrap_or(u64::MAX);
-        dump.session.event_bytes = bytes(&dump.events)?;
-        dump.session.context_tokens = dump.context_tokens();
-        let positions = dump.context_positions();
-        Ok(Some(Self { dump, positions }))
-    }
 }
 
 #[cfg(test)]

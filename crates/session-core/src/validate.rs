@@ -155,7 +155,8 @@ pub fn stored_counter(raw: i64, max: u64, what: impl FnOnce() -> String) -> Resu
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
-    /// Largest serialized event accepted, in bytes (default 4 MiB).
+    /// Largest serialized event accepted, in bytes (default 4 MiB), by an
+    /// append, a context replace and an import alike.
     pub max_event_bytes: usize,
     /// Largest page size accepted (default 1000).
     pub max_page_size: usize,
@@ -200,15 +201,17 @@ impl Limits {
     }
 
     /// Sets the quota of events per session (checked atomically with each
-    /// append; context replaces and imports are not counted against it).
+    /// append, and on each import's whole session; context replaces are
+    /// not counted against it).
     pub fn with_max_session_events(mut self, n: u64) -> Self {
         self.max_session_events = Some(n);
         self
     }
 
     /// Sets the quota of bytes per session: the stored size of its events
-    /// (checked atomically with each append; context replaces and imports
-    /// are not counted against it, but what they write is counted).
+    /// (checked atomically with each append, and on each import's whole
+    /// session; context replaces are not counted against it, but what they
+    /// write is counted).
     pub fn with_max_session_bytes(mut self, bytes: u64) -> Self {
         self.max_session_bytes = Some(bytes);
         self
@@ -236,7 +239,9 @@ impl Limits {
         }
     }
 
-    /// No size limits: for re-writing data a store already accepted (imports, migrations).
+    /// No size limits: for re-writing data a store already accepted
+    /// (encoding an import's bodies, migrations); an import is still held
+    /// to the store's own limits by [`crate::plan::ImportPlan`].
     pub fn unlimited() -> Self {
         Self {
             max_event_bytes: usize::MAX,

@@ -348,7 +348,7 @@ impl SessionRepository for EsRepository {
                 .as_ref()
                 .filter(|l| !l.head.session.is_expired_at(self.now()))
                 .map(|l| l.head.session.version);
-            let Some(plan) = ImportPlan::new(dump, live_version)? else {
+            let Some(plan) = ImportPlan::new(dump, live_version, &self.limits)? else {
                 if let Some(head) = prepared {
                     self.drop_incarnation(&id, &head.inc).await;
                 }

@@ -40,7 +40,9 @@ async fn the_session_quotas_hold_under_racing_writers() {
             .unwrap(),
     );
     session_testkit::quota::events_per_session(repo.clone()).await;
-    session_testkit::quota::bytes_per_session(repo).await;
+    session_testkit::quota::bytes_per_session(repo.clone()).await;
+    session_testkit::quota::imports_are_held_to_the_session_quotas_and_the_event_size_limit(repo)
+        .await;
 }
 
 /// Behind the encryption layer, no document of any index holds a canary

@@ -337,7 +337,7 @@ impl Inner {
         let live_version = Self::read_file(&dir, &id)?
             .filter(|f| !f.session.is_expired_at(now))
             .map(|f| f.session.version);
-        let Some(plan) = ImportPlan::new(dump, live_version)? else {
+        let Some(plan) = ImportPlan::new(dump, live_version, &self.limits)? else {
             return Ok(ImportOutcome::Unchanged);
         };
         if live_version.is_none() {

@@ -315,7 +315,7 @@ async fn import(
     // The stored body leaves seq and session id out, as an append stores it.
     let mut stored = dump.events.clone();
     let bodies = prepare_events(&mut stored, &Limits::unlimited())?;
-    let Some(plan) = ImportPlan::with_bodies(dump, live, &bodies)? else {
+    let Some(plan) = ImportPlan::with_bodies(dump, live, &bodies, limits)? else {
         return Ok(ImportOutcome::Unchanged);
     };
     if live.is_none() {

@@ -454,7 +454,7 @@ impl SessionRepository for RedisRepository {
             } else {
                 None
             };
-            let Some(plan) = ImportPlan::new(dump, existing)? else {
+            let Some(plan) = ImportPlan::new(dump, existing, &self.limits)? else {
                 return Ok(ImportOutcome::Unchanged);
             };
             let d = &plan.dump;

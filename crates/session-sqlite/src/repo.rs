@@ -338,7 +338,8 @@ impl SessionRepository for SqliteRepository {
         }
         self.write(move |tx, now, inner| {
             let (stored, live_version) = sessions::live_version(tx, &dump.session.id, now)?;
-            let Some(plan) = ImportPlan::with_bodies(dump, live_version, &bodies)? else {
+            let Some(plan) = ImportPlan::with_bodies(dump, live_version, &bodies, &inner.limits)?
+            else {
                 return Ok(ImportOutcome::Unchanged);
             };
             let d = &plan.dump;

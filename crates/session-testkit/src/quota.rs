@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use session_core::{
-    ErrorKind, EventView, ImportOutcome, Limits, Message, NewSession, RewindTo, SessionEvent,
-    SessionId, SessionQuery, SessionRepository, SessionRepositoryExt,
+    ErrorKind, EventView, ImportOutcome, InMemoryRepository, Limits, Message, NewSession, RewindTo,
+    SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionRepositoryExt,
 };
 
 use crate::{texts, user};
@@ -33,6 +33,7 @@ pub fn quota_limits() -> Limits {
 pub async fn all(repo: Arc<dyn SessionRepository>) {
     events_per_session(repo.clone()).await;
     bytes_per_session(repo.clone()).await;
+    imports_are_held_to_the_session_quotas_and_the_event_size_limit(repo.clone()).await;
     sessions_per_user(repo).await;
 }
 
@@ -251,4 +252,126 @@ pub async fn sessions_per_user(repo: Arc<dyn SessionRepository>) {
     );
     assert!(repo.delete(&created[0]).await.unwrap());
     repo.create(new("quota-app", "carol")).await.unwrap();
+}
+
+/// The export of a session of `events`, written in a store without limits.
+async fn dump_of(user: &str, events: Vec<SessionEvent>) -> SessionDump {
+    let source = InMemoryRepository::new().with_limits(Limits::unlimited());
+    let s = source
+        .create(NewSession::new("quota-app", user, chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    source.append(&s.id, events).await.unwrap();
+    source.export_session(&s.id).await.unwrap()
+}
+
+/// An import that must be refused with `kind`, its message naming the
+/// session and holding `says`, and write nothing: the store then holds
+/// the session as `held` (absent when `None`).
+async fn refused_import(
+    repo: &Arc<dyn SessionRepository>,
+    dump: SessionDump,
+    kind: ErrorKind,
+    says: &str,
+    held: Option<&session_core::Session>,
+) {
+    let id = dump.session.id.clone();
+    let err = repo.import_session(dump).await.unwrap_err();
+    assert_eq!(err.kind(), kind, "{err}");
+    let text = err.to_string();
+    assert!(text.contains(id.as_str()) && text.contains(says), "{text}");
+    match held {
+        None => assert_eq!(
+            repo.get(&id).await.unwrap_err().kind(),
+            ErrorKind::NotFound,
+            "nothing written: {text}"
+        ),
+        Some(before) => {
+            let after = repo.get(&id).await.unwrap();
+            assert_eq!(
+                (after.version, after.event_count, after.event_bytes),
+                (before.version, before.event_count, before.event_bytes),
+                "the held copy stays: {text}"
+            );
+        }
+    }
+}
+
+/// Imports go through the limits appends do: a session of more events
+/// than [`MAX_SESSION_EVENTS`] or more bytes than [`MAX_SESSION_BYTES`]
+/// is `QuotaExceeded` naming the session and its quota, an event over the
+/// event size limit (4 MiB) is `InvalidInput` naming the session and the
+/// event, and nothing of the session is written (a held copy stays as it
+/// was); a session within the limits imports.
+pub async fn imports_are_held_to_the_session_quotas_and_the_event_size_limit(
+    repo: Arc<dyn SessionRepository>,
+) {
+    let small = |n: u64| -> Vec<SessionEvent> {
+        (0..n)
+            .map(|i| SessionEvent::new(Message::user(format!("import {i}"))))
+            .collect()
+    };
+    let too_many = dump_of("frank", small(MAX_SESSION_EVENTS + 1)).await;
+    refused_import(
+        &repo,
+        too_many,
+        ErrorKind::QuotaExceeded,
+        &format!("events per session is over the limit of {MAX_SESSION_EVENTS}"),
+        None,
+    )
+    .await;
+
+    let heavy = dump_of("frank", (0..5).map(sized_event).collect()).await;
+    assert!(heavy.session.event_count <= MAX_SESSION_EVENTS);
+    refused_import(
+        &repo,
+        heavy,
+        ErrorKind::QuotaExceeded,
+        &format!("bytes per session is over the limit of {MAX_SESSION_BYTES}"),
+        None,
+    )
+    .await;
+
+    let limit = Limits::default().max_event_bytes;
+    let huge = SessionEvent::new(Message::user("h".repeat(limit.saturating_add(1024))));
+    let huge_id = huge.id.clone();
+    let oversized = dump_of("frank", vec![huge]).await;
+    refused_import(
+        &repo,
+        oversized,
+        ErrorKind::InvalidInput,
+        &format!("event {huge_id}"),
+        None,
+    )
+    .await;
+
+    // A session within the limits imports; a later copy of it past the
+    // events quota leaves the held one as it was.
+    let source = InMemoryRepository::new().with_limits(Limits::unlimited());
+    let s = source
+        .create(NewSession::new("quota-app", "frank", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    source
+        .append(&s.id, small(MAX_SESSION_EVENTS))
+        .await
+        .unwrap();
+    let fits = source.export_session(&s.id).await.unwrap();
+    assert_eq!(
+        repo.import_session(fits).await.unwrap(),
+        ImportOutcome::Imported
+    );
+    let held = repo.get(&s.id).await.unwrap();
+    assert_eq!(held.event_count, MAX_SESSION_EVENTS);
+    source.append(&s.id, small(1)).await.unwrap();
+    let grown = source.export_session(&s.id).await.unwrap();
+    assert!(grown.session.version > held.version);
+    refused_import(
+        &repo,
+        grown,
+        ErrorKind::QuotaExceeded,
+        "events per session",
+        Some(&held),
+    )
+    .await;
 }

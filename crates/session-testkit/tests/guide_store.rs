@@ -442,7 +442,8 @@ impl SessionRepository for TinyStore {
             .get(dump.session.id.as_str())
             .filter(|r| !r.session.is_expired_at(now))
             .map(|r| r.session.version);
-        let Some(plan) = ImportPlan::new(dump, live)? else {
+        // Held to the limits an append is: quotas and the event size.
+        let Some(plan) = ImportPlan::new(dump, live, &self.limits)? else {
             return Ok(ImportOutcome::Unchanged);
         };
         let d = plan.dump;
