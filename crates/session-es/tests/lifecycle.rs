@@ -47,6 +47,7 @@ async fn the_session_quotas_hold_under_racing_writers() {
 
 /// Behind the encryption layer, no document of any index holds a canary
 /// in plain text.
+/// Values moved, swapped or replaced in the store do not open.
 #[tokio::test(flavor = "multi_thread")]
 async fn encrypted_sessions_leave_no_plain_canary_in_any_document() {
     let node = fake_es::FakeServer::start().await;
