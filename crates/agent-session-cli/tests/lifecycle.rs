@@ -143,14 +143,25 @@ fn an_encrypted_store_seals_content_and_rekey_rotates_its_key() {
     // Without the keyring, the sealed session refuses its content: no
     // ciphertext shown, no plain write mixed in, no "no hits".
     let hint = predicates::str::contains("this store is encrypted: give --keys-file");
-    cli(&s).args(["show", "s1"]).assert().code(10).stderr(hint.clone());
+    cli(&s)
+        .args(["show", "s1"])
+        .assert()
+        .code(10)
+        .stderr(hint.clone());
     cli(&s)
         .args(["append", "s1", "--role", "user", "--text", "plain write"])
         .assert()
         .code(10)
         .stderr(hint.clone());
-    cli(&s).args(["search", "s1", "vault"]).assert().code(10).stderr(hint);
-    assert!(!raw_files(s.dir.path()).contains("plain write"), "nothing written");
+    cli(&s)
+        .args(["search", "s1", "vault"])
+        .assert()
+        .code(10)
+        .stderr(hint);
+    assert!(
+        !raw_files(s.dir.path()).contains("plain write"),
+        "nothing written"
+    );
     let keyed = out(cli(&s).args(["show", "s1"]).args(keys_flag));
     assert!(!keyed.contains("plain write"), "{keyed}");
 

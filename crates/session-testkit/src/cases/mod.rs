@@ -104,8 +104,7 @@ pub use crate::hostile::{
 };
 pub use crate::isolation::isolation_matrix_every_service_call;
 pub use crate::reserved::{
-    expiry_at_the_latest_accepted_date_is_stored,
-    reserved_owner_names_never_collide_with_real_ones,
+    expiry_at_the_latest_accepted_date_is_stored, reserved_owner_names_never_collide_with_real_ones,
 };
 
 use crate::{user, Fixture, APP};
