@@ -83,7 +83,7 @@ impl Key {
             .map_err(|_| {
                 failure(
                     context,
-                    "it does not open with its key (a wrong key, or damaged data)",
+                    "it does not open with its key here (a wrong key, or a value damaged, moved or replaced in the store)",
                 )
             })
     }
