@@ -301,8 +301,10 @@ impl SessionRepository for InMemoryRepository {
         let mut inner = self.inner.write();
         let r = writable(&mut inner.sessions, id, self.now())?;
         let context: HashSet<u64> = r.context.iter().copied().collect();
-        let standing =
-            |seq| Standing::of(r.archive.contains_key(&seq).then(|| context.contains(&seq)));
+        let standing = |seq| match r.archive.get(&seq) {
+            Some(e) => Standing::of_event(e, context.contains(&seq)),
+            None => Standing::Absent,
+        };
         let Some(plan) = PrunePlan::new(&r.head(), expected_version, seqs, standing)? else {
             return Ok(None);
         };

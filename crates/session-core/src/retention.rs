@@ -209,9 +209,7 @@ impl ArchiveRetention {
 /// Whether an event stays whatever the policy says: it is in the context,
 /// a stored system message, or a state change.
 fn always_kept(e: &SessionEvent, context: &HashSet<u64>) -> bool {
-    context.contains(&e.seq)
-        || (e.role() == Role::System && !e.is_synthetic())
-        || e.state_delta.as_ref().is_some_and(|d| !d.is_empty())
+    context.contains(&e.seq) || replayed(e)
 }
 
 fn check_age(age: Duration) -> Result<u64> {
@@ -255,18 +253,37 @@ pub enum Standing {
     Archived,
     /// In the current context: a prune never removes it.
     InContext,
+    /// Archived, but a stored system message or a state change, which
+    /// rewind and fork replay: a prune never removes it (retention keeps
+    /// it whatever the policy says).
+    Replayed,
 }
 
 impl Standing {
     /// The standing of a seq from what a store read: `None` when the
-    /// archive does not hold it, else whether it is in the context.
-    pub fn of(in_context: Option<bool>) -> Self {
-        match in_context {
+    /// archive does not hold it, else whether it is in the context and
+    /// whether it is replayed ([`replayed`]).
+    pub fn of(held: Option<(bool, bool)>) -> Self {
+        match held {
             None => Self::Absent,
-            Some(false) => Self::Archived,
-            Some(true) => Self::InContext,
+            Some((true, _)) => Self::InContext,
+            Some((false, true)) => Self::Replayed,
+            Some((false, false)) => Self::Archived,
         }
     }
+
+    /// The standing of `event`, which the archive holds, given whether it
+    /// is in the context.
+    pub fn of_event(event: &SessionEvent, in_context: bool) -> Self {
+        Self::of(Some((in_context, replayed(event))))
+    }
+}
+
+/// Whether rewind and fork replay `e`, so that no prune may remove it: a
+/// stored (not synthetic) system message, or an event with a state change.
+pub fn replayed(e: &SessionEvent) -> bool {
+    (e.role() == Role::System && !e.is_synthetic())
+        || e.state_delta.as_ref().is_some_and(|d| !d.is_empty())
 }
 
 /// The plan of a prune, which a store persists with
@@ -285,7 +302,8 @@ impl PrunePlan {
     /// `head`, where `standing` tells where each stands (read with the
     /// head): `None` when the version is not `expected_version` (nothing is
     /// written); `InvalidInput` naming the session and the seq when one is
-    /// in the context or not in the archive (nothing is pruned).
+    /// in the context, replayed ([`replayed`]) or not in the archive
+    /// (nothing is pruned).
     pub fn new(
         head: &Head,
         expected_version: u64,
@@ -309,6 +327,16 @@ impl PrunePlan {
                         format!(
                             "seq {seq} of session {} is in the context: only archived events \
                              outside it can be pruned (replace the context first)",
+                            head.id
+                        ),
+                    ))
+                }
+                Standing::Replayed => {
+                    return Err(SessionError::invalid(
+                        "seqs",
+                        format!(
+                            "seq {seq} of session {} is a system message or a state change, \
+                             which rewind and fork replay: it is never pruned",
                             head.id
                         ),
                     ))
@@ -546,11 +574,12 @@ mod tests {
         )
     }
 
-    /// Seqs 1..=6 archived, 5 and 6 in the context.
+    /// Seqs 1..=6 archived, 5 and 6 in the context, 3 a state change.
     fn standing(seq: u64) -> Standing {
         match seq {
             5 | 6 => Standing::InContext,
-            1..=4 => Standing::Archived,
+            3 => Standing::Replayed,
+            1 | 2 | 4 => Standing::Archived,
             _ => Standing::Absent,
         }
     }
@@ -575,6 +604,13 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("seq 5 of session s-1 is in the context"),
+            "{err}"
+        );
+        let err = PrunePlan::new(&head(3), 3, &[1, 3], standing).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(
+            err.to_string()
+                .contains("seq 3 of session s-1 is a system message or a state change"),
             "{err}"
         );
         let err = PrunePlan::new(&head(3), 3, &[1, 7], standing).unwrap_err();

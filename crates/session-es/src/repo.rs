@@ -263,10 +263,12 @@ impl SessionRepository for EsRepository {
             backoff(&mut attempt).await;
             let cur = self.heads().writable(id).await?;
             let all = self.all_events(&cur.head).await?;
-            let archived: HashSet<u64> = all.iter().map(|e| e.seq).collect();
+            let archived: HashMap<u64, &SessionEvent> = all.iter().map(|e| (e.seq, e)).collect();
             let context: HashSet<u64> = cur.head.context_seqs(&all).into_iter().collect();
-            let standing =
-                |seq| Standing::of(archived.contains(&seq).then(|| context.contains(&seq)));
+            let standing = |seq| match archived.get(&seq) {
+                Some(e) => Standing::of_event(e, context.contains(&seq)),
+                None => Standing::Absent,
+            };
             let Some(plan) = PrunePlan::new(&cur.head.plan(), expected_version, seqs, standing)?
             else {
                 return Ok(None);

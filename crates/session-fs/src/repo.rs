@@ -1,7 +1,7 @@
 //! The [`SessionRepository`] of the file store: read the session file under
 //! its lock, ask `session_core::plan` for the plan, write the files.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -268,12 +268,12 @@ impl Inner {
     fn prune(&self, id: &SessionId, seqs: &[u64], expected: u64) -> Result<Option<Pruned>> {
         let (dir, mut file, _lock) = self.writable(id)?;
         let archive = log::archive(&dir, &file)?;
-        let archived: HashSet<u64> = archive.iter().map(|e| e.seq).collect();
+        let archived: HashMap<u64, &SessionEvent> = archive.iter().map(|e| (e.seq, e)).collect();
         let through = file.context.through;
         let replaced: HashSet<u64> = file.context.seqs.iter().copied().collect();
-        let standing = |seq| {
-            let in_context = seq > through || replaced.contains(&seq);
-            Standing::of(archived.contains(&seq).then_some(in_context))
+        let standing = |seq| match archived.get(&seq) {
+            Some(e) => Standing::of_event(e, seq > through || replaced.contains(&seq)),
+            None => Standing::Absent,
         };
         let Some(plan) = PrunePlan::new(&file.head(), expected, seqs, standing)? else {
             return Ok(None);

@@ -244,17 +244,20 @@ pub(crate) async fn remove_seqs(
 }
 
 /// Where each of `seqs` stands in session `session_id`, for a prune: seq
-/// → whether it is in the context, for the seqs the archive holds.
+/// → (whether it is in the context, whether rewind replays it), for the
+/// seqs the archive holds.
 pub(crate) async fn standing(
     tx: &Transaction<'_>,
     t: &Tables,
     session_id: &SessionId,
     seqs: &[u64],
-) -> R<HashMap<u64, bool>> {
+) -> R<HashMap<u64, (bool, bool)>> {
     let stmt = tx
         .prepare_cached(&format!(
-            "SELECT seq, COALESCE(ctx_pos >= ({base}), false) FROM {} \
-             WHERE session_id = $1 AND seq = ANY($2)",
+            "SELECT seq, COALESCE(ctx_pos >= ({base}), false), \
+             (role = 'system' AND NOT synthetic) \
+             OR (state_delta IS NOT NULL AND state_delta NOT IN ('{{}}', 'null')) \
+             FROM {} WHERE session_id = $1 AND seq = ANY($2)",
             t.events,
             base = in_context_base(t)
         ))
@@ -262,7 +265,8 @@ pub(crate) async fn standing(
     let keys: Vec<i64> = seqs.iter().filter_map(|s| i64::try_from(*s).ok()).collect();
     let mut out = HashMap::with_capacity(keys.len());
     for row in tx.fetch(&stmt, &[&session_id.as_str(), &keys]).await? {
-        out.insert(count(row.try_get(0)?), row.try_get::<_, bool>(1)?);
+        let standing = (row.try_get::<_, bool>(1)?, row.try_get::<_, bool>(2)?);
+        out.insert(count(row.try_get(0)?), standing);
     }
     Ok(out)
 }

@@ -244,8 +244,9 @@ pub(crate) struct RewindRead {
 pub(crate) struct PruneRead {
     /// The head fields.
     pub(crate) fields: HeadFields,
-    /// Seq → whether it is in the context, for the seqs the archive holds.
-    pub(crate) standing: HashMap<u64, bool>,
+    /// Seq → (whether it is in the context, whether rewind replays it),
+    /// for the seqs the archive holds.
+    pub(crate) standing: HashMap<u64, (bool, bool)>,
     /// Whether the head's version changed while the seqs were read: the
     /// standing may then belong to a later version than the fields.
     pub(crate) moved: bool,
@@ -311,6 +312,8 @@ impl RedisRepository {
         for seq in seqs {
             pipe.cmd("ZSCORE").arg(keys.get(ARCHIVE)).arg(*seq);
             pipe.cmd("ZSCORE").arg(keys.get(CONTEXT)).arg(*seq);
+            pipe.cmd("HGET").arg(keys.get(EVENTS)).arg(*seq);
+            pipe.cmd("HEXISTS").arg(keys.get(DELTAS)).arg(*seq);
         }
         pipe.cmd("HGET").arg(keys.get(HEAD)).arg("version");
         let mut c = self.conn.clone();
@@ -326,8 +329,29 @@ impl RedisRepository {
         for seq in seqs {
             let archived = !matches!(replies.next(), None | Some(redis::Value::Nil));
             let in_context = !matches!(replies.next(), None | Some(redis::Value::Nil));
+            let body: Option<String> = replies
+                .next()
+                .map(redis::from_redis_value)
+                .transpose()
+                .map_err(|e| corrupt(id, "event", e))?
+                .flatten();
+            let has_delta: bool = replies
+                .next()
+                .map(redis::from_redis_value)
+                .transpose()
+                .map_err(|e| corrupt(id, "state delta", e))?
+                .unwrap_or(false);
             if archived {
-                standing.insert(*seq, in_context);
+                let replayed = match body {
+                    Some(body) => {
+                        has_delta
+                            || session_core::retention::replayed(&SessionEvent::decode_stored(
+                                id, *seq, &body,
+                            )?)
+                    }
+                    None => has_delta,
+                };
+                standing.insert(*seq, (in_context, replayed));
             }
         }
         let version: Option<String> = replies

@@ -184,16 +184,19 @@ pub(crate) fn remove_seqs(tx: &Transaction<'_>, session_id: &str, seqs: &[u64]) 
 }
 
 /// Where each of `seqs` stands in session `session_id`, for a prune: seq
-/// → whether it is in the context, for the seqs the archive holds.
+/// → (whether it is in the context, whether rewind replays it), for the
+/// seqs the archive holds.
 pub(crate) fn standing(
     tx: &Transaction<'_>,
     session_id: &str,
     seqs: &[u64],
-) -> Result<HashMap<u64, bool>> {
+) -> Result<HashMap<u64, (bool, bool)>> {
     let mut stmt = tx
         .prepare_cached(&format!(
-            "SELECT CASE WHEN {IN_CONTEXT} THEN 1 ELSE 0 END FROM events \
-             WHERE session_id = ?1 AND seq = ?2"
+            "SELECT CASE WHEN {IN_CONTEXT} THEN 1 ELSE 0 END, \
+             (role = 'system' AND synthetic = 0) \
+             OR (state_delta IS NOT NULL AND state_delta NOT IN ('{{}}', 'null')) \
+             FROM events WHERE session_id = ?1 AND seq = ?2"
         ))
         .sql()?;
     let mut out = HashMap::with_capacity(seqs.len());
@@ -202,11 +205,13 @@ pub(crate) fn standing(
             continue;
         };
         let found = stmt
-            .query_row(params![session_id, key], |r| r.get::<_, bool>(0))
+            .query_row(params![session_id, key], |r| {
+                Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?))
+            })
             .optional()
             .sql()?;
-        if let Some(in_context) = found {
-            out.insert(*seq, in_context);
+        if let Some(standing) = found {
+            out.insert(*seq, standing);
         }
     }
     Ok(out)

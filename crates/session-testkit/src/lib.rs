@@ -283,6 +283,7 @@ macro_rules! __with_cases {
             retention_policies_run_on_purge_and_on_append,
             a_rewind_after_a_prune_starts_at_what_is_left,
             prune_refuses_context_events_and_seqs_the_archive_lacks,
+            prune_never_removes_what_rewind_replays,
             append_to_unknown_session_is_not_found,
             append_persist_filters_drop_and_redact_before_storing,
             events_context_and_archive_views,

@@ -353,10 +353,11 @@ impl SessionRepository for TinyStore {
         let now = self.clock.now();
         let mut t = self.lock()?;
         let row = writable(found(t.sessions.get_mut(id.as_str())), id, now)?;
-        // Core decides which seqs may go: archived, and not in the context.
-        let standing = |seq| {
-            let in_context = row.context.contains(&seq);
-            Standing::of(row.archive.contains_key(&seq).then_some(in_context))
+        // Core decides which seqs may go: archived, not in the context,
+        // and nothing rewind replays (system messages, state changes).
+        let standing = |seq| match row.archive.get(&seq) {
+            Some(e) => Standing::of_event(e, row.context.contains(&seq)),
+            None => Standing::Absent,
         };
         let Some(plan) = PrunePlan::new(&row.head(), expected_version, seqs, standing)? else {
             return Ok(None);

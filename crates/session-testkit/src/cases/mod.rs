@@ -72,7 +72,7 @@ pub use resolve::{
     resolve_idle_timeout_starts_over, resolve_manual_reset, resolve_returns_fresh_session,
 };
 pub use retention::{
-    a_rewind_after_a_prune_starts_at_what_is_left,
+    a_rewind_after_a_prune_starts_at_what_is_left, prune_never_removes_what_rewind_replays,
     prune_refuses_context_events_and_seqs_the_archive_lacks,
     retention_by_age_removes_the_old_head_of_the_archive,
     retention_keeps_the_latest_events_and_what_must_stay,

@@ -328,6 +328,51 @@ pub async fn prune_refuses_context_events_and_seqs_the_archive_lacks(fx: Fixture
     assert_eq!(texts(&context), ["m6"], "the export imports elsewhere");
 }
 
+/// `prune_events` never removes what rewind and fork replay, as the
+/// retention policy never does: a stored system message or an event that
+/// changed session state is `InvalidInput` naming it, nothing is pruned,
+/// and the state a rewind replays stays whole; an archived plain event
+/// beside them goes.
+pub async fn prune_never_removes_what_rewind_replays(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let with_state = SessionEvent::builder(Message::user("plan"))
+        .state("step", 1)
+        .build()
+        .unwrap();
+    let events = vec![
+        SessionEvent::new(Message::system("be brief")),
+        with_state,
+        user("m3"),
+        user("m4"),
+    ];
+    fx.append(&s.id, events).await;
+    let ctx = fx.context(&s.id).await;
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    assert!(fx
+        .repo
+        .replace_context(&s.id, ctx[3..].to_vec(), v)
+        .await
+        .unwrap());
+    let v = fx.repo.event_version(&s.id).await.unwrap();
+    for seq in [1, 2] {
+        let err = fx.repo.prune_events(&s.id, &[3, seq], v).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "seq {seq}: {err}");
+        assert!(
+            err.to_string().contains(&format!(
+                "seq {seq} of session {} is a system message or a state change",
+                s.id
+            )),
+            "{err}"
+        );
+        assert_eq!(fx.archive(&s.id).await.len(), 4, "nothing pruned");
+        assert_eq!(fx.repo.event_version(&s.id).await.unwrap(), v);
+    }
+    let pruned = fx.repo.prune_events(&s.id, &[3], v).await.unwrap();
+    assert_eq!(pruned.map(|p| p.removed), Some(1));
+    assert_eq!(seqs(&fx.archive(&s.id).await), [1, 2, 4]);
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().state["step"], 1);
+}
+
 /// A prune of `asked` at `version` that must be `InvalidInput` naming seq
 /// `named` and change nothing (six events archived, only the sixth in the context).
 async fn refused(fx: &Fixture, id: &SessionId, version: u64, asked: &[u64], named: u64) {
