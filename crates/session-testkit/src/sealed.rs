@@ -175,12 +175,12 @@ async fn sealed_session(sealed: &dyn SessionRepository, user: &str) -> Session {
     s
 }
 
-/// Sealed values are bound to where they sit: each change of
-/// [`tampers`], made in `inner` (the raw store under `sealed`) as an
-/// attacker with write access to the store would, makes the session's
-/// read through `sealed` an `Encryption` error naming the session and
-/// the event or field, never a value returned as authentic. Sessions
-/// nobody changed read as before.
+/// Sealed values are bound to where they sit: each change an attacker
+/// with write access to the store would make (values moved, swapped,
+/// replaced or emptied, the key record downgraded), made in `inner` (the
+/// raw store under `sealed`), makes the session's read through `sealed`
+/// an `Encryption` error naming the session and the event or field, never
+/// a value returned as authentic. Sessions nobody changed read as before.
 pub async fn moved_or_replaced_values_are_refused(
     sealed: &dyn SessionRepository,
     inner: &dyn SessionRepository,
