@@ -19,7 +19,8 @@ pub(crate) fn keygen(id: &str, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `rekey [SESSION]...`: every session (or those given) moved to the current key.
+/// `rekey [SESSION]...`: every session (or those given) moved to the
+/// current key; an operator's tool, on the encrypted repository.
 pub(crate) async fn rekey(
     url: &str,
     sessions: Vec<SessionId>,

@@ -1,5 +1,6 @@
 //! `retention` (a session's own archive policy) and the archive prune of
-//! `purge-expired`.
+//! `purge-expired`: operator's tools, on the repository (`purge-expired`
+//! works store-wide; `retention` names a session by id whoever owns it).
 
 use std::io::Write;
 use std::sync::Arc;

@@ -6,23 +6,11 @@ use std::io::Write;
 use std::sync::Arc;
 
 use agent_session::compaction::{ConversationSearch, ToolContext};
-use agent_session::{
-    DefaultSessionService, Owner, Page, SearchHit, SearchMode, SearchQuery, SessionId,
-    SessionRepository, SessionService,
-};
+use agent_session::{Owner, Page, SearchHit, SearchMode, SearchQuery, SessionService};
 use anyhow::Result;
 use serde_json::{json, Value};
 
-/// What `search` was asked for.
-pub(crate) struct SearchArgs {
-    pub(crate) session: SessionId,
-    pub(crate) query: String,
-    pub(crate) page: usize,
-    pub(crate) page_size: usize,
-    pub(crate) ranked: bool,
-    pub(crate) across: bool,
-    pub(crate) tool: bool,
-}
+use crate::cli::SearchArgs;
 
 fn hit_json(h: &SearchHit) -> Value {
     json!({
@@ -58,29 +46,26 @@ fn summary_line(p: &Page<SearchHit>) -> String {
     }
 }
 
-/// Runs `search`.
+/// Runs `search` through the service, as the session's owner.
 pub(crate) async fn run(
-    repo: Arc<dyn SessionRepository>,
+    service: Arc<dyn SessionService>,
     args: SearchArgs,
     json_out: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let s = repo.get(&args.session).await?;
-    let owner = Owner::new(s.app.clone(), s.user_id.clone());
-    let service = Arc::new(DefaultSessionService::new(repo.clone()));
+    // Negative pages read as 0; sizes are clamped, never an overflow.
+    let page = usize::try_from(args.page.max(0)).unwrap_or(usize::MAX);
+    let page_size = args.page_size.clamp(1, 1000);
+    let s = service.locate(&args.session).await?;
+    let owner = Owner::of(&s);
     if args.tool {
-        let tool = ConversationSearch::new(service).with_page_size(args.page_size);
+        let tool = ConversationSearch::new(service).with_page_size(page_size);
         let ctx = ToolContext {
             owner,
-            session_id: s.id.to_string(),
+            session_id: s.id,
         };
-        let page = i64::try_from(args.page).unwrap_or(i64::MAX);
-        writeln!(
-            out,
-            "{}",
-            tool.call(&ctx, &json!({"query": args.query, "page": page}))
-                .await?
-        )?;
+        let call = json!({"query": args.query, "page": args.page.max(0)});
+        writeln!(out, "{}", tool.call(&ctx, &call).await?)?;
         return Ok(());
     }
     let q = if args.across {
@@ -94,7 +79,7 @@ pub(crate) async fn run(
         SearchMode::Literal
     };
     let page = service
-        .search(&owner, &q.page(args.page, args.page_size).mode(mode))
+        .search(&owner, &q.page(page, page_size).mode(mode))
         .await?;
     if json_out {
         let total = page

@@ -2,33 +2,21 @@
 //! `api-key`: a new key for it.
 
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_session::server::{ApiKey, ApiKeys, KeyRole, SessionServer, TlsConfig};
 use agent_session::{AppName, SessionError, SessionRepository, UserId};
 use anyhow::{Context, Result};
 
-use crate::KeyRoleArg;
+use crate::cli::{KeyRoleArg, ServeArgs};
 
-/// How `serve` runs.
-pub(crate) struct ServeOptions {
-    pub(crate) listen: SocketAddr,
-    pub(crate) api_keys: Option<PathBuf>,
-    pub(crate) insecure_no_auth: bool,
-    pub(crate) max_body_bytes: usize,
-    pub(crate) rate_limit: Option<std::num::NonZeroU32>,
-    pub(crate) request_timeout: std::time::Duration,
-    /// The certificate chain and key files, for HTTPS.
-    pub(crate) tls: Option<(PathBuf, PathBuf)>,
-}
-
-/// Serves `repo` until Ctrl-C or SIGTERM, then drains.
-pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions) -> Result<()> {
-    let tls = match &options.tls {
-        Some((cert, key)) => Some(TlsConfig::from_pem_files(cert, key)?),
-        None => None,
+/// Serves `repo` until Ctrl-C or SIGTERM, then drains: an operator's
+/// tool, the server behind every HTTP and MCP caller (it checks their
+/// API keys and runs the service for them).
+pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeArgs) -> Result<()> {
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
     };
     let keys = match &options.api_keys {
         Some(path) => ApiKeys::from_file(path)?,
@@ -68,7 +56,7 @@ pub(crate) async fn run(repo: Arc<dyn SessionRepository>, options: ServeOptions)
         let burst = rate.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1));
         server = server.with_rate_limit(rate, burst);
     }
-    let tools = session_mcp::SessionTools::per_request(server.service(), server.repository());
+    let tools = session_mcp::SessionTools::per_request(server.service());
     let server = server.with_routes(session_mcp::streamable_http(tools, loopback_only));
     match &tls {
         Some(tls) => server.serve_tls(listener, tls, stop_signal()).await,

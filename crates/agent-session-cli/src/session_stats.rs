@@ -5,24 +5,45 @@ use std::io::Write;
 
 use agent_session::compaction::estimator_for_model;
 use agent_session::{
-    EventView, SessionId, SessionRepository, SessionRepositoryExt, TokenEstimator, UsageReport,
+    EventFilter, EventView, Owner, SessionEvent, SessionId, SessionService, TokenEstimator,
     UsageTotals,
 };
 use anyhow::Result;
 use serde_json::json;
 
+/// Every event of a view, read through the service page by page.
+async fn all_events(
+    service: &dyn SessionService,
+    owner: &Owner,
+    id: &SessionId,
+    view: EventView,
+) -> Result<Vec<SessionEvent>> {
+    let mut events = Vec::new();
+    let mut filter = EventFilter::default().view(view).page(0, 1000);
+    loop {
+        let page = service.events(owner, id, &filter).await?;
+        let next = page.next_after();
+        events.extend(page.items);
+        match next {
+            Some(seq) => filter = filter.after(seq),
+            None => return Ok(events),
+        }
+    }
+}
+
 /// Prints one session's figures.
 pub(crate) async fn run(
-    repo: &dyn SessionRepository,
+    service: &dyn SessionService,
     id: &SessionId,
     model: Option<&str>,
     json: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let session = repo.get(id).await?;
-    let archive = repo.all_events(id, EventView::Archive).await?;
-    let context = repo.all_events(id, EventView::Context).await?;
-    let usage = UsageReport::from_events(&archive);
+    let session = service.locate(id).await?;
+    let owner = Owner::of(&session);
+    let archive = all_events(service, &owner, id, EventView::Archive).await?;
+    let context = all_events(service, &owner, id, EventView::Context).await?;
+    let usage = service.usage(&owner, id).await?;
     // The store counts with the heuristic at append; `--model` adds the
     // model's own count of the same context.
     let (store_estimator, store_name) = estimator_for_model(None)?;
@@ -101,7 +122,7 @@ pub(crate) async fn run(
     Ok(())
 }
 
-fn count(estimator: &dyn TokenEstimator, events: &[agent_session::SessionEvent]) -> u64 {
+fn count(estimator: &dyn TokenEstimator, events: &[SessionEvent]) -> u64 {
     events.iter().fold(0u64, |sum, e| {
         sum.saturating_add(u64::from(estimator.estimate_message(&e.message)))
     })

@@ -1,4 +1,6 @@
 //! export, import and migrate: whole sessions as JSON Lines, between any two stores.
+//! Operator's tools: they read and write every owner's sessions, whole,
+//! on the repositories (not through the session service).
 //!
 //! One session that cannot be read or written (a corrupt stored row, a
 //! refused dump) does not stop the others: its error goes to stderr, the
@@ -68,6 +70,8 @@ fn failure(bar: &ProgressBar, what: impl Display, e: SessionError) {
     });
 }
 
+/// `export`: the sessions given (or all of them) as JSON Lines, to `file`
+/// or `out`; an operator's tool.
 pub(crate) async fn export(
     repo: &dyn SessionRepository,
     sessions: &[SessionId],
@@ -133,6 +137,8 @@ pub(crate) async fn export(
     Ok(())
 }
 
+/// `import FILE`: the sessions of an export, written as they were
+/// (idempotent); an operator's tool.
 pub(crate) async fn import(
     repo: &dyn SessionRepository,
     file: &str,
@@ -190,6 +196,8 @@ fn checksum(dump: &SessionDump) -> Result<u64> {
     Ok(h.finish())
 }
 
+/// `migrate --to URL`: every session (of one app) copied to another store,
+/// then verified; an operator's tool.
 pub(crate) async fn migrate(
     from: &dyn SessionRepository,
     to: &dyn SessionRepository,

@@ -1,81 +1,53 @@
 //! `agent-session watch SESSION`: prints a session's events as they arrive.
 
 use std::io::Write;
-use std::sync::Arc;
 
-use agent_session::{EventFilter, SessionId, SessionRepository};
+use agent_session::{EventFilter, Owner, SessionService};
 use agent_session_cli::args::parse_interval;
 use anyhow::Result;
 
+use crate::cli::WatchArgs;
 use crate::output::{event_json, event_line};
-
-/// What `watch` was asked for.
-pub(crate) struct WatchArgs {
-    /// The session.
-    pub(crate) session: SessionId,
-    /// Existing events printed first.
-    pub(crate) last: usize,
-    /// The poll interval, as given (`1s`).
-    pub(crate) interval: String,
-    /// Stop after this many events.
-    pub(crate) exit_after: Option<usize>,
-}
 
 /// Prints the last events of the archive, then polls for newer ones (by
 /// seq: every event once, in order), until `exit_after` events were
 /// printed or the process is interrupted. A session deleted meanwhile
 /// ends the watch with its `NotFound`.
 pub(crate) async fn run(
-    repo: Arc<dyn SessionRepository>,
+    service: &dyn SessionService,
     args: WatchArgs,
     json: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
     let interval = parse_interval("--interval", &args.interval)?;
+    let owner = Owner::of(&service.locate(&args.session).await?);
+    let id = &args.session;
     let mut printed = 0usize;
     let done = |printed: usize| args.exit_after.is_some_and(|n| printed >= n);
+    let room = |printed: usize| args.exit_after.map(|n| n.saturating_sub(printed));
     let mut after = 0u64;
     if args.last > 0 {
-        let first = repo
-            .events(
-                &args.session,
-                &EventFilter::archive().last_n(args.last.min(1000)),
-            )
-            .await?;
+        let filter = EventFilter::archive().last_n(args.last.min(1000));
+        let first = service.events(&owner, id, &filter).await?;
         for e in &first.items {
             after = after.max(e.seq);
         }
-        printed += print(
-            &first.items,
-            json,
-            out,
-            args.exit_after.map(|n| n.saturating_sub(printed)),
-        )?;
+        printed += print(&first.items, json, out, room(printed))?;
     } else {
         // Start after everything already stored.
-        let newest = repo
-            .events(&args.session, &EventFilter::archive().last_n(1))
-            .await?;
+        let filter = EventFilter::archive().last_n(1);
+        let newest = service.events(&owner, id, &filter).await?;
         after = newest.items.last().map_or(0, |e| e.seq);
     }
     while !done(printed) {
         tokio::time::sleep(interval).await;
         loop {
-            let page = repo
-                .events(
-                    &args.session,
-                    &EventFilter::archive().after(after).page(0, 500),
-                )
-                .await?;
+            let filter = EventFilter::archive().after(after).page(0, 500);
+            let page = service.events(&owner, id, &filter).await?;
             if let Some(e) = page.items.last() {
                 after = e.seq;
             }
-            printed += print(
-                &page.items,
-                json,
-                out,
-                args.exit_after.map(|n| n.saturating_sub(printed)),
-            )?;
+            printed += print(&page.items, json, out, room(printed))?;
             if !page.has_more || done(printed) {
                 break;
             }

@@ -16,70 +16,24 @@ mod events;
 mod raw;
 pub(crate) mod recall;
 mod scaling;
+mod setup;
 mod stats;
 mod writes;
 
 use std::io::Write;
 use std::sync::Arc;
 
-use agent_session::{NewSession, SessionId, SessionRepository};
+use agent_session::SessionRepository;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::WorkloadArg;
+use crate::cli::{BenchArgs, WorkloadArg};
 use raw::Raw;
+use setup::Scratch;
 use stats::Row;
 
-/// What `bench` was asked to run.
-#[derive(Debug, Clone)]
-pub(crate) struct BenchArgs {
-    /// Which workload.
-    pub(crate) workload: WorkloadArg,
-    /// Events appended by W1 (and read and searched by W3 and W4).
-    pub(crate) events: usize,
-    /// Sessions of W2.
-    pub(crate) sessions: usize,
-    /// Concurrent clients of W2.
-    pub(crate) clients: usize,
-    /// Rounds (pairs) per workload.
-    pub(crate) repeat: usize,
-    /// Whether to measure the raw engine beside the store.
-    pub(crate) compare_raw: bool,
-    /// Session lengths of the scaling workload.
-    pub(crate) sizes: Vec<usize>,
-}
-
-/// Sessions and raw sessions a run created, removed at its end.
-pub(crate) struct Scratch {
-    pub(crate) repo: Arc<dyn SessionRepository>,
-    pub(crate) raw: Option<Arc<Raw>>,
-    created: Vec<SessionId>,
-}
-
-impl Scratch {
-    /// A new session in the store and, with a baseline, its raw twin (same id).
-    pub(crate) async fn session(&mut self) -> Result<SessionId> {
-        let id = self
-            .repo
-            .create(NewSession::new("bench", "bench", chrono::Utc::now())?)
-            .await?
-            .id;
-        self.created.push(id.clone());
-        if let Some(raw) = &self.raw {
-            raw.session(id.as_str()).await?;
-        }
-        Ok(id)
-    }
-
-    /// Removes a session at once (a large one, when the run goes on).
-    pub(crate) async fn drop_session(&mut self, id: &SessionId) -> Result<()> {
-        self.repo.delete(id).await?;
-        self.created.retain(|c| c != id);
-        Ok(())
-    }
-}
-
-/// Runs the workloads and prints the report.
+/// Runs the workloads and prints the report: an operator's tool, on the
+/// repository (it creates and removes sessions of its own).
 pub(crate) async fn run(
     url: &str,
     repo: Arc<dyn SessionRepository>,
@@ -87,7 +41,7 @@ pub(crate) async fn run(
     json_out: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (raw, no_raw) = if args.compare_raw {
+    let (raw, no_raw) = if args.compare.is_some() {
         match Raw::open(url).await? {
             Ok(r) => (Some(Arc::new(r)), None),
             Err(why) => (None, Some(why)),
@@ -95,16 +49,10 @@ pub(crate) async fn run(
     } else {
         (None, Some("not asked for (--compare raw)"))
     };
-    let mut scratch = Scratch {
-        repo: repo.clone(),
-        raw,
-        created: Vec::new(),
-    };
+    let mut scratch = Scratch::new(repo.clone(), raw);
     let mut rows = Vec::new();
     let result = workloads(&mut scratch, args, &mut rows).await;
-    for id in std::mem::take(&mut scratch.created) {
-        let _ = repo.delete(&id).await;
-    }
+    scratch.remove_sessions().await;
     let described = scratch.raw.as_ref().map(|r| r.describe());
     if let Some(raw) = scratch.raw.take().and_then(Arc::into_inner) {
         raw.cleanup().await?;

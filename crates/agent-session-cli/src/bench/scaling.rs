@@ -13,8 +13,9 @@ use serde_json::json;
 
 use super::events::{event, FREQUENT, PLANTED};
 use super::raw::Raw;
+use super::setup::Scratch;
 use super::stats::{interleaved, median, ms_per, progress, Row, Unit};
-use super::{BenchArgs, Scratch};
+use crate::cli::BenchArgs;
 
 /// Reads of the last 20 events timed together in one sample.
 const TAIL_READS: usize = 20;

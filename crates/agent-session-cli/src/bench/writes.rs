@@ -12,8 +12,9 @@ use tokio::task::JoinSet;
 
 use super::events::event;
 use super::raw::Raw;
+use super::setup::Scratch;
 use super::stats::{interleaved, progress, rate, Row, Unit};
-use super::{BenchArgs, Scratch};
+use crate::cli::BenchArgs;
 
 /// Appends events `range` one call each, over `clients` concurrent tasks,
 /// op `i` going to `ids[i % ids.len()]`; to the store, or to the raw engine.
