@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use session_core::SessionError;
 
-use crate::BACKEND;
+/// The backend's name in errors and capabilities.
+pub(crate) const BACKEND: &str = "sqlite";
 
 pub(crate) type Result<T> = session_core::Result<T>;
 

@@ -12,7 +12,7 @@ use session_core::{
 };
 
 use crate::error::{Result, SqlResult};
-use crate::sessions::{micros, sql_int};
+use crate::sql::{micros, sql_int};
 
 /// The most ids one held-id lookup binds; larger batches take several.
 const HELD_CHUNK: usize = 256;

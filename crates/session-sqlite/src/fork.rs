@@ -12,7 +12,8 @@ use session_core::{
 use crate::error::{Result, SqlResult};
 use crate::events::IN_CONTEXT;
 use crate::history;
-use crate::sessions::{self, sql_int};
+use crate::sessions;
+use crate::sql::sql_int;
 
 /// The source's events in outline (a summary's `replaces` read out of its
 /// stored body), and its context as seqs in context order.

@@ -5,7 +5,7 @@ use rusqlite::{params, Connection, Transaction};
 use session_core::{ContextChange, ContextLog};
 
 use crate::error::{Result, SqlResult};
-use crate::sessions::sql_int;
+use crate::sql::sql_int;
 
 /// Records one context replace of `session_id`.
 pub(crate) fn record(tx: &Transaction<'_>, session_id: &str, change: &ContextChange) -> Result<()> {

@@ -15,9 +15,11 @@ use session_core::{
     SessionUpdate, SharedState, UserId,
 };
 
-use crate::error::Result;
-use crate::sessions::{next_position, Advance, SessionHead, Tokens};
-use crate::{events, history, search, sessions, shared, Location, SqliteRepository, BACKEND};
+use crate::error::{Result, BACKEND};
+use crate::repository::{Inner, Location, SqliteRepository};
+use crate::sessions::{Advance, SessionHead, Tokens};
+use crate::sql::next_position;
+use crate::{events, history, search, sessions, shared};
 
 /// Writes the session row and the shared scopes after an append or a
 /// context replace: the planned state changes, version and counters.
@@ -37,7 +39,7 @@ fn write_head(
 /// writer's transaction.
 fn check_owner_quota(
     tx: &rusqlite::Transaction<'_>,
-    inner: &crate::Inner,
+    inner: &Inner,
     session: &Session,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<()> {

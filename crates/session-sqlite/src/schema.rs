@@ -3,8 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use session_core::SessionError;
 
-use crate::error::map_err;
-use crate::BACKEND;
+use crate::error::{map_err, BACKEND};
 
 /// Every migration, in order: (version, SQL).
 pub(crate) const MIGRATIONS: &[(i64, &str)] = &[

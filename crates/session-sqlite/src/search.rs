@@ -12,10 +12,10 @@ use session_core::{
     SessionEvent, SessionId, Total,
 };
 
-use crate::error::{Result, SqlResult};
+use crate::error::{Result, SqlResult, BACKEND};
 use crate::events::decode_event;
-use crate::sessions::{ensure_live, micros};
-use crate::BACKEND;
+use crate::sessions::ensure_live;
+use crate::sql::micros;
 
 /// The text the trigram index holds for an event. NUL is indexed as a
 /// space: the index only proposes candidates, every hit is checked on the real text.

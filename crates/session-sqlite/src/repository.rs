@@ -1,0 +1,353 @@
+//! [`SqliteRepository`]: its options ([`SqliteRepositoryBuilder`],
+//! [`Synchronous`]), opening, the writer and the reader pool.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use session_core::{system_clock, Limits, SessionError, SharedClock};
+
+use crate::error::{map_err, open_failed, BACKEND};
+use crate::{schema, search};
+
+/// Prepared statements the writer connection keeps.
+const WRITER_STATEMENTS: usize = 64;
+
+/// How hard SQLite works to make a commit durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// `synchronous = NORMAL` in WAL mode: a committed append survives a
+    /// crash of the process; a power loss or OS crash may lose the last
+    /// commits (never corrupts the file). The default.
+    #[default]
+    Normal,
+    /// `synchronous = FULL`: every commit is fsynced and also survives power loss, at a write-speed cost.
+    Full,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
+}
+
+/// Where the database lives.
+#[derive(Debug, Clone)]
+pub(crate) enum Location {
+    File(PathBuf),
+    Memory,
+}
+
+/// Options for opening a [`SqliteRepository`].
+#[derive(Debug, Clone)]
+pub struct SqliteRepositoryBuilder {
+    location: Location,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    readers: usize,
+    index_batch: usize,
+    clock: SharedClock,
+    limits: Limits,
+}
+
+impl SqliteRepositoryBuilder {
+    /// Index events for search in batches of this many (default 256; 1 =
+    /// index inside every append). Searches always see every committed event:
+    /// the not-yet-indexed tail is scanned directly.
+    pub fn index_batch(mut self, n: usize) -> Self {
+        self.index_batch = n.max(1);
+        self
+    }
+
+    /// Durability of commits (default [`Synchronous::Normal`]).
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+
+    /// How long a write waits for another process's write lock (default 5 s).
+    pub fn busy_timeout(mut self, t: Duration) -> Self {
+        self.busy_timeout = t;
+        self
+    }
+
+    /// How many read-only connections serve reads beside the writer (default 4; files only).
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n;
+        self
+    }
+
+    /// The clock for expiry and activity times.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Event and page size limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Opens (creating if needed) the database and runs migrations.
+    pub async fn open(self) -> session_core::Result<SqliteRepository> {
+        tokio::task::spawn_blocking(move || self.open_blocking())
+            .await
+            .map_err(|e| SessionError::backend(BACKEND, e))?
+    }
+
+    fn connection(&self) -> session_core::Result<Connection> {
+        let conn = match &self.location {
+            Location::File(p) => Connection::open(p),
+            Location::Memory => Connection::open_in_memory(),
+        }
+        .map_err(|e| match &self.location {
+            Location::File(p) => open_failed(p.clone(), e),
+            Location::Memory => map_err(e),
+        })?;
+        conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
+        conn.pragma_update(None, "synchronous", self.synchronous.pragma())
+            .map_err(map_err)?;
+        // What a delete frees is overwritten with zeros, so erased text
+        // leaves no copy in free space (see `erase_user`).
+        conn.pragma_update(None, "secure_delete", true)
+            .map_err(map_err)?;
+        Ok(conn)
+    }
+
+    fn open_blocking(self) -> session_core::Result<SqliteRepository> {
+        let mut writer = self.connection()?;
+        if let Location::File(_) = self.location {
+            let mode: String = writer
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(map_err)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(SessionError::backend(
+                    BACKEND,
+                    format!("could not switch the database to WAL mode (got {mode})"),
+                ));
+            }
+        }
+        schema::migrate(&mut writer)?;
+        // Room for every statement shape a write uses, the held-id lookups' included.
+        writer.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
+        let mut readers = Vec::new();
+        if let Location::File(p) = &self.location {
+            for _ in 0..self.readers {
+                let conn = Connection::open_with_flags(
+                    p,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(map_err)?;
+                conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
+                readers.push(Mutex::new(conn));
+            }
+        }
+        Ok(SqliteRepository {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers,
+                next_reader: AtomicUsize::new(0),
+                index_batch: i64::try_from(self.index_batch).unwrap_or(i64::MAX),
+                index_mark_hint: AtomicI64::new(0),
+                clock: self.clock,
+                limits: self.limits,
+                location: self.location,
+            }),
+        })
+    }
+}
+
+/// A [`SessionRepository`](session_core::SessionRepository) in one SQLite file (or in memory).
+///
+/// WAL journal; one writer connection whose transactions all start with
+/// `BEGIN IMMEDIATE`; read-only connections so reads never wait behind the
+/// writer; every SQLite call runs on tokio's blocking pool, never on an
+/// async worker thread. Search uses an FTS5 trigram index.
+#[derive(Clone)]
+pub struct SqliteRepository {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// The store's connections and settings, shared by the clones of one
+/// [`SqliteRepository`].
+pub(crate) struct Inner {
+    pub(crate) writer: Mutex<Connection>,
+    pub(crate) readers: Vec<Mutex<Connection>>,
+    pub(crate) next_reader: AtomicUsize,
+    pub(crate) index_batch: i64,
+    pub(crate) index_mark_hint: AtomicI64,
+    pub(crate) clock: SharedClock,
+    pub(crate) limits: Limits,
+    pub(crate) location: Location,
+}
+
+impl Inner {
+    /// How appends keep the search index up to date.
+    pub(crate) fn indexing(&self) -> search::Indexing<'_> {
+        search::Indexing {
+            batch: self.index_batch,
+            mark_hint: &self.index_mark_hint,
+        }
+    }
+}
+
+impl std::fmt::Debug for SqliteRepository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteRepository")
+            .field("location", &self.inner.location)
+            .field("readers", &self.inner.readers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteRepository {
+    /// Options for a database file at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteRepositoryBuilder {
+        Self::builder_at(Location::File(path.as_ref().to_path_buf()))
+    }
+
+    /// Options for a private in-memory database (gone when the repository is dropped).
+    pub fn memory_builder() -> SqliteRepositoryBuilder {
+        Self::builder_at(Location::Memory)
+    }
+
+    fn builder_at(location: Location) -> SqliteRepositoryBuilder {
+        SqliteRepositoryBuilder {
+            location,
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            readers: 4,
+            index_batch: 256,
+            clock: system_clock(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// Opens (creating if needed) the database file at `path` with default options.
+    pub async fn open(path: impl AsRef<Path>) -> session_core::Result<Self> {
+        Self::builder(path).open().await
+    }
+
+    /// Opens a private in-memory database.
+    pub async fn in_memory() -> session_core::Result<Self> {
+        Self::memory_builder().open().await
+    }
+
+    /// Opens the database a URL names: `sqlite://path/to/file.db`,
+    /// `sqlite:relative.db`, `sqlite::memory:` or `sqlite://:memory:`.
+    pub async fn from_url(url: &str) -> session_core::Result<Self> {
+        Self::from_url_with_limits(url, Limits::default()).await
+    }
+
+    /// [`Self::from_url`] with `limits` (the facade passes a URL's quota settings).
+    pub async fn from_url_with_limits(url: &str, limits: Limits) -> session_core::Result<Self> {
+        let rest = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .ok_or_else(|| {
+                SessionError::invalid("store URL", format!("{url:?} is not a sqlite: URL"))
+            })?;
+        let (path, _) = session_core::split_url_query(rest, "sqlite", &[])?;
+        match path {
+            ":memory:" => Self::memory_builder().limits(limits).open().await,
+            "" => Err(SessionError::invalid(
+                "store URL",
+                "sqlite:// needs a file path, e.g. sqlite://sessions.db",
+            )),
+            p => Self::builder(p).limits(limits).open().await,
+        }
+    }
+
+    /// Brings the schema up to date. Runs on open; idempotent.
+    pub async fn migrate(&self) -> session_core::Result<i64> {
+        self.blocking(|inner| schema::migrate(&mut inner.writer.lock()))
+            .await
+    }
+
+    /// Runs `f`, which blocks on SQLite, without stalling other tasks
+    /// ([`session_core::run_blocking`]).
+    async fn blocking<T, F>(&self, f: F) -> session_core::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> session_core::Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        session_core::run_blocking(BACKEND, move || f(&inner)).await
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer, with the clock's `now`.
+    pub(crate) async fn write<T, F>(&self, f: F) -> session_core::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, DateTime<Utc>, &Inner) -> session_core::Result<T>
+            + Send
+            + 'static,
+    {
+        self.blocking(move |inner| {
+            let mut conn = inner.writer.lock();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = inner.clock.now();
+            let out = f(&tx, now, inner)?;
+            tx.commit().map_err(map_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Copies the write-ahead log into the database file and truncates it
+    /// to nothing, so no earlier page image outlives an erasure there.
+    /// A reader of another process that still holds an old snapshot keeps
+    /// the log from being truncated: that is logged, and the next
+    /// checkpoint finishes the work.
+    pub(crate) async fn truncate_wal(&self) -> session_core::Result<()> {
+        if !matches!(self.inner.location, Location::File(_)) {
+            return Ok(());
+        }
+        self.blocking(|inner| {
+            let conn = inner.writer.lock();
+            let busy: i64 = conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .map_err(map_err)?;
+            if busy != 0 {
+                tracing::warn!(
+                    "the write-ahead log could not be truncated after an erasure: another connection holds a read snapshot"
+                );
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Runs `f` in one read snapshot on a reader (the writer for in-memory databases).
+    pub(crate) async fn read<T, F>(&self, f: F) -> session_core::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, DateTime<Utc>) -> session_core::Result<T> + Send + 'static,
+    {
+        self.blocking(move |inner| {
+            let now = inner.clock.now();
+            let mut conn = if inner.readers.is_empty() {
+                inner.writer.lock()
+            } else {
+                let i = inner.next_reader.fetch_add(1, Ordering::Relaxed) % inner.readers.len();
+                inner.readers[i].lock()
+            };
+            // One snapshot for every statement of the read.
+            let tx = conn.transaction().map_err(map_err)?;
+            let out = f(&tx, now)?;
+            tx.finish().map_err(map_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
