@@ -8,7 +8,8 @@ use deadpool_postgres::PoolError;
 use session_core::SessionError;
 use tokio_postgres::error::SqlState;
 
-use crate::BACKEND;
+/// The backend's name in errors and capabilities.
+pub(crate) const BACKEND: &str = "postgres";
 
 /// A failure inside an engine function: a driver error (kept whole, so the
 /// transaction loop can retry serialization failures and drop broken

@@ -11,10 +11,10 @@ use session_core::{
 };
 use tokio_postgres::{Row, Statement};
 
-use crate::error::R;
+use crate::error::{BACKEND, R};
 use crate::quiet::Quiet;
-use crate::schema::Tables;
 use crate::sql::{count, like_pattern, micros, offset, sql_int, Conditions};
+use crate::tables::Tables;
 
 /// The text the trigram and full-text indexes hold: the search text,
 /// case-folded in Rust (so matching does not depend on the database's
@@ -112,7 +112,7 @@ pub(crate) async fn insert(
         .await?;
     if u64::try_from(n).ok() != Some(written) {
         return Err(SessionError::backend(
-            crate::BACKEND,
+            BACKEND,
             format!("inserting {n} events into session {session_id} wrote {written} rows"),
         )
         .into());

@@ -14,9 +14,9 @@ use session_core::{
 use crate::error::R;
 use crate::events::in_context_base;
 use crate::quiet::Quiet;
-use crate::schema::Tables;
 use crate::sessions::{self, SESSION_COLUMNS};
 use crate::sql::{count, sql_int, sql_len};
+use crate::tables::Tables;
 
 /// Where and when a fork is made.
 pub(crate) struct ForkTo<'a> {
@@ -147,7 +147,7 @@ pub(crate) async fn fork(
         id.clone(),
         to.created,
     )?;
-    crate::repo::check_owner_quota(tx, t, limits, &plan.session, now).await?;
+    sessions::check_owner_quota(tx, t, limits, &plan.session, now).await?;
     if expired {
         sessions::delete(tx, t, id).await?;
     }

@@ -7,8 +7,8 @@ use session_core::{ContextChange, ContextLog, SessionId};
 
 use crate::error::R;
 use crate::quiet::Quiet;
-use crate::schema::Tables;
 use crate::sql::sql_int;
+use crate::tables::Tables;
 
 /// Records context replaces of `session_id`.
 pub(crate) async fn record(

@@ -16,8 +16,7 @@ use session_core::SessionError;
 use tokio_postgres::types::{Format, IsNull, ToSql, Type};
 use tokio_postgres::{Row, ToStatement};
 
-use crate::error::StoreError;
-use crate::BACKEND;
+use crate::error::{StoreError, BACKEND};
 
 /// A statement parameter that encodes as its value and logs as `<redacted>`.
 pub(crate) struct Redacted<'a>(&'a (dyn ToSql + Sync));

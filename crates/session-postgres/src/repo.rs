@@ -20,13 +20,14 @@ use session_core::{
     SessionUpdate, SharedState, UserId,
 };
 
-use crate::error::{retryable, settle, R};
+use crate::error::{retryable, settle, BACKEND, R};
 use crate::events::{self, NewRow};
 use crate::quiet::Quiet;
-use crate::schema::Tables;
+use crate::repository::PostgresRepository;
 use crate::sessions::{self, Advance, Locked, Tokens};
 use crate::sql::{sql_int, sql_len};
-use crate::{history, search, shared, PostgresRepository, BACKEND};
+use crate::tables::Tables;
+use crate::{history, search, shared};
 
 /// How many times a transaction that lost a serialization or deadlock race is run.
 const MAX_ATTEMPTS: u32 = 5;
@@ -108,22 +109,6 @@ async fn lock_and_held(
     )
 }
 
-/// The sessions-per-user quota for a new session `s`, counted under the
-/// owner's advisory lock.
-pub(crate) async fn check_owner_quota(
-    tx: &Transaction<'_>,
-    t: &Tables,
-    limits: &Limits,
-    s: &Session,
-    now: DateTime<Utc>,
-) -> R<()> {
-    if limits.max_user_sessions.is_some() {
-        let live = sessions::lock_owner_and_count(tx, t, &s.app, &s.user_id, now).await?;
-        limits.check_user_sessions(s, live)?;
-    }
-    Ok(())
-}
-
 async fn create(
     tx: &Transaction<'_>,
     t: &Tables,
@@ -134,7 +119,7 @@ async fn create(
     let existing = sessions::lock_existing(tx, t, &new.id).await?;
     let plan = CreatePlan::new(new, existing, now)?;
     let s = &plan.session;
-    check_owner_quota(tx, t, limits, s, now).await?;
+    sessions::check_owner_quota(tx, t, limits, s, now).await?;
     if existing.is_some() {
         sessions::delete(tx, t, &s.id).await?;
     }
@@ -319,7 +304,7 @@ async fn import(
         return Ok(ImportOutcome::Unchanged);
     };
     if live.is_none() {
-        check_owner_quota(tx, t, limits, &plan.dump.session, now).await?;
+        sessions::check_owner_quota(tx, t, limits, &plan.dump.session, now).await?;
     }
     if existing.is_some() {
         sessions::delete(tx, t, &id).await?;

@@ -1,9 +1,13 @@
-//! The schema: table names, migrations under an advisory lock, and tear-down.
+//! The schema: migrations under an advisory lock, and tear-down.
 
 use session_core::SessionError;
 
-use crate::error::{map_pg, StoreError};
-use crate::{PostgresRepository, BACKEND, SCHEMA_VERSION};
+use crate::error::{map_pg, StoreError, BACKEND};
+use crate::repository::PostgresRepository;
+use crate::tables::Tables;
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 6;
 
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
@@ -16,40 +20,6 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("../migrations/0005_rank_without_index.sql")),
     (6, include_str!("../migrations/0006_event_bytes.sql")),
 ];
-
-/// The qualified table names of one schema.
-#[derive(Debug, Clone)]
-pub(crate) struct Tables {
-    pub(crate) sessions: String,
-    pub(crate) events: String,
-    pub(crate) app_state: String,
-    pub(crate) user_state: String,
-    pub(crate) context_changes: String,
-}
-
-impl Tables {
-    pub(crate) fn new(schema: &str) -> Self {
-        let q = |t: &str| format!("\"{schema}\".{t}");
-        Self {
-            sessions: q("sessions"),
-            events: q("events"),
-            app_state: q("app_state"),
-            user_state: q("user_state"),
-            context_changes: q("context_changes"),
-        }
-    }
-}
-
-/// Whether `schema` is a name this crate will quote into SQL: 1..=63
-/// characters of `[a-z0-9_]`, starting with a letter or `_`.
-pub(crate) fn valid_schema_name(schema: &str) -> bool {
-    !schema.is_empty()
-        && schema.len() <= 63
-        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && schema
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
 
 impl PostgresRepository {
     /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when

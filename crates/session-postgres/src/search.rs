@@ -12,9 +12,9 @@ use tokio_postgres::Row;
 use crate::error::R;
 use crate::events::decode_event;
 use crate::quiet::Quiet;
-use crate::schema::Tables;
 use crate::sessions;
 use crate::sql::{like_pattern, micros, offset, Conditions};
+use crate::tables::Tables;
 
 fn hit(row: &Row, parsed: &ParsedQuery, score: Option<f64>) -> R<SearchHit> {
     let session_id: String = row.try_get(0)?;

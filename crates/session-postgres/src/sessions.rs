@@ -5,15 +5,15 @@ use deadpool_postgres::{Client, Transaction};
 use session_core::plan::{self, Head};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
-    stored_counter, stored_id, Erased, Page, Session, SessionError, SessionId, SessionQuery,
-    SessionStatus, SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
+    stored_counter, stored_id, Erased, Limits, Page, Session, SessionError, SessionId,
+    SessionQuery, SessionStatus, SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
 };
 use tokio_postgres::{Row, Statement};
 
 use crate::error::{StoreError, R};
 use crate::quiet::Quiet;
-use crate::schema::Tables;
 use crate::sql::{count, expiry, from_micros, micros, offset, sql_int, sql_len, Conditions};
+use crate::tables::Tables;
 
 pub(crate) const SESSION_COLUMNS: &str =
     "id, app, user_id, key, status, created_at, updated_at, expires_at, \
@@ -604,4 +604,20 @@ pub(crate) async fn list(
         decoded.push((id, session));
     }
     Ok(Page::from_overfetch_decoded(decoded, q.page, q.page_size))
+}
+
+/// The sessions-per-user quota for a new session `s`, counted under the
+/// owner's advisory lock.
+pub(crate) async fn check_owner_quota(
+    tx: &Transaction<'_>,
+    t: &Tables,
+    limits: &Limits,
+    s: &Session,
+    now: DateTime<Utc>,
+) -> R<()> {
+    if limits.max_user_sessions.is_some() {
+        let live = lock_owner_and_count(tx, t, &s.app, &s.user_id, now).await?;
+        limits.check_user_sessions(s, live)?;
+    }
+    Ok(())
 }

@@ -5,9 +5,9 @@ use session_core::state::{apply_delta, decode_state, encode_state};
 use session_core::{SessionError, SharedDelta, SharedState, StateMap};
 use tokio_postgres::types::ToSql;
 
-use crate::error::R;
+use crate::error::{BACKEND, R};
 use crate::quiet::Quiet;
-use crate::schema::Tables;
+use crate::tables::Tables;
 
 /// One shared-scope row: its table, key columns and key values.
 struct Scope<'a> {
@@ -95,7 +95,7 @@ impl Scope<'_> {
             }
         }
         Err(SessionError::backend(
-            crate::BACKEND,
+            BACKEND,
             format!("{} was neither readable nor insertable", self.what),
         )
         .into())
