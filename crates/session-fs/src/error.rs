@@ -5,7 +5,11 @@ use std::path::{Path, PathBuf};
 
 use session_core::SessionError;
 
-use crate::BACKEND;
+/// The backend's name in errors and capabilities.
+pub(crate) const BACKEND: &str = "fs";
+
+/// What the store's operations return.
+pub(crate) type Result<T> = session_core::Result<T>;
 
 /// An I/O failure on one file: the path, with the OS error kept as the source.
 #[derive(Debug)]

@@ -7,8 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use session_core::SessionError;
 
-use crate::error::io_err;
-use crate::{Result, BACKEND};
+use crate::error::{io_err, Result, BACKEND};
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory,
 /// fsync, rename over the target, fsync of the directory.

@@ -74,3 +74,8 @@ impl ContextFile {
         out
     }
 }
+
+/// A length as a stored counter.
+pub(crate) fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}

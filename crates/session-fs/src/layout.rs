@@ -5,8 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use session_core::{AppName, SessionError, SessionId, UserId};
 
-use crate::error::io_err;
-use crate::Result;
+use crate::error::{io_err, Result};
 
 /// The file stem of the group owner's `user:` state (`GROUP_USER`, `*`):
 /// `shared/user/<app>/_group.json`, as stores have always written it

@@ -9,10 +9,9 @@ use serde::Deserialize;
 use session_core::plan::{EventBatch, Stored};
 use session_core::{SessionError, SessionEvent, SessionId};
 
-use crate::error::io_err;
+use crate::error::{io_err, Result, BACKEND};
 use crate::files::{to_pretty, write_atomic};
-use crate::format::SessionFile;
-use crate::{count, Result, BACKEND};
+use crate::format::{count, SessionFile};
 
 /// The log of the session in `dir`.
 pub(crate) fn path(dir: &Path) -> PathBuf {

@@ -13,8 +13,8 @@ use std::path::Path;
 use serde::Deserialize;
 use session_core::{SessionEvent, SessionId};
 
-use crate::error::io_err;
-use crate::Result;
+use crate::error::{io_err, Result};
+use crate::format::count;
 
 /// Bytes read per step when reading backwards.
 const BLOCK: u64 = 64 * 1024;
@@ -53,7 +53,7 @@ fn record_at_or_after(
         let n = reader
             .read_until(b'\n', &mut line)
             .map_err(|e| io_err(path, e))?;
-        start = pos.saturating_sub(1).saturating_add(crate::count(n));
+        start = pos.saturating_sub(1).saturating_add(count(n));
         line.clear();
     }
     if start >= limit {
@@ -63,7 +63,7 @@ fn record_at_or_after(
         .read_until(b'\n', &mut line)
         .map_err(|e| io_err(path, e))?;
     let seq = serde_json::from_slice::<SeqOnly>(&line).ok().map(|r| r.seq);
-    Ok(Some((start, start.saturating_add(crate::count(n)), seq)))
+    Ok(Some((start, start.saturating_add(count(n)), seq)))
 }
 
 /// The byte offset of the first record with a seq above `seq` in the first
@@ -115,7 +115,7 @@ pub(crate) fn forwards(
             return Ok(());
         };
         session_id.as_str().clone_into(&mut e.session_id);
-        if visit(e, crate::count(n)).is_break() {
+        if visit(e, count(n)).is_break() {
             return Ok(());
         }
     }
@@ -190,7 +190,7 @@ mod tests {
             .collect();
         let bytes = crate::log::encode(&events).unwrap();
         std::fs::write(&path, &bytes).unwrap();
-        (dir, path, crate::count(bytes.len()))
+        (dir, path, count(bytes.len()))
     }
 
     fn seqs_forwards(path: &Path, from: u64, limit: u64) -> Vec<u64> {
@@ -239,7 +239,7 @@ mod tests {
         assert_eq!(seqs_forwards(&path, 0, len).len(), 10);
         let id = SessionId::new("s").unwrap();
         let mut got = 0;
-        backwards(&path, crate::count(bytes.len()), &id, |_| {
+        backwards(&path, count(bytes.len()), &id, |_| {
             got += 1;
             ControlFlow::Continue(())
         })

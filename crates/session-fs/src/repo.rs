@@ -20,11 +20,12 @@ use session_core::{
     SharedDelta, SharedState, UserId,
 };
 
-use crate::error::io_err;
+use crate::error::{io_err, Result, BACKEND};
 use crate::files::{read_json, sync_dir, to_pretty, write_atomic, Lock};
-use crate::format::{ContextFile, SessionFile};
+use crate::format::{count, ContextFile, SessionFile};
+use crate::repository::{FsRepository, Inner};
 use crate::shared::{self, Write};
-use crate::{count, log, search_index, view, FsRepository, Inner, Result, BACKEND};
+use crate::{log, search_index, view};
 
 /// The owner of a session, whose shared scopes its writes change.
 fn owner(s: &Session) -> (&AppName, &UserId) {

@@ -11,10 +11,11 @@ use session_core::{
     SessionEvent, SessionId,
 };
 
-use crate::error::io_err;
-use crate::format::SessionFile;
+use crate::error::{io_err, Result};
+use crate::format::{count, SessionFile};
+use crate::log;
+use crate::repository::Inner;
 use crate::search_index::LogIndex;
-use crate::{count, log, Inner, Result};
 
 /// The events at `seqs` (candidates of the index), read by offset, that
 /// match; at most `enough` of them, and whether every candidate was read.

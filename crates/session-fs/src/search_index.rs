@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 use session_core::search::{push_varint, read_varint, trigrams_of};
 use session_core::{SessionEvent, SessionId, TrigramIndex};
 
-use crate::error::io_err;
+use crate::error::{io_err, Result, BACKEND};
 use crate::files::write_atomic;
-use crate::{count, log, Result, BACKEND};
+use crate::format::count;
+use crate::log;
 
 /// The file beside the log.
 fn path(dir: &Path) -> PathBuf {

@@ -6,10 +6,9 @@ use std::path::Path;
 use session_core::state::apply_delta;
 use session_core::{AppName, SharedDelta, SharedState, StateMap, UserId};
 
-use crate::error::io_err;
+use crate::error::{io_err, Result};
 use crate::files::{read_json, to_pretty, write_atomic, Lock};
 use crate::layout::Layout;
-use crate::Result;
 
 /// How a write changes a shared-state file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,9 @@ use std::path::Path;
 
 use session_core::{EventFilter, EventView, Page, SessionEvent};
 
+use crate::error::Result;
 use crate::format::SessionFile;
-use crate::{log, log_read, Result};
+use crate::{log, log_read};
 
 /// Explicit context seqs read per pass.
 const CHUNK: usize = 512;
