@@ -1,7 +1,7 @@
 //! Redis errors onto the contract's kinds, in one place.
 
 use redis::RedisError;
-use session_core::SessionError;
+use session_core::{BoxError, SessionError};
 
 /// The backend's name in errors and capabilities.
 pub(crate) const BACKEND: &str = "redis";
@@ -23,8 +23,13 @@ pub(crate) fn map_err(e: RedisError) -> SessionError {
 }
 
 /// A reply of a script or command that does not have the expected shape.
-pub(crate) fn bad_reply(what: &str, e: impl Into<session_core::BoxError>) -> SessionError {
+pub(crate) fn bad_reply(what: &str, e: impl Into<BoxError>) -> SessionError {
     SessionError::serialization(format!("redis reply to {what}"), e)
+}
+
+/// A stored field of session `id` that does not decode.
+pub(crate) fn corrupt(id: &str, field: &str, source: impl Into<BoxError>) -> SessionError {
+    SessionError::serialization(format!("session {id} {field}"), source)
 }
 
 /// A URL or node list the driver refuses.

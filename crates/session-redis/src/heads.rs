@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::read::HeadFields;
+use crate::head_fields::HeadFields;
 
 /// Sessions remembered at most; past it the memory starts over.
 const CAPACITY: usize = 4096;

@@ -2,9 +2,11 @@
 //!
 //! # Modules
 //!
+//! - `repository`: [`RedisRepository`], its builder and connection;
 //! - `repo`: the [`SessionRepository`](session_core::SessionRepository)
 //!   implementation — read the head, plan in [`session_core::plan`], persist;
 //! - `read`: the reads (the head a write plans from, events, state, indexes);
+//! - `head_fields`: the head fields a write plans from and checks unchanged;
 //! - `write`: the arguments of each write script, and cluster follow-ups;
 //! - `scripts`: the Lua scripts of `lua/` and their argument lists;
 //! - `search`: search and listings;
@@ -17,193 +19,16 @@
 mod conn;
 mod error;
 mod gate;
+mod head_fields;
 mod heads;
 mod keys;
 mod read;
 mod repo;
+mod repository;
 mod scripts;
 mod search;
 mod search_index;
 mod view;
 mod write;
 
-use chrono::{DateTime, Utc};
-use redis::aio::ConnectionManager;
-use session_core::{system_clock, Limits, SessionError, SharedClock};
-
-use crate::conn::Conn;
-use crate::error::{bad_url, map_err};
-use crate::gate::Gates;
-use crate::keys::KeySpace;
-use crate::scripts::Scripts;
-
-/// A [`SessionRepository`](session_core::SessionRepository) on Redis, standalone or cluster.
-///
-/// Every key of one session carries the session id as a hash tag, so one
-/// session lives in one cluster slot. A write reads the session's head
-/// (and which ids of its batch it holds) in one round trip, plans in
-/// `session_core::plan`, and persists the plan with one Lua script that
-/// first checks the head is unchanged (compare-and-swap; on a standalone
-/// server the script also writes the shared scopes and the activity
-/// indexes). Expiry maps to `PEXPIREAT` on every key of the session.
-#[derive(Clone)]
-pub struct RedisRepository {
-    conn: Conn,
-    keys: KeySpace,
-    cluster: bool,
-    clock: SharedClock,
-    limits: Limits,
-    scripts: std::sync::Arc<Scripts>,
-    gates: std::sync::Arc<Gates>,
-    heads: std::sync::Arc<heads::Heads>,
-}
-
-impl std::fmt::Debug for RedisRepository {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisRepository")
-            .field("prefix", &self.keys.prefix())
-            .field("cluster", &self.cluster)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Options for connecting a [`RedisRepository`].
-#[derive(Clone)]
-pub struct RedisRepositoryBuilder {
-    nodes: Vec<String>,
-    cluster: bool,
-    prefix: String,
-    clock: SharedClock,
-    limits: Limits,
-}
-
-impl std::fmt::Debug for RedisRepositoryBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisRepositoryBuilder")
-            .field("nodes", &self.nodes.len())
-            .field("cluster", &self.cluster)
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RedisRepositoryBuilder {
-    /// The key prefix: one namespace per application or tenant (default `as`).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The clock for expiry and activity times.
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Event and page size limits.
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Connects (a connection manager that reconnects, or the cluster client).
-    pub async fn connect(self) -> session_core::Result<RedisRepository> {
-        if self.prefix.is_empty() || self.prefix.contains(['{', '}', '*', '?', '[', ']', ' ']) {
-            return Err(SessionError::invalid(
-                "prefix",
-                "must be non-empty, without braces, glob characters or spaces",
-            ));
-        }
-        if self.cluster && self.limits.max_user_sessions.is_some() {
-            // A user's sessions live under many hash tags: no script can
-            // count them atomically with a create.
-            return Err(SessionError::Unsupported {
-                backend: "redis",
-                operation: "the sessions-per-user quota on Redis Cluster",
-            });
-        }
-        let conn = if self.cluster {
-            let client = redis::cluster::ClusterClient::new(self.nodes.clone()).map_err(bad_url)?;
-            Conn::Cluster(client.get_async_connection().await.map_err(map_err)?)
-        } else {
-            let url = self.nodes.first().cloned().unwrap_or_default();
-            let client = redis::Client::open(url.as_str()).map_err(bad_url)?;
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_number_of_retries(2)
-                .set_connection_timeout(Some(std::time::Duration::from_secs(5)))
-                .set_response_timeout(Some(std::time::Duration::from_secs(30)));
-            Conn::Single(
-                ConnectionManager::new_with_config(client, config)
-                    .await
-                    .map_err(map_err)?,
-            )
-        };
-        let repo = RedisRepository {
-            conn,
-            keys: KeySpace::new(self.prefix),
-            cluster: self.cluster,
-            clock: self.clock,
-            limits: self.limits,
-            scripts: std::sync::Arc::new(Scripts::load()),
-            gates: std::sync::Arc::default(),
-            heads: std::sync::Arc::default(),
-        };
-        let mut c = repo.conn.clone();
-        redis::cmd("PING")
-            .query_async::<String>(&mut c)
-            .await
-            .map_err(map_err)?;
-        Ok(repo)
-    }
-}
-
-impl RedisRepository {
-    /// Options for a standalone server: `redis://host:6379/0` (or `rediss://`).
-    pub fn builder(url: impl Into<String>) -> RedisRepositoryBuilder {
-        RedisRepositoryBuilder {
-            nodes: vec![url.into()],
-            cluster: false,
-            prefix: "as".to_owned(),
-            clock: system_clock(),
-            limits: Limits::default(),
-        }
-    }
-
-    /// Options for a cluster, given some of its nodes (`redis://host:7000`, ...).
-    pub fn cluster_builder(nodes: Vec<String>) -> RedisRepositoryBuilder {
-        RedisRepositoryBuilder {
-            nodes,
-            cluster: true,
-            prefix: "as".to_owned(),
-            clock: system_clock(),
-            limits: Limits::default(),
-        }
-    }
-
-    /// Connects to `redis://…` (standalone) or `redis+cluster://host1:port,host2:port` (cluster).
-    ///
-    /// `?prefix=NAME` sets the key prefix (default `as`), so several
-    /// applications can share one database; any other parameter is refused.
-    pub async fn from_url(url: &str) -> session_core::Result<Self> {
-        Self::from_url_with_limits(url, Limits::default()).await
-    }
-
-    /// [`Self::from_url`] with `limits` (the facade passes a URL's quota settings).
-    pub async fn from_url_with_limits(url: &str, limits: Limits) -> session_core::Result<Self> {
-        let (base, params) = session_core::split_url_query(url, "redis", &["prefix"])?;
-        let mut builder = if let Some(rest) = base.strip_prefix("redis+cluster://") {
-            let nodes = rest.split(',').map(|n| format!("redis://{n}")).collect();
-            Self::cluster_builder(nodes)
-        } else {
-            Self::builder(base)
-        };
-        for (_, prefix) in params {
-            builder = builder.prefix(prefix);
-        }
-        builder.limits(limits).connect().await
-    }
-
-    fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
-    }
-}
+pub use repository::{RedisRepository, RedisRepositoryBuilder};

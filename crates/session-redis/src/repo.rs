@@ -26,8 +26,9 @@ use session_core::{
 
 use crate::error::{map_err, too_contended, BACKEND};
 use crate::gate::{Attempts, ATTEMPTS};
+use crate::head_fields::HeadFields;
 use crate::keys::INITIAL;
-use crate::read::{decode_state, HeadFields};
+use crate::read::decode_state;
 use crate::scripts::MOVED;
 use crate::write::{stored_records, WholeSession};
 use crate::RedisRepository;

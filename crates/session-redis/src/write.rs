@@ -11,8 +11,8 @@ use session_core::state::ScopedDelta;
 use session_core::{Session, SessionEvent, SessionId, SessionUpdate, SharedDelta, StateMap};
 
 use crate::error::map_err;
+use crate::head_fields::HeadFields;
 use crate::keys::OwnerKeys;
-use crate::read::HeadFields;
 use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, HELD, MOVED, OVER_QUOTA};
 use crate::RedisRepository;
 
