@@ -67,7 +67,7 @@ async fn tool_call_run_round_trips_to_openai_messages() {
 }
 
 async fn tool_call_run(svc: DefaultSessionService) {
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let resolved = svc
         .resolve(
             &ResolveRequest::new("default", "alice", "cli:main"),
@@ -154,7 +154,7 @@ async fn retry_then_rewind_a_bad_run() {
 }
 
 async fn retry_then_rewind(svc: DefaultSessionService) {
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let s = svc
         .create(CreateSessionRequest::builder("alice").build().unwrap())
         .await
@@ -181,7 +181,15 @@ async fn retry_then_rewind(svc: DefaultSessionService) {
         .build()
         .unwrap();
     svc.append_events(&alice, &s.id, vec![bad]).await.unwrap();
-    let after = svc.rewind(&alice, &s.id, "inv-2").await.unwrap();
+    let after = svc
+        .rewind(
+            &alice,
+            &s.id,
+            &agent_session::RewindTo::before_invocation("inv-2").unwrap(),
+        )
+        .await
+        .unwrap()
+        .session;
     assert!(after.state.get("mood").is_none());
     let texts: Vec<String> = svc
         .messages(&alice, &s.id)

@@ -48,7 +48,7 @@ async fn exercise(store: Arc<dyn SessionRepository>) {
     let svc: Arc<dyn SessionService> = Arc::new(
         DefaultSessionService::new(store.clone()).with_append_hook(Arc::new(policy.clone())),
     );
-    let owner = Owner::user("alice");
+    let owner = Owner::user("alice").unwrap();
     let s = svc
         .create(
             CreateSessionRequest::builder("alice")
@@ -95,12 +95,12 @@ async fn exercise(store: Arc<dyn SessionRepository>) {
     let tool = ConversationSearch::new(svc.clone());
     let ctx = ToolContext {
         owner: owner.clone(),
-        session_id: s.id.to_string(),
+        session_id: s.id.clone(),
     };
     tool.call(&ctx, &json!({"inner_thought": CANARY, "query": CANARY}))
         .await
         .unwrap();
-    let memory = SessionMemory::new(svc.clone()).with_compaction(policy, store.clone());
+    let memory = SessionMemory::new(svc.clone()).with_compaction(policy);
     memory
         .prepare(&owner, &s.id, &format!("{CANARY} system"))
         .await
@@ -109,10 +109,20 @@ async fn exercise(store: Arc<dyn SessionRepository>) {
         .record(&owner, &s.id, Message::user(format!("{CANARY} late")))
         .await
         .unwrap();
-    svc.rewind(&owner, &s.id, "inv-3").await.unwrap();
+    svc.rewind(
+        &owner,
+        &s.id,
+        &agent_session::RewindTo::before_invocation("inv-3").unwrap(),
+    )
+    .await
+    .unwrap();
     // Errors are logged and returned without content either.
     let _ = svc
-        .append_message(&owner, "no-such-session", Message::user(CANARY))
+        .append_message(
+            &owner,
+            &agent_session::SessionId::new("no-such-session").unwrap(),
+            Message::user(CANARY),
+        )
         .await;
     store.export_session(&s.id).await.unwrap();
     svc.delete(&owner, &s.id).await.unwrap();

@@ -148,9 +148,16 @@ async def test_state_scopes_and_patches(store):
     s = await store.create(APP, ADA, state={"step": 1, "user:lang": "fr"})
     await store.append(APP, ADA, s["id"], {"role": "user", "content": "hi"}, state_delta={"app:tier": "gold"})
     state = await store.state(APP, ADA, s["id"])
-    assert state == {"session": {"step": 1}, "user": {"user:lang": "fr"}, "app": {"app:tier": "gold"}}
+    version = (await store.get(APP, ADA, s["id"]))["version"]
+    assert state == {
+        "session": {"step": 1},
+        "user": {"user:lang": "fr"},
+        "app": {"app:tier": "gold"},
+        "version": version,
+    }
     patched = await store.patch_state(APP, ADA, s["id"], {"step": 2, "draft": "x"})
     assert patched["session"] == {"step": 2, "draft": "x"}
+    assert patched["version"] == version + 1, "one update: one version"
     with pytest.raises(InvalidInputError):
         await store.patch_state(APP, ADA, s["id"], {"user:lang": "de"})
     assert (await store.shared_state(APP, ADA))["user"] == {"user:lang": "fr"}

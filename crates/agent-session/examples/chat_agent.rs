@@ -85,11 +85,11 @@ async fn complete(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = args();
     let store = agent_session::open(&args.store).await?;
-    let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(store.clone()));
-    let owner = Owner::new("chat-agent", &args.user);
+    let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(store));
+    let owner = Owner::parse("chat-agent", &args.user)?;
     let resolved = service
         .resolve(
-            &ResolveRequest::new(&owner.app, &owner.user_id, &args.key),
+            &ResolveRequest::for_owner(&owner, &args.key),
             &ResetPolicy::never().idle(chrono::Duration::hours(24)),
         )
         .await?;
@@ -106,12 +106,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Arc::new(ExtractiveSummarizer::new()),
         )),
     );
-    let memory = SessionMemory::new(service.clone()).with_compaction(policy, store);
+    let memory = SessionMemory::new(service.clone()).with_compaction(policy);
     let search = ConversationSearch::new(service.clone());
     let tools = [search.definition()];
     let ctx = ToolContext {
         owner: owner.clone(),
-        session_id: id.to_string(),
+        session_id: id.clone(),
     };
     let http = reqwest::Client::new();
 

@@ -3,6 +3,12 @@
 use std::sync::Arc;
 
 pub use session_core::*;
+/// The HTTP API's wire shapes (request bodies, problem documents), shared by every face.
+pub use session_wire as wire;
+
+/// The session service as named JSON operations, for the language bindings (feature `compaction`).
+#[cfg(feature = "compaction")]
+pub mod ops;
 
 #[cfg(feature = "remote")]
 pub use session_client::RemoteRepository;

@@ -25,15 +25,15 @@ use chrono::{DateTime, Utc};
 use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use session_core::retention::Pruned;
-use session_core::wire::{
-    CapabilitiesBody, Deleted, EventParams, ForkRequest, ImportBody, PruneRequest, PurgeRequest,
-    Purged, SessionListParams, VersionBody,
-};
 use session_core::{
     AppName, AppendOutcome, Capabilities, Erased, EventFilter, ForkAt, ImportOutcome, NewSession,
     Page, Result, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session, SessionDump,
     SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionUpdate,
-    SharedState, UserId, PROBLEM_CONTENT_TYPE,
+    SharedState, UserId,
+};
+use session_wire::{
+    CapabilitiesBody, Deleted, EventParams, ForkRequest, ImportBody, PruneRequest, PurgeRequest,
+    Purged, SessionListParams, VersionBody, PROBLEM_CONTENT_TYPE,
 };
 
 mod status;

@@ -17,7 +17,8 @@
 //! | 500 and anything else | `Backend` |
 
 use reqwest::StatusCode;
-use session_core::{ErrorKind, Problem, SessionError};
+use session_core::{ErrorKind, SessionError};
+use session_wire::Problem;
 
 use crate::BACKEND;
 

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use session_core::{SessionId, SessionRepository, SessionService};
+use session_core::SessionService;
 
-use crate::policy::{CompactionOutcome, CompactionPolicy};
+use crate::policy::CompactionPolicy;
 use crate::recall::ToolContext;
 use crate::CompactionError;
 
@@ -17,7 +17,6 @@ use crate::CompactionError;
 #[derive(Clone)]
 pub struct CompactContext {
     service: Arc<dyn SessionService>,
-    repository: Arc<dyn SessionRepository>,
     policy: CompactionPolicy,
 }
 
@@ -33,17 +32,9 @@ impl CompactContext {
     /// The tool's name.
     pub const NAME: &'static str = "compact_context";
 
-    /// A tool that compacts with `policy`'s strategy, checking owners through `service`.
-    pub fn new(
-        service: Arc<dyn SessionService>,
-        repository: Arc<dyn SessionRepository>,
-        policy: CompactionPolicy,
-    ) -> Self {
-        Self {
-            service,
-            repository,
-            policy,
-        }
+    /// A tool that compacts with `policy`'s strategy through `service`.
+    pub fn new(service: Arc<dyn SessionService>, policy: CompactionPolicy) -> Self {
+        Self { service, policy }
     }
 
     /// The tool definition in the OpenAI function-tool shape.
@@ -70,38 +61,21 @@ impl CompactContext {
         })
     }
 
-    /// Runs a call; answers `{"compacted": true, "strategy", "events_before",
-    /// "events_after", "tokens_before", "tokens_after"}`, or `{"compacted":
-    /// false, "reason"}` when there was nothing to compact or another writer
-    /// changed the session meanwhile.
+    /// Runs a call; answers what the compaction did as the service reports
+    /// it ([`session_core::Compacted`]: `compacted`, the `reason` when it
+    /// did not, the strategy and the sizes before and after). A writer that
+    /// kept getting in between is a `Conflict` error; nothing changed.
     pub async fn call(
         &self,
         ctx: &ToolContext,
         _arguments: &Value,
     ) -> Result<String, CompactionError> {
-        let session = self.service.get(&ctx.owner, &ctx.session_id).await?;
-        let id: &SessionId = &session.id;
-        let answer = match self
-            .policy
-            .compact_now(self.repository.as_ref(), id)
-            .await?
-        {
-            CompactionOutcome::Compacted(r) => json!({
-                "compacted": true,
-                "strategy": self.policy.strategy_name(),
-                "events_before": r.metrics.events_before,
-                "events_after": r.metrics.events_after,
-                "tokens_before": r.metrics.tokens_before,
-                "tokens_after": r.metrics.tokens_after,
-            }),
-            CompactionOutcome::LostRace { .. } => json!({
-                "compacted": false,
-                "reason": "the conversation changed meanwhile; try again",
-            }),
-            CompactionOutcome::NotNeeded { reason } => {
-                json!({"compacted": false, "reason": reason})
-            }
-        };
-        Ok(answer.to_string())
+        let done = self
+            .service
+            .compact(&ctx.owner, &ctx.session_id, &self.policy)
+            .await?;
+        serde_json::to_string(&done).map_err(|e| {
+            CompactionError::Session(session_core::SessionError::serialization("answer", e))
+        })
     }
 }

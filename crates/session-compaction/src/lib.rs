@@ -27,7 +27,7 @@
 //!     Arc::new(RecursiveSummarization::new(2, Arc::new(ExtractiveSummarizer::new()))),
 //! );
 //! let service = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
-//! let alice = Owner::user("alice");
+//! let alice = Owner::user("alice")?;
 //! let s = service.create(CreateSessionRequest::builder("alice").build()?).await?;
 //! for i in 1..=4 {
 //!     service.append_message(&alice, &s.id, Message::user(format!("Question {i}: my code is {i}23."))).await?;
@@ -50,6 +50,7 @@ mod branch;
 mod calibration;
 mod clearing;
 mod compact_tool;
+mod compactor;
 mod extractive;
 mod flush;
 mod memory;
@@ -67,18 +68,21 @@ pub use branch::BranchSummary;
 pub use calibration::UsageCalibration;
 pub use clearing::{ToolResultClearing, CLEARED_SEQ};
 pub use compact_tool::CompactContext;
+pub use compactor::WhenTriggered;
 pub use extractive::ExtractiveSummarizer;
 pub use flush::{
     ChatModel, ChatRequest, FlushTurn, MemoryWriter, FLUSH_MAX_TOKENS, FLUSH_PROMPT,
     FLUSH_TEMPERATURE, MEMORY_WRITE_TOOL,
 };
-pub use memory::{
-    facts_block, remove_unpaired_tool_calls, SessionMemory, SummaryInjection, TOOL_ERROR_KEY,
-};
+pub use memory::{facts_block, SessionMemory, SummaryInjection, TOOL_ERROR_KEY};
 pub use openai::{OpenAiSummarizer, SummarizerChoice};
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy, COMPACTION_ATTEMPTS};
 pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
-pub use spec::{session_error, Compacted, StrategyName, StrategySpec};
+pub use session_core::remove_unpaired_tool_calls;
+pub use spec::{
+    default_compactor, session_error, StrategyName, StrategySpec, TriggerSpec,
+    DEFAULT_KEEP_MESSAGES,
+};
 pub use strategy::{
     CompactionMetrics, CompactionNotice, CompactionRequest, CompactionResult, CompactionStrategy,
     SlidingWindow, TokenBudget, Trigger, TurnWindow, NOTICE_KEY,

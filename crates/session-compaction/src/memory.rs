@@ -5,13 +5,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use session_core::{
-    AppendOutcome, EventFilter, Message, Owner, Role, SessionError, SessionEvent, SessionId,
-    SessionService, SyntheticFilter, TokenEstimator, SUMMARY_PROMPT,
+    remove_unpaired_tool_calls, AppendOutcome, EventFilter, Message, Owner, Role, SessionError,
+    SessionEvent, SessionId, SessionService, SyntheticFilter, TokenEstimator, SUMMARY_PROMPT,
 };
 
 use crate::calibration::UsageCalibration;
 
-use crate::policy::{CompactionOutcome, CompactionPolicy};
+use crate::policy::CompactionPolicy;
 use crate::CompactionError;
 
 /// Metadata key marking a tool result as failed (`true`); such results and
@@ -43,7 +43,7 @@ pub enum SummaryInjection {
 ///
 /// let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(InMemoryRepository::new().shared()));
 /// let memory = SessionMemory::new(service.clone());
-/// let alice = Owner::user("alice");
+/// let alice = Owner::user("alice")?;
 /// let s = service.create(CreateSessionRequest::builder("alice").build()?).await?;
 /// memory.record(&alice, &s.id, Message::user("Hi, I'm Ada.")).await?;
 /// let messages = memory.prepare(&alice, &s.id, "You are helpful.").await?;
@@ -56,7 +56,6 @@ pub enum SummaryInjection {
 pub struct SessionMemory {
     pub(crate) service: Arc<dyn SessionService>,
     policy: Option<CompactionPolicy>,
-    repository: Option<Arc<dyn session_core::SessionRepository>>,
     fetch_size: usize,
     injection: SummaryInjection,
     drop_stored_system_prompts: bool,
@@ -90,7 +89,6 @@ impl SessionMemory {
         Self {
             service,
             policy: None,
-            repository: None,
             fetch_size: 30,
             injection: SummaryInjection::Facts,
             drop_stored_system_prompts: true,
@@ -118,34 +116,29 @@ impl SessionMemory {
     async fn summarize_initially(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<(), SessionError> {
-        let (Some(policy), Some(repo)) = (&self.policy, &self.repository) else {
+        let Some(policy) = &self.policy else {
             return Ok(());
         };
         let first = self
             .checked
             .lock()
             .map_err(|_| SessionError::backend("memory", "a holder of the lock panicked"))?
-            .insert(session_id.to_owned());
+            .insert(session_id.to_string());
         if !first {
             return Ok(());
         }
-        let session = self.service.get(owner, session_id).await?;
-        if let Err(e) = policy.maybe_compact(repo.as_ref(), &session.id).await {
-            tracing::warn!(session_id, error = %session_core::ErrorReport(&e), "initial summarization failed; the history is used as it is");
+        let compactor = policy.clone().when_triggered();
+        if let Err(e) = self.service.compact(owner, session_id, &compactor).await {
+            tracing::warn!(%session_id, error = %session_core::ErrorReport(&e), "initial summarization failed; the history is used as it is");
         }
         Ok(())
     }
 
-    /// Runs `policy` over `repository` after recording messages, and for emergency compaction.
-    pub fn with_compaction(
-        mut self,
-        policy: CompactionPolicy,
-        repository: Arc<dyn session_core::SessionRepository>,
-    ) -> Self {
+    /// Runs `policy` (through the service) after recording messages, and for emergency compaction.
+    pub fn with_compaction(mut self, policy: CompactionPolicy) -> Self {
         self.policy = Some(policy);
-        self.repository = Some(repository);
         self
     }
 
@@ -194,7 +187,7 @@ impl SessionMemory {
     pub async fn prepare(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         system_prompt: &str,
     ) -> Result<Vec<Message>, SessionError> {
         if self.initial_summarization {
@@ -227,7 +220,7 @@ impl SessionMemory {
             (Some(s), SummaryInjection::Facts) => {
                 out.push(Message::system(format!(
                     "{system_prompt}\n\n{}",
-                    facts_block(session_id, s)
+                    facts_block(session_id.as_str(), s)
                 )));
             }
             (Some(s), SummaryInjection::SyntheticTurn) => {
@@ -265,7 +258,7 @@ impl SessionMemory {
     pub async fn record(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         message: Message,
     ) -> Result<AppendOutcome, SessionError> {
         self.record_event(owner, session_id, SessionEvent::new(message))
@@ -276,22 +269,19 @@ impl SessionMemory {
     pub async fn record_event(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         event: SessionEvent,
     ) -> Result<AppendOutcome, SessionError> {
         let out = self
             .service
             .append_events(owner, session_id, vec![event])
             .await?;
-        if let (Some(policy), Some(repo)) = (&self.policy, &self.repository) {
+        if let Some(policy) = &self.policy {
             if out.written > 0 {
-                let id = SessionId::new(session_id)?;
                 let factor = self.calibration.factor(session_id, None).unwrap_or(1.0);
-                if let Err(e) = policy
-                    .maybe_compact_calibrated(repo.as_ref(), &id, factor)
-                    .await
-                {
-                    tracing::warn!(session_id, error = %session_core::ErrorReport(&e), "compaction failed; the context is unchanged");
+                let compactor = policy.clone().when_triggered().calibrated(factor);
+                if let Err(e) = self.service.compact(owner, session_id, &compactor).await {
+                    tracing::warn!(%session_id, error = %session_core::ErrorReport(&e), "compaction failed; the context is unchanged");
                 }
             }
         }
@@ -304,7 +294,7 @@ impl SessionMemory {
     pub async fn call_model<T, E, F, Fut>(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         system_prompt: &str,
         mut call: F,
         is_context_length: impl Fn(&E) -> bool,
@@ -316,13 +306,15 @@ impl SessionMemory {
         let messages = self.prepare(owner, session_id, system_prompt).await?;
         match call(messages).await {
             Err(e) if is_context_length(&e) => {
-                let (Some(policy), Some(repo)) = (&self.policy, &self.repository) else {
+                let Some(policy) = &self.policy else {
                     return Ok(Err(e));
                 };
-                // The owner check already passed in `prepare`.
-                let id = SessionId::new(session_id)?;
-                let outcome = policy.compact_now(repo.as_ref(), &id).await?;
-                if matches!(outcome, CompactionOutcome::NotNeeded { .. }) {
+                if !self
+                    .service
+                    .compact(owner, session_id, policy)
+                    .await?
+                    .compacted
+                {
                     return Ok(Err(e));
                 }
                 let messages = self.prepare(owner, session_id, system_prompt).await?;
@@ -361,55 +353,6 @@ fn xml_escape(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
-}
-
-/// Removes assistant tool calls that lack any of their results (and those
-/// partial results), tool results whose call is missing, and calls whose
-/// ids `drop` selects (with their results): what a chat-completions API
-/// would reject or what the caller asked to leave out.
-pub fn remove_unpaired_tool_calls(
-    messages: Vec<Message>,
-    drop: impl Fn(&str) -> bool,
-) -> Vec<Message> {
-    let results: HashSet<&str> = messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut dropped_calls: HashSet<String> = HashSet::new();
-    let mut kept_calls: HashSet<String> = HashSet::new();
-    for m in &messages {
-        let calls = m.tool_calls();
-        if calls.is_empty() {
-            continue;
-        }
-        let complete = calls
-            .iter()
-            .all(|c| results.contains(c.id.as_str()) && !drop(&c.id));
-        for c in calls {
-            if complete {
-                kept_calls.insert(c.id.clone());
-            } else {
-                dropped_calls.insert(c.id.clone());
-            }
-        }
-    }
-    messages
-        .into_iter()
-        .filter(|m| match m {
-            Message::Tool { tool_call_id, .. } => {
-                kept_calls.contains(tool_call_id)
-                    && !dropped_calls.contains(tool_call_id)
-                    && !drop(tool_call_id)
-            }
-            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-                tool_calls.iter().all(|c| kept_calls.contains(&c.id))
-            }
-            _ => true,
-        })
-        .collect()
 }
 
 #[cfg(test)]

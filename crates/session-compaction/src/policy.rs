@@ -158,6 +158,17 @@ impl CompactionPolicy {
         factor: f64,
     ) -> Result<CompactionOutcome, CompactionError> {
         let session = repository.get(session_id).await?;
+        self.if_triggered(repository, session, factor).await
+    }
+
+    /// Compacts `session` if the trigger fires for its context's token
+    /// count scaled by `factor`.
+    pub(crate) async fn if_triggered(
+        &self,
+        repository: &dyn SessionRepository,
+        session: Session,
+        factor: f64,
+    ) -> Result<CompactionOutcome, CompactionError> {
         let tokens = crate::calibration::scale(session.context_tokens, factor);
         if !self.trigger.needs_events() && !self.trigger.fires(tokens, 0, 0) {
             return Ok(CompactionOutcome::NotNeeded {
@@ -206,7 +217,7 @@ impl CompactionPolicy {
         }
     }
 
-    async fn run(
+    pub(crate) async fn run(
         &self,
         repository: &dyn SessionRepository,
         mut session: Session,
@@ -291,6 +302,8 @@ impl CompactionPolicy {
             .replace_context(&request.session.id, context, read_version)
             .await?;
         if replaced {
+            // A successful replace bumps the version by exactly one.
+            result.version = Some(session_core::next_version(read_version)?);
             tracing::info!(
                 session_id = %request.session.id,
                 strategy = self.strategy.name(),

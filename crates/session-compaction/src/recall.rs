@@ -7,7 +7,7 @@ use chrono::SecondsFormat;
 use serde::Serialize;
 use serde_json::{json, Value};
 use session_core::{
-    Owner, Page, SearchHit, SearchQuery, SessionError, SessionService, DEFAULT_PAGE_SIZE,
+    Owner, Page, SearchHit, SearchQuery, SessionError, SessionId, SessionService, DEFAULT_PAGE_SIZE,
 };
 
 /// Exactly what the tools answer when nothing matches.
@@ -19,7 +19,7 @@ pub struct ToolContext {
     /// The caller.
     pub owner: Owner,
     /// The session the agent is in.
-    pub session_id: String,
+    pub session_id: SessionId,
 }
 
 /// The arguments the tools accept.
@@ -173,8 +173,8 @@ impl ConversationSearch {
     /// Runs a call: the JSON array of `{timestamp, type, text}`, or exactly `No results found.`.
     pub async fn call(&self, ctx: &ToolContext, arguments: &Value) -> Result<String, SessionError> {
         let args = SearchArgs::parse(arguments)?;
-        let query =
-            SearchQuery::in_session(&ctx.session_id, args.query).page(args.page, self.page_size);
+        let query = SearchQuery::in_session(ctx.session_id.as_str(), args.query)
+            .page(args.page, self.page_size);
         let page = self.service.search(&ctx.owner, &query).await?;
         Ok(render(&page, false))
     }
@@ -230,8 +230,12 @@ impl CrossSessionSearch {
     /// Runs a call: the JSON array of `{timestamp, type, text, session_id}`, or `No results found.`.
     pub async fn call(&self, arguments: &Value) -> Result<String, SessionError> {
         let args = SearchArgs::parse(arguments)?;
-        let query = SearchQuery::for_user(&self.owner.app, &self.owner.user_id, args.query)
-            .page(args.page, self.page_size);
+        let query = SearchQuery::for_user(
+            self.owner.app.as_str(),
+            self.owner.user.as_str(),
+            args.query,
+        )
+        .page(args.page, self.page_size);
         let page = self.service.search(&self.owner, &query).await?;
         Ok(render(&page, true))
     }

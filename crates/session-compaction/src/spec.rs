@@ -1,14 +1,16 @@
-//! A compaction asked for by name and parameters (the server's and the
-//! Python package's `compact`): which strategy, with what, and what it did.
+//! A compaction asked for by name and parameters (what every face's
+//! `compact` takes): which strategy, with what, when and with which
+//! summarizer; [`StrategySpec::compactor`] turns it into the
+//! [`Compactor`] the service runs.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use session_core::{SessionError, SessionId, SessionRepository};
+use session_core::{Compactor, SessionError};
 
 use crate::{
-    CompactionError, CompactionOutcome, CompactionPolicy, CompactionStrategy, ExtractiveSummarizer,
-    RecursiveSummarization, SlidingWindow, TokenBudget, ToolResultClearing, Trigger, TurnWindow,
+    CompactionError, CompactionPolicy, CompactionStrategy, RecursiveSummarization, SlidingWindow,
+    StructuredSummary, SummarizerChoice, TokenBudget, ToolResultClearing, Trigger, TurnWindow,
 };
 
 /// Which strategy compacts.
@@ -22,23 +24,35 @@ pub enum StrategyName {
     TurnWindow,
     /// Keep the newest events within `max_tokens`.
     TokenBudget,
-    /// Summarize all but the last `keep` turns into a summary turn.
+    /// Summarize all but the last `keep` turns (or `keep_messages`
+    /// messages) into a summary turn.
     Summarize,
+    /// Summarize as [`Self::Summarize`] does, into the seeds' JSON summary schema.
+    StructuredSummary,
     /// Clear the text of old tool results, keeping the last `keep`.
     ToolResultClearing,
 }
 
-/// A strategy and its parameters.
+/// The messages a summarizing strategy keeps verbatim when the spec names
+/// neither `keep` nor `keep_messages` (Open Astra's ten): a long tool loop
+/// inside one turn compacts too.
+pub const DEFAULT_KEEP_MESSAGES: usize = 10;
+
+/// A strategy, its parameters, and optionally its trigger and summarizer.
 ///
 /// ```
 /// use session_compaction::{StrategyName, StrategySpec};
 /// let spec: StrategySpec = serde_json::from_str(r#"{"strategy": "summarize", "keep": 2}"#).unwrap();
 /// assert_eq!(spec.strategy, StrategyName::Summarize);
-/// assert!(spec.build().is_ok());
+/// assert!(spec.compactor().is_ok());
 /// let bad: StrategySpec = serde_json::from_str(r#"{"strategy": "sliding_window"}"#).unwrap();
-/// assert!(bad.build().is_err(), "max_events is needed");
+/// assert!(bad.compactor().is_err(), "max_events is needed");
+/// let when: StrategySpec = serde_json::from_str(
+///     r#"{"strategy": "token_budget", "max_tokens": 4000, "trigger": {"tokens": 8000}}"#,
+/// ).unwrap();
+/// assert!(when.compactor().is_ok());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StrategySpec {
@@ -53,32 +67,94 @@ pub struct StrategySpec {
     /// `token_budget`: tokens the context may hold.
     #[serde(default)]
     pub max_tokens: Option<u64>,
-    /// `summarize`: turns kept verbatim (default 2); `tool_result_clearing`:
-    /// tool results kept (default 3).
+    /// `summarize`, `structured_summary`: turns kept verbatim;
+    /// `tool_result_clearing`: tool results kept (default 3).
     #[serde(default)]
     pub keep: Option<usize>,
+    /// `summarize`, `structured_summary`: messages kept verbatim instead
+    /// of whole turns (default 10 when `keep` is absent too).
+    #[serde(default)]
+    pub keep_messages: Option<usize>,
+    /// Compact only when this fires (default: now, whatever the context holds).
+    #[serde(default)]
+    pub trigger: Option<TriggerSpec>,
+    /// `extractive` (default: offline, deterministic) or `openai:MODEL`
+    /// (an OpenAI-compatible endpoint: `OPENAI_BASE_URL`, `OPENAI_API_KEY`).
+    #[serde(default)]
+    pub summarizer: Option<String>,
 }
 
-/// What a compaction did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// When a compaction runs: it fires when any of the limits given is reached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Compacted {
-    /// Whether the context changed.
-    pub compacted: bool,
-    /// Why not, when it did not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Context events before.
-    pub events_before: usize,
-    /// Context events after.
-    pub events_after: usize,
-    /// Context tokens before.
-    pub tokens_before: u64,
-    /// Context tokens after.
-    pub tokens_after: u64,
-    /// The summary written, for `summarize`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
+#[serde(default, deny_unknown_fields)]
+pub struct TriggerSpec {
+    /// Turns in the context.
+    pub turns: Option<usize>,
+    /// Tokens in the context.
+    pub tokens: Option<u64>,
+    /// Events in the context.
+    pub events: Option<usize>,
+    /// Agent runs (invocations) in the context.
+    pub invocations: Option<usize>,
+    /// A model's context window in tokens: fires at `fraction` of it.
+    pub context_window: Option<u64>,
+    /// The share of `context_window` that fires (default 0.7).
+    pub fraction: Option<f64>,
+}
+
+impl TriggerSpec {
+    /// The trigger; `InvalidInput` for a zero limit, a fraction outside
+    /// (0, 1], or no limit at all.
+    pub fn build(&self) -> Result<Trigger, CompactionError> {
+        let mut any = Vec::new();
+        if let Some(n) = self.turns {
+            any.push(Trigger::turn_count(n)?);
+        }
+        if let Some(n) = self.tokens {
+            any.push(Trigger::token_count(n)?);
+        }
+        if let Some(n) = self.events {
+            any.push(Trigger::event_count(n)?);
+        }
+        if let Some(n) = self.invocations {
+            any.push(Trigger::InvocationCount(crate::strategy::at_least_one(
+                "invocations",
+                n,
+            )?));
+        }
+        match (self.context_window, self.fraction) {
+            (Some(window), fraction) => {
+                any.push(Trigger::fraction_of(window, fraction.unwrap_or(0.7))?);
+            }
+            (None, Some(_)) => {
+                return Err(CompactionError::invalid(
+                    "fraction",
+                    "needs context_window, the model's context in tokens",
+                ))
+            }
+            (None, None) => {}
+        }
+        match any.len() {
+            0 => Err(CompactionError::invalid(
+                "trigger",
+                "names no limit: give turns, tokens, events, invocations or context_window",
+            )),
+            1 => Ok(any.remove(0)),
+            _ => Trigger::any(any),
+        }
+    }
+}
+
+/// The compaction a face runs when its caller names none: what
+/// `{"strategy": "summarize"}` means (the offline summarizer, the
+/// [`DEFAULT_KEEP_MESSAGES`] newest messages kept verbatim), now.
+pub fn default_compactor() -> Arc<dyn Compactor> {
+    let summarizer = Arc::new(crate::ExtractiveSummarizer::new());
+    Arc::new(CompactionPolicy::new(
+        Trigger::TurnCount(0),
+        Arc::new(RecursiveSummarization::open_astra(summarizer)),
+    ))
 }
 
 fn needed<T>(value: Option<T>, field: &str) -> Result<T, SessionError> {
@@ -95,70 +171,75 @@ pub fn session_error(e: CompactionError) -> SessionError {
 }
 
 impl StrategySpec {
-    /// The strategy, offline (the extractive summarizer for `summarize`);
-    /// `InvalidInput` naming a parameter the strategy needs and lacks.
+    /// A spec of `strategy` with no parameters yet.
+    pub fn new(strategy: StrategyName) -> Self {
+        Self {
+            strategy,
+            max_events: None,
+            max_turns: None,
+            max_tokens: None,
+            keep: None,
+            keep_messages: None,
+            trigger: None,
+            summarizer: None,
+        }
+    }
+
+    /// The strategy; `InvalidInput` naming a parameter the strategy needs
+    /// and lacks, or a zero one.
     pub fn build(&self) -> Result<Arc<dyn CompactionStrategy>, SessionError> {
+        let summarizer = || -> Result<_, SessionError> {
+            let choice: SummarizerChoice = match &self.summarizer {
+                Some(text) => text.parse().map_err(session_error)?,
+                None => SummarizerChoice::Extractive,
+            };
+            Ok(choice.build())
+        };
+        let keep_messages = match (self.keep, self.keep_messages) {
+            (None, None) => Some(DEFAULT_KEEP_MESSAGES),
+            (_, messages) => messages,
+        };
         Ok(match self.strategy {
-            StrategyName::SlidingWindow => Arc::new(SlidingWindow {
-                max_events: needed(self.max_events, "max_events")?,
-            }),
-            StrategyName::TurnWindow => Arc::new(TurnWindow {
-                max_turns: needed(self.max_turns, "max_turns")?,
-            }),
-            StrategyName::TokenBudget => Arc::new(TokenBudget {
-                max_tokens: needed(self.max_tokens, "max_tokens")?,
-            }),
-            StrategyName::Summarize => Arc::new(RecursiveSummarization::new(
-                self.keep.unwrap_or(2),
-                Arc::new(ExtractiveSummarizer::default()),
-            )),
-            StrategyName::ToolResultClearing => Arc::new(ToolResultClearing {
-                keep_last: self.keep.unwrap_or(3),
-                ..Default::default()
-            }),
+            StrategyName::SlidingWindow => Arc::new(
+                SlidingWindow::new(needed(self.max_events, "max_events")?)
+                    .map_err(session_error)?,
+            ),
+            StrategyName::TurnWindow => Arc::new(
+                TurnWindow::new(needed(self.max_turns, "max_turns")?).map_err(session_error)?,
+            ),
+            StrategyName::TokenBudget => Arc::new(
+                TokenBudget::new(needed(self.max_tokens, "max_tokens")?).map_err(session_error)?,
+            ),
+            StrategyName::Summarize => {
+                let s = RecursiveSummarization::new(self.keep.unwrap_or(0), summarizer()?);
+                Arc::new(match keep_messages {
+                    Some(n) => s.with_keep_recent_messages(n).map_err(session_error)?,
+                    None => s,
+                })
+            }
+            StrategyName::StructuredSummary => {
+                let s = StructuredSummary::new(self.keep.unwrap_or(0), summarizer()?);
+                Arc::new(match keep_messages {
+                    Some(n) => s.with_keep_recent_messages(n).map_err(session_error)?,
+                    None => s,
+                })
+            }
+            StrategyName::ToolResultClearing => {
+                Arc::new(ToolResultClearing::new(self.keep.unwrap_or(3)).map_err(session_error)?)
+            }
         })
     }
 
-    /// Compacts session `id` now with this strategy. A writer that got in
-    /// between is a `Conflict` (nothing changed); nothing to compact is
-    /// `compacted: false` with the reason.
-    pub async fn compact_now(
-        &self,
-        repo: &dyn SessionRepository,
-        id: &SessionId,
-    ) -> Result<Compacted, SessionError> {
-        let policy = CompactionPolicy::new(Trigger::TurnCount(0), self.build()?);
-        let outcome = policy.compact_now(repo, id).await.map_err(session_error)?;
-        Ok(match outcome {
-            CompactionOutcome::Compacted(r) => Compacted {
-                compacted: true,
-                reason: None,
-                events_before: r.metrics.events_before,
-                events_after: r.metrics.events_after,
-                tokens_before: r.metrics.tokens_before,
-                tokens_after: r.metrics.tokens_after,
-                summary: r.summary,
-            },
-            CompactionOutcome::LostRace { read_version } => {
-                let actual = repo.event_version(id).await?;
-                return Err(SessionError::Conflict {
-                    id: id.to_string(),
-                    expected: read_version,
-                    actual,
-                });
-            }
-            CompactionOutcome::NotNeeded { reason } => {
-                let tokens = repo.get(id).await?.context_tokens;
-                Compacted {
-                    compacted: false,
-                    reason: Some(reason),
-                    events_before: 0,
-                    events_after: 0,
-                    tokens_before: tokens,
-                    tokens_after: tokens,
-                    summary: None,
-                }
-            }
+    /// What the service runs for this spec (`SessionService::compact`):
+    /// the strategy now, or only when the spec's trigger fires.
+    pub fn compactor(&self) -> Result<Arc<dyn Compactor>, SessionError> {
+        let strategy = self.build()?;
+        Ok(match &self.trigger {
+            None => Arc::new(CompactionPolicy::new(Trigger::TurnCount(0), strategy)),
+            Some(trigger) => Arc::new(
+                CompactionPolicy::new(trigger.build().map_err(session_error)?, strategy)
+                    .when_triggered(),
+            ),
         })
     }
 }

@@ -68,6 +68,9 @@ pub struct CompactionResult {
     pub notice: Option<CompactionNotice>,
     /// When the strategy changed nothing: why.
     pub unchanged_because: Option<String>,
+    /// The session's version once [`crate::CompactionPolicy`] swapped this
+    /// context in (`None` until then).
+    pub version: Option<u64>,
 }
 
 /// What one compaction did: the policy returns it in the outcome and
@@ -118,6 +121,7 @@ impl CompactionResult {
             metrics,
             notice: None,
             unchanged_because: None,
+            version: None,
         }
     }
 

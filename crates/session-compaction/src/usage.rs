@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use session_core::{
     AppendOutcome, EventFilter, Message, ModelUsage, Owner, Role, SessionError, SessionEvent,
-    TokenEstimator, UsageReport,
+    SessionId, TokenEstimator, UsageReport,
 };
 
 use crate::calibration::{UsageCalibration, MAX_SESSIONS};
@@ -55,7 +55,7 @@ impl SessionMemory {
         &self.calibration
     }
 
-    pub(crate) fn remember_prompt(&self, session_id: &str, messages: &[Message]) {
+    pub(crate) fn remember_prompt(&self, session_id: &SessionId, messages: &[Message]) {
         let estimated = self.count(messages);
         let mut log = self
             .prompts
@@ -66,7 +66,7 @@ impl SessionMemory {
             log.last_estimate.clear();
             log.loaded.clear();
         }
-        log.last_estimate.insert(session_id.to_owned(), estimated);
+        log.last_estimate.insert(session_id.to_string(), estimated);
     }
 
     fn count(&self, messages: &[Message]) -> u64 {
@@ -84,7 +84,7 @@ impl SessionMemory {
     pub async fn record_answer(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         answer: SessionEvent,
         usage: ModelUsage,
     ) -> Result<AppendOutcome, SessionError> {
@@ -101,19 +101,23 @@ impl SessionMemory {
         self.record_event(owner, session_id, answer).await
     }
 
-    fn last_estimate(&self, session_id: &str) -> Option<u64> {
+    fn last_estimate(&self, session_id: &SessionId) -> Option<u64> {
         self.prompts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .last_estimate
-            .get(session_id)
+            .get(session_id.as_str())
             .copied()
     }
 
     /// Teaches the calibration the usage stored in the session's recent
     /// answers, once per session and process (a restarted agent keeps its
     /// calibration).
-    async fn load_calibration(&self, owner: &Owner, session_id: &str) -> Result<(), SessionError> {
+    async fn load_calibration(
+        &self,
+        owner: &Owner,
+        session_id: &SessionId,
+    ) -> Result<(), SessionError> {
         let first = {
             let mut log = self
                 .prompts
@@ -122,7 +126,7 @@ impl SessionMemory {
             if log.loaded.len() >= MAX_SESSIONS {
                 log.loaded.clear();
             }
-            log.loaded.insert(session_id.to_owned())
+            log.loaded.insert(session_id.to_string())
         };
         if !first || self.calibration.knows(session_id) {
             return Ok(());
@@ -154,7 +158,7 @@ impl SessionMemory {
     pub async fn estimate_prompt(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
         messages: &[Message],
     ) -> Result<PromptEstimate, SessionError> {
         self.load_calibration(owner, session_id).await?;
@@ -180,7 +184,7 @@ impl SessionMemory {
     pub async fn usage(
         &self,
         owner: &Owner,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<UsageReport, SessionError> {
         self.service.usage(owner, session_id).await
     }

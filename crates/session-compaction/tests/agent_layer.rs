@@ -26,12 +26,7 @@ fn world() -> World {
 
 async fn session(w: &World, owner: &Owner) -> SessionId {
     w.service
-        .create(
-            CreateSessionRequest::builder(&owner.user_id)
-                .app(&owner.app)
-                .build()
-                .unwrap(),
-        )
+        .create(CreateSessionRequest::for_owner(owner).build().unwrap())
         .await
         .unwrap()
         .id
@@ -40,7 +35,7 @@ async fn session(w: &World, owner: &Owner) -> SessionId {
 #[tokio::test]
 async fn conversation_search_returns_oldest_first_json_or_no_results() {
     let w = world();
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let id = session(&w, &alice).await;
     let t0 = chrono::DateTime::parse_from_rfc3339("2025-06-01T12:00:00Z")
         .unwrap()
@@ -60,7 +55,7 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     let tool = ConversationSearch::new(w.service.clone());
     let ctx = ToolContext {
         owner: alice.clone(),
-        session_id: id.to_string(),
+        session_id: id.clone(),
     };
     let out = tool
         .call(
@@ -110,8 +105,8 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
     );
     // Another user's call context sees nothing.
     let mallory = ToolContext {
-        owner: Owner::user("mallory"),
-        session_id: id.to_string(),
+        owner: Owner::user("mallory").unwrap(),
+        session_id: id.clone(),
     };
     assert!(tool
         .call(&mallory, &json!({"query": "spring"}))
@@ -122,10 +117,10 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
 #[tokio::test]
 async fn summaries_are_searchable_and_cross_session_search_names_sessions() {
     let w = world();
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let a = session(&w, &alice).await;
     let b = session(&w, &alice).await;
-    let bob_s = session(&w, &Owner::user("bob")).await;
+    let bob_s = session(&w, &Owner::user("bob").unwrap()).await;
     w.service
         .append_message(&alice, &a, Message::user("my locker is 42"))
         .await
@@ -140,7 +135,11 @@ async fn summaries_are_searchable_and_cross_session_search_names_sessions() {
         .await
         .unwrap();
     w.service
-        .append_message(&Owner::user("bob"), &bob_s, Message::user("locker 7"))
+        .append_message(
+            &Owner::user("bob").unwrap(),
+            &bob_s,
+            Message::user("locker 7"),
+        )
         .await
         .unwrap();
     let tool = CrossSessionSearch::new(w.service.clone(), alice.clone());
@@ -184,7 +183,7 @@ async fn summaries_are_searchable_and_cross_session_search_names_sessions() {
 #[tokio::test]
 async fn memory_assembles_summary_history_and_clean_tool_calls() {
     let w = world();
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let id = session(&w, &alice).await;
     let memory = SessionMemory::new(w.service.clone()).with_fetch_size(4);
     for i in 0..3 {
@@ -260,7 +259,7 @@ async fn memory_assembles_summary_history_and_clean_tool_calls() {
 #[tokio::test]
 async fn failed_tool_calls_can_be_dropped() {
     let w = world();
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let id = session(&w, &alice).await;
     let memory = SessionMemory::new(w.service.clone()).drop_failed_tool_calls(true);
     memory
@@ -292,13 +291,13 @@ async fn failed_tool_calls_can_be_dropped() {
 #[tokio::test]
 async fn memory_runs_compaction_and_retries_once_on_context_length() {
     let w = world();
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let id = session(&w, &alice).await;
     let policy = CompactionPolicy::new(
         Trigger::TurnCount(100),
         Arc::new(TurnWindow { max_turns: 1 }),
     );
-    let memory = SessionMemory::new(w.service.clone()).with_compaction(policy, w.repo.clone());
+    let memory = SessionMemory::new(w.service.clone()).with_compaction(policy);
     for i in 0..5 {
         memory
             .record(&alice, &id, Message::user(format!("q{i}")))

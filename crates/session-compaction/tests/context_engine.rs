@@ -64,7 +64,7 @@ async fn alice_with_turns(
     let repo = InMemoryRepository::new().shared();
     let svc: std::sync::Arc<dyn session_core::SessionService> =
         std::sync::Arc::new(DefaultSessionService::new(repo.clone()));
-    let owner = Owner::user("alice");
+    let owner = Owner::user("alice").unwrap();
     let s = svc
         .create(CreateSessionRequest::builder("alice").build().unwrap())
         .await
@@ -315,7 +315,7 @@ async fn rewind_after_compaction_brings_back_what_the_summary_replaced() {
     use std::sync::Arc;
     let repo = InMemoryRepository::new().shared();
     let svc = DefaultSessionService::new(repo.clone());
-    let owner = Owner::user("alice");
+    let owner = Owner::user("alice").unwrap();
     let s = svc
         .create(CreateSessionRequest::builder("alice").build().unwrap())
         .await
@@ -337,7 +337,13 @@ async fn rewind_after_compaction_brings_back_what_the_summary_replaced() {
         outcome,
         session_compaction::CompactionOutcome::Compacted(_)
     ));
-    svc.rewind(&owner, &s.id, "i3").await.unwrap();
+    svc.rewind(
+        &owner,
+        &s.id,
+        &session_core::RewindTo::before_invocation("i3").unwrap(),
+    )
+    .await
+    .unwrap();
     let texts: Vec<String> = svc
         .messages(&owner, &s.id)
         .await
@@ -400,11 +406,11 @@ async fn the_compact_context_tool_compacts_the_callers_session_and_records_a_not
             Arc::new(ExtractiveSummarizer::new()),
         )),
     );
-    let tool = CompactContext::new(svc.clone(), repo.clone(), policy);
+    let tool = CompactContext::new(svc.clone(), policy);
     assert_eq!(tool.definition()["function"]["name"], "compact_context");
     let ctx = ToolContext {
         owner: owner.clone(),
-        session_id: s.id.to_string(),
+        session_id: s.id.clone(),
     };
     let answer: serde_json::Value = serde_json::from_str(
         &tool
@@ -422,8 +428,8 @@ async fn the_compact_context_tool_compacts_the_callers_session_and_records_a_not
     assert_eq!(notice["trigger"], "requested");
     assert_eq!(notice["events_archived"], 6);
     let stranger = ToolContext {
-        owner: Owner::user("mallory"),
-        session_id: s.id.to_string(),
+        owner: Owner::user("mallory").unwrap(),
+        session_id: s.id.clone(),
     };
     let err = tool
         .call(&stranger, &serde_json::json!({}))
@@ -614,7 +620,7 @@ async fn every_n_invocations_compacts_on_schedule() {
         CompactionPolicy::every_invocations(0, 1, Arc::new(ExtractiveSummarizer::new())).is_err()
     );
     let svc = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
-    let owner = Owner::user("alice");
+    let owner = Owner::user("alice").unwrap();
     let s = svc
         .create(CreateSessionRequest::builder("alice").build().unwrap())
         .await
@@ -708,7 +714,7 @@ async fn initial_summarization_runs_before_the_first_call_once() {
     let policy =
         CompactionPolicy::new(Trigger::TurnCount(5), Arc::new(TurnWindow::new(2).unwrap()));
     let memory = SessionMemory::new(svc.clone())
-        .with_compaction(policy, repo.clone())
+        .with_compaction(policy)
         .with_initial_summarization();
     let messages = memory
         .prepare(&owner, &s.id, "You are helpful.")

@@ -136,9 +136,9 @@ async fn the_flush_turn_runs_once_before_the_summarizer_even_across_a_lost_race(
     );
     let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
     let memory = SessionMemory::new(service.clone())
-        .with_compaction(policy, repo.clone())
+        .with_compaction(policy)
         .with_flush_turn(model.clone(), notes.clone());
-    let alice = Owner::user("alice");
+    let alice = Owner::user("alice").unwrap();
     let s = service
         .create(CreateSessionRequest::builder("alice").build().unwrap())
         .await

@@ -18,7 +18,7 @@ use session_core::{
 };
 
 fn owner() -> Owner {
-    Owner::user("alice")
+    Owner::user("alice").unwrap()
 }
 
 async fn setup(
@@ -33,7 +33,7 @@ async fn setup(
     (svc, repo, s.id)
 }
 
-async fn turn(svc: &DefaultSessionService, id: &str, i: usize) {
+async fn turn(svc: &DefaultSessionService, id: &session_core::SessionId, i: usize) {
     svc.append_message(&owner(), id, Message::user(format!("question {i}")))
         .await
         .unwrap();

@@ -87,7 +87,7 @@ async fn reachable(repo: &dyn SessionRepository, id: &SessionId, fact: &str) -> 
 async fn run(turns: usize, compactions: &[Option<u8>]) -> (Arc<dyn SessionRepository>, SessionId) {
     let repo = InMemoryRepository::new().shared();
     let svc = DefaultSessionService::new(repo.clone());
-    let owner = Owner::user("alice");
+    let owner = Owner::user("alice").unwrap();
     let s = svc
         .create(CreateSessionRequest::builder("alice").build().unwrap())
         .await

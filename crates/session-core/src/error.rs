@@ -164,6 +164,38 @@ pub enum ErrorKind {
     Unauthorized,
 }
 
+/// Every kind with its wire name.
+const KIND_NAMES: [(ErrorKind, &str); 13] = [
+    (ErrorKind::NotFound, "not_found"),
+    (ErrorKind::AlreadyExists, "already_exists"),
+    (ErrorKind::Expired, "expired"),
+    (ErrorKind::SessionEnded, "session_ended"),
+    (ErrorKind::QuotaExceeded, "quota_exceeded"),
+    (ErrorKind::Conflict, "conflict"),
+    (ErrorKind::InvalidInput, "invalid_input"),
+    (ErrorKind::Unsupported, "unsupported"),
+    (ErrorKind::Backend, "backend"),
+    (ErrorKind::Serialization, "serialization"),
+    (ErrorKind::Unavailable, "unavailable"),
+    (ErrorKind::Encryption, "encryption"),
+    (ErrorKind::Unauthorized, "unauthorized"),
+];
+
+impl ErrorKind {
+    /// The kind's wire name (`not_found`, `conflict`, ...).
+    pub fn as_str(self) -> &'static str {
+        KIND_NAMES
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map_or("backend", |(_, name)| name)
+    }
+
+    /// The kind a wire name names, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        KIND_NAMES.iter().find(|(_, n)| *n == name).map(|(k, _)| *k)
+    }
+}
+
 impl From<std::convert::Infallible> for SessionError {
     fn from(never: std::convert::Infallible) -> Self {
         match never {}

@@ -2,6 +2,7 @@
 
 mod blocking;
 mod clock;
+mod context;
 mod context_log;
 mod error;
 mod event;
@@ -13,11 +14,9 @@ pub mod layer;
 mod memory;
 mod message;
 pub mod plan;
-mod problem;
 /// The time-zone crate `ResetPolicy::daily_at` takes its zones from.
 pub use jiff;
 pub use plan::RewindTo;
-pub use problem::{Problem, PROBLEM_CONTENT_TYPE};
 mod repository;
 mod resolution_key;
 pub mod retention;
@@ -29,10 +28,10 @@ mod tokens;
 mod url;
 mod usage;
 mod validate;
-pub mod wire;
 
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
+pub use context::{model_context, pinned_first, remove_unpaired_tool_calls, ContextOptions};
 pub use context_log::{ContextChange, ContextExit, ContextLog};
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
@@ -60,16 +59,16 @@ pub use search::{
     SearchQuery, SearchScope, TrigramIndex,
 };
 pub use service::{
-    failed_tool_call_ids, AppendHook, CreateSessionRequest, CreateSessionRequestBuilder,
-    DailyReset, DefaultSessionService, DropFailedToolCalls, DropSystemPrompts, Expiry,
-    FilterAction, FilterFn, FilteredEvent, Owner, PersistFilter, ResetPolicy, ResolveRequest,
-    Resolved, SessionService, Verdict, TOOL_ERROR_KEY,
+    failed_tool_call_ids, AppendHook, Compacted, Compactor, CreateSessionRequest,
+    CreateSessionRequestBuilder, DailyReset, DefaultSessionService, DropFailedToolCalls,
+    DropSystemPrompts, Expiry, FilterAction, FilterFn, FilteredEvent, Owner, PersistFilter,
+    ResetPolicy, ResolveRequest, Resolved, Rewound, SessionService, Verdict, TOOL_ERROR_KEY,
 };
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, ENCRYPTION_RECORD,
     GROUP_USER,
 };
-pub use state::{SharedDelta, SharedState, StateMap, StateScope};
+pub use state::{ScopedState, SharedDelta, SharedState, StateMap, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
 pub use url::{limits_from_url, split_url_query, QUOTA_PARAMS};
 pub use usage::{ModelUsage, UsageReport, UsageTotals, USAGE_KEY};

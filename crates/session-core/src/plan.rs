@@ -357,6 +357,11 @@ pub enum RewindTo {
 }
 
 impl RewindTo {
+    /// Before the first event of invocation `id`; `InvalidInput` for an invalid id.
+    pub fn before_invocation(id: impl Into<String>) -> crate::Result<Self> {
+        Ok(Self::Invocation(InvocationId::new(id)?))
+    }
+
     /// The invocation, when rewinding to one.
     pub fn invocation(&self) -> Option<&InvocationId> {
         match self {

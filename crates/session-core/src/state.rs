@@ -169,6 +169,25 @@ pub struct SharedState {
     pub user: StateMap,
 }
 
+/// A session's state, one map per scope, and the session's version: what
+/// [`crate::SessionService::state`] answers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ScopedState {
+    /// The session's own keys.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub session: StateMap,
+    /// The owner's `user:` keys in the app.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub user: StateMap,
+    /// The app's `app:` keys.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub app: StateMap,
+    /// The session's version (the HTTP routes answer it as the `ETag`).
+    #[serde(default)]
+    pub version: u64,
+}
+
 /// Applies `delta` to `target`: each key is set, and a `null` value removes it.
 pub fn apply_delta(target: &mut StateMap, delta: &StateMap) {
     for (k, v) in delta {

@@ -15,13 +15,12 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use session_core::{DefaultSessionService, InMemoryRepository, Owner, SessionRepository};
+//! use session_core::{DefaultSessionService, InMemoryRepository, Owner};
 //! use session_mcp::SessionTools;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
-//! let service = Arc::new(DefaultSessionService::new(repo.clone()));
-//! let tools = SessionTools::for_owner(service, repo, Owner::new("support", "ada"));
+//! let service = Arc::new(DefaultSessionService::new(InMemoryRepository::new().shared()));
+//! let tools = SessionTools::for_owner(service, Owner::parse("support", "ada")?);
 //! session_mcp::serve_stdio(tools).await?;
 //! # Ok(()) }
 //! ```
@@ -36,11 +35,10 @@ use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData as McpError, Rol
 use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use session_compaction::{
-    CompactContext, CompactionPolicy, ConversationSearch, CrossSessionSearch, ExtractiveSummarizer,
-    RecursiveSummarization, ToolContext, Trigger,
+use session_compaction::{ConversationSearch, CrossSessionSearch, StrategySpec, ToolContext};
+use session_core::{
+    Compactor, ContextOptions, Message, Owner, SessionError, SessionId, SessionService,
 };
-use session_core::{Message, Owner, SessionError, SessionRepository, SessionService};
 use session_server::Caller;
 
 mod http_service;
@@ -60,8 +58,7 @@ enum Scope {
 #[derive(Clone)]
 pub struct SessionTools {
     service: Arc<dyn SessionService>,
-    repo: Arc<dyn SessionRepository>,
-    policy: CompactionPolicy,
+    compactor: Arc<dyn Compactor>,
     scope: Scope,
     tool_router: ToolRouter<Self>,
 }
@@ -113,11 +110,33 @@ pub struct CrossSearchArgs {
     pub owner: OwnerArgs,
 }
 
-/// The arguments of the tools that work on one session.
+/// `get_context`'s arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SessionArgs {
+pub struct ContextArgs {
     /// The session.
     pub session_id: String,
+    /// The branch of the agent asking (`orch.researcher`): it sees root
+    /// events, its ancestors' and its own, not its peers'.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Whose session (when the API key does not fix it).
+    #[serde(flatten)]
+    pub owner: OwnerArgs,
+}
+
+/// `compact_context`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CompactArgs {
+    /// The session.
+    pub session_id: String,
+    /// How to compact, instead of the server's default: `{"strategy":
+    /// "summarize" | "structured_summary" | "sliding_window" | "turn_window" |
+    /// "token_budget" | "tool_result_clearing", its parameters (`keep`,
+    /// `keep_messages`, `max_events`, `max_turns`, `max_tokens`), and
+    /// optionally `trigger` ({"tokens": n, ...}) and `summarizer`
+    /// ("extractive" or "openai:MODEL")}`.
+    #[serde(default)]
+    pub spec: Option<Value>,
     /// Whose session (when the API key does not fix it).
     #[serde(flatten)]
     pub owner: OwnerArgs,
@@ -165,45 +184,30 @@ fn answer(result: Result<String, SessionError>) -> CallToolResult {
 }
 
 impl SessionTools {
-    fn new(
-        service: Arc<dyn SessionService>,
-        repo: Arc<dyn SessionRepository>,
-        scope: Scope,
-    ) -> Self {
-        let policy = CompactionPolicy::new(
-            Trigger::TurnCount(0),
-            Arc::new(RecursiveSummarization::new(
-                2,
-                Arc::new(ExtractiveSummarizer::default()),
-            )),
-        );
+    fn new(service: Arc<dyn SessionService>, scope: Scope) -> Self {
         Self {
             service,
-            repo,
-            policy,
+            compactor: session_compaction::default_compactor(),
             scope,
             tool_router: Self::tool_router(),
         }
     }
 
     /// Tools acting for `owner` only (stdio).
-    pub fn for_owner(
-        service: Arc<dyn SessionService>,
-        repo: Arc<dyn SessionRepository>,
-        owner: Owner,
-    ) -> Self {
-        Self::new(service, repo, Scope::Fixed(owner))
+    pub fn for_owner(service: Arc<dyn SessionService>, owner: Owner) -> Self {
+        Self::new(service, Scope::Fixed(owner))
     }
 
     /// Tools acting for whom each request's [`Caller`] may act for (HTTP).
-    pub fn per_request(service: Arc<dyn SessionService>, repo: Arc<dyn SessionRepository>) -> Self {
-        Self::new(service, repo, Scope::PerRequest)
+    pub fn per_request(service: Arc<dyn SessionService>) -> Self {
+        Self::new(service, Scope::PerRequest)
     }
 
-    /// Compacts with `policy`'s strategy in `compact_context` (default:
-    /// summarize all but the last 2 turns with the offline summarizer).
-    pub fn with_compaction(mut self, policy: CompactionPolicy) -> Self {
-        self.policy = policy;
+    /// Compacts with `compactor` in `compact_context` when the call names
+    /// no spec (default: `summarize` with the offline summarizer, keeping
+    /// the newest messages verbatim).
+    pub fn with_compaction(mut self, compactor: Arc<dyn Compactor>) -> Self {
+        self.compactor = compactor;
         self
     }
 
@@ -223,7 +227,7 @@ impl SessionTools {
         match &self.scope {
             Scope::Fixed(owner) => {
                 let other_app = app.is_some_and(|a| a != owner.app);
-                let other_user = user_id.is_some_and(|u| u != owner.user_id);
+                let other_user = user_id.is_some_and(|u| u != owner.user);
                 if other_app || other_user {
                     return Err(hidden());
                 }
@@ -254,7 +258,7 @@ impl SessionTools {
                 if !caller.may_act_for(&app, &user) {
                     return Err(hidden());
                 }
-                Ok(Owner::new(app, user))
+                Owner::parse(&app, &user)
             }
         }
     }
@@ -277,7 +281,7 @@ impl SessionTools {
             let owner = self.owner(&ctx, &args.owner)?;
             let tool_ctx = ToolContext {
                 owner,
-                session_id: args.session_id,
+                session_id: SessionId::new(args.session_id)?,
             };
             ConversationSearch::new(self.service.clone())
                 .call(&tool_ctx, &json!({"query": args.query, "page": args.page}))
@@ -308,19 +312,24 @@ impl SessionTools {
         Ok(answer(result))
     }
 
-    /// The context as model messages.
+    /// The model-ready context.
     #[tool(
-        description = "Read a conversation's current context as chat messages (the pinned system \
-                       messages first, then the rest in order), as a JSON array."
+        description = "Read a conversation's current context as chat messages, ready for a model \
+                       call (the pinned system messages first, then the rest in order, tool calls \
+                       without their results left out), as a JSON array."
     )]
     async fn get_context(
         &self,
-        Parameters(args): Parameters<SessionArgs>,
+        Parameters(args): Parameters<ContextArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
             let owner = self.owner(&ctx, &args.owner)?;
-            let messages = self.service.messages(&owner, &args.session_id).await?;
+            let id = SessionId::new(args.session_id)?;
+            let options = ContextOptions {
+                branch: args.branch,
+            };
+            let messages = self.service.context(&owner, &id, &options).await?;
             serde_json::to_string(&messages).map_err(|e| SessionError::serialization("context", e))
         }
         .await;
@@ -344,10 +353,8 @@ impl SessionTools {
                 AppendRole::Assistant => Message::assistant(args.content),
                 AppendRole::System => Message::system(args.content),
             };
-            let outcome = self
-                .service
-                .append_message(&owner, &args.session_id, message)
-                .await?;
+            let id = SessionId::new(args.session_id)?;
+            let outcome = self.service.append_message(&owner, &id, message).await?;
             Ok(json!({"seq": outcome.seqs.first(), "version": outcome.version}).to_string())
         }
         .await;
@@ -357,27 +364,26 @@ impl SessionTools {
     /// Compacts the context now.
     #[tool(
         description = "Compact a conversation's context now: older parts leave the context \
-                       (summarized) and stay searchable with conversation_search. Answers what it \
-                       did, or why there was nothing to compact."
+                       (summarized or dropped) and stay searchable with conversation_search. \
+                       Answers what it did ({compacted, strategy, events_before, events_after, \
+                       tokens_before, tokens_after, version}), or why there was nothing to compact."
     )]
     async fn compact_context(
         &self,
-        Parameters(args): Parameters<SessionArgs>,
+        Parameters(args): Parameters<CompactArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
             let owner = self.owner(&ctx, &args.owner)?;
-            let tool_ctx = ToolContext {
-                owner,
-                session_id: args.session_id,
+            let id = SessionId::new(args.session_id)?;
+            let chosen = match args.spec {
+                Some(spec) => serde_json::from_value::<StrategySpec>(spec)
+                    .map_err(|e| SessionError::invalid_because("spec", e.to_string(), e))?
+                    .compactor()?,
+                None => self.compactor.clone(),
             };
-            CompactContext::new(self.service.clone(), self.repo.clone(), self.policy.clone())
-                .call(&tool_ctx, &Value::Null)
-                .await
-                .map_err(|e| match e {
-                    session_compaction::CompactionError::Session(e) => e,
-                    other => SessionError::backend("summarizer", other),
-                })
+            let done = self.service.compact(&owner, &id, chosen.as_ref()).await?;
+            serde_json::to_string(&done).map_err(|e| SessionError::serialization("answer", e))
         }
         .await;
         Ok(answer(result))

@@ -30,7 +30,7 @@ fn text(result: &CallToolResult) -> String {
 async fn an_mcp_client_lists_and_calls_the_session_tools() {
     let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
     let service = Arc::new(DefaultSessionService::new(repo.clone()));
-    let ada = Owner::new("support", "ada");
+    let ada = Owner::parse("support", "ada").unwrap();
     let session = service
         .create(
             CreateSessionRequest::builder("ada")
@@ -40,7 +40,7 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
         )
         .await
         .unwrap();
-    let tools = SessionTools::for_owner(service.clone(), repo, ada);
+    let tools = SessionTools::for_owner(service.clone(), ada);
     let (server_io, client_io) = tokio::io::duplex(64 * 1024);
     let server = tokio::spawn(async move {
         let running = tools.serve(server_io).await.unwrap();
@@ -173,7 +173,7 @@ async fn over_http_each_call_acts_only_for_whom_its_key_allows() {
     let keys = ApiKeys::parse(&format!("{line1}\n{line2}\n")).unwrap();
 
     let server = SessionServer::new(InMemoryRepository::new().shared()).with_api_keys(keys);
-    let tools = SessionTools::per_request(server.service(), server.repository());
+    let tools = SessionTools::per_request(server.service());
     let server = server.with_routes(session_mcp::streamable_http(tools, true));
     let session = server
         .service()

@@ -1,44 +1,33 @@
 //! `POST /v1/apps/{app}/users/{user}/sessions/{id}/compact`: compacts one
-//! session's context now with a strategy and its parameters
-//! ([`StrategySpec`]), offline (the extractive summarizer for
-//! `summarize`); the archive keeps every event.
+//! session's context through the service with a strategy, its parameters,
+//! and optionally its trigger and summarizer ([`StrategySpec`]); the
+//! archive keeps every event.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use session_compaction::{Compacted, StrategySpec};
-use session_core::Problem;
+use session_compaction::StrategySpec;
+use session_core::Compacted;
 
-use crate::owner::{owner, OwnerState};
+use crate::owner_path::{Failure, OwnerState, SessionAt, SessionParams};
 use crate::problem::{etag, json_body, ApiResult};
-use crate::routes::ok;
+use crate::reply::ok;
 
-/// Compacts the session's context now.
-#[utoipa::path(
-    post,
-    path = "/v1/apps/{app}/users/{user}/sessions/{id}/compact",
-    operation_id = "owner_compact",
-    tag = "owner",
-    params(
-        ("app" = String, Path, description = "The app"),
-        ("user" = String, Path, description = "The user"),
-        ("id" = String, Path, description = "The session id")
-    ),
-    request_body = StrategySpec,
+/// Compacts the session's context now (or when the spec's trigger fires).
+#[utoipa::path(post, path = "/v1/apps/{app}/users/{user}/sessions/{id}/compact", operation_id = "owner_compact", tag = "owner",
+    params(SessionParams), request_body = StrategySpec,
     responses(
-        (status = 200, description = "What the compaction did", body = Compacted),
-        (status = 409, description = "Another writer changed the session meanwhile; nothing changed", body = Problem, content_type = "application/problem+json"),
-        (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json")
-    )
-)]
+        (status = 200, description = "What the compaction did", body = Compacted, headers(("ETag" = String, description = "The session's version"))),
+        (status = 409, description = "Another writer kept changing the session; nothing changed", body = session_wire::Problem, content_type = "application/problem+json"),
+        Failure
+    ))]
 pub(crate) async fn compact(
     State(s): State<OwnerState>,
-    Path((app, user, id)): Path<(String, String, String)>,
+    SessionAt(owner, id): SessionAt,
     body: Bytes,
 ) -> ApiResult<Response> {
     let spec: StrategySpec = json_body(&body)?;
-    let session = s.service.get(&owner(&app, &user)?, &id).await?;
-    let answer = spec.compact_now(s.repo.as_ref(), &session.id).await?;
-    let version = s.repo.event_version(&session.id).await?;
-    Ok((etag(version), ok(&answer)).into_response())
+    let compactor = spec.compactor()?;
+    let done = s.service.compact(&owner, &id, compactor.as_ref()).await?;
+    Ok((etag(done.version), ok(&done)).into_response())
 }

@@ -5,7 +5,7 @@
 //! The API follows the store contract ([`SessionRepository`]) call for
 //! call under `/v1` (`docs/server.md` lists the routes); errors are
 //! `application/problem+json` documents carrying the error's kind
-//! ([`session_core::Problem`]); a session's version is its `ETag`, and the
+//! ([`session_wire::Problem`]); a session's version is its `ETag`, and the
 //! compare-and-swap calls take it as `If-Match`. `session-client` is the
 //! remote store that speaks it.
 //!
@@ -39,7 +39,9 @@ mod guard;
 pub mod observe;
 pub mod openapi;
 pub mod owner;
+mod owner_path;
 mod problem;
+mod reply;
 mod routes;
 pub mod state_routes;
 pub mod tls;
@@ -191,9 +193,8 @@ impl SessionServer {
             );
         let store =
             routes::api(self.repo.clone()).route_layer(middleware::from_fn(guard::operator_only));
-        let owners = owner::routes(owner::OwnerState {
+        let owners = owner::routes(owner_path::OwnerState {
             service: self.service.clone(),
-            repo: self.repo.clone(),
         })
         .route_layer(middleware::from_fn(guard::owner_only));
         let mut api = store.merge(owners);

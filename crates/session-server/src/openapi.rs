@@ -54,6 +54,7 @@ use utoipa::{Modify, OpenApi};
         crate::owner::messages,
         crate::owner::replace_context,
         crate::owner::rewind,
+        crate::owner::pop,
         crate::owner::fork,
         crate::owner::usage,
         crate::compact::compact,

@@ -5,7 +5,8 @@ use axum::body::Bytes;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use session_core::{Problem, SessionError, SessionId, PROBLEM_CONTENT_TYPE};
+use session_core::{SessionError, SessionId};
+use session_wire::{Problem, PROBLEM_CONTENT_TYPE};
 
 /// A handler's failure: a [`SessionError`] answered as a problem document
 /// with the status its kind maps to (or an explicit one, e.g. 412).

@@ -4,44 +4,29 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde::Serialize;
 use session_core::retention::Pruned;
-use session_core::wire::{
-    CapabilitiesBody, Deleted, EventParams, ForkRequest, PruneRequest, PurgeRequest, Purged,
-    SessionListParams, VersionBody,
-};
 use session_core::{
-    AppendOutcome, NewSession, Page, Problem, RewindOutcome, RewindTo, SearchHit, SearchQuery,
-    Session, SessionDump, SessionEvent, SessionRepository, SessionUpdate,
+    AppendOutcome, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery, Session,
+    SessionDump, SessionEvent, SessionRepository, SessionUpdate,
+};
+use session_wire::{
+    CapabilitiesBody, Deleted, EventParams, ForkRequest, Problem, PruneRequest, PurgeRequest,
+    Purged, SessionListParams, VersionBody,
 };
 
+use crate::owner_path::Failure;
 use crate::problem::{
     etag, if_match, json_body, precondition_failed, query_params, required_if_match, session_id,
     ApiResult,
 };
+use crate::reply::{event_batch, json, ok};
 
 /// The store every handler serves.
 type Store = State<Arc<dyn SessionRepository>>;
-
-/// A JSON response with `status`.
-pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => {
-            crate::problem::ApiError::from(session_core::SessionError::serialization("response", e))
-                .into_response()
-        }
-    }
-}
-
-/// A JSON 200 response.
-pub(crate) fn ok<T: Serialize>(value: &T) -> Response {
-    json(StatusCode::OK, value)
-}
 
 /// The routes of the store contract under `/v1`, over `repo`.
 pub(crate) fn api(repo: Arc<dyn SessionRepository>) -> Router {
@@ -75,7 +60,7 @@ pub(crate) fn api(repo: Arc<dyn SessionRepository>) -> Router {
     path = "/v1/capabilities",
     operation_id = "store_capabilities",
     tag = "store",
-    responses((status = 200, description = "What the store supports", body = CapabilitiesBody), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "What the store supports", body = CapabilitiesBody), Failure)
 )]
 pub(crate) async fn capabilities(State(repo): Store) -> Response {
     ok(&CapabilitiesBody::from(repo.capabilities()))
@@ -88,7 +73,7 @@ pub(crate) async fn capabilities(State(repo): Store) -> Response {
     operation_id = "store_create",
     tag = "store",
     request_body = NewSession,
-    responses((status = 201, description = "The session, created", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 201, description = "The session, created", body = Session, headers(("ETag" = String, description = "The session's version"))), Failure)
 )]
 pub(crate) async fn create(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let new: NewSession = json_body(&body)?;
@@ -103,7 +88,7 @@ pub(crate) async fn create(State(repo): Store, body: Bytes) -> ApiResult<Respons
     operation_id = "store_list",
     tag = "store",
     params(SessionListParams),
-    responses((status = 200, description = "Sessions, newest activity first", body = Page<Session>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "Sessions, newest activity first", body = Page<Session>), Failure)
 )]
 pub(crate) async fn list(State(repo): Store, RawQuery(query): RawQuery) -> ApiResult<Response> {
     let params: SessionListParams = query_params(query.as_deref())?;
@@ -117,7 +102,7 @@ pub(crate) async fn list(State(repo): Store, RawQuery(query): RawQuery) -> ApiRe
     operation_id = "store_get_session",
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
-    responses((status = 200, description = "The session", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "The session", body = Session, headers(("ETag" = String, description = "The session's version"))), Failure)
 )]
 pub(crate) async fn get_session(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     let session = repo.get(&session_id(&id)?).await?;
@@ -132,7 +117,7 @@ pub(crate) async fn get_session(State(repo): Store, Path(id): Path<String>) -> A
     tag = "store",
     params(("id" = String, Path, description = "The session id"), ("If-Match" = Option<String>, Header, nullable = false, description = "Apply only at this version (its ETag)")),
     request_body = SessionUpdate,
-    responses((status = 200, description = "The session, changed", body = Session, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "The session, changed", body = Session, headers(("ETag" = String, description = "The session's version"))), Failure)
 )]
 pub(crate) async fn update(
     State(repo): Store,
@@ -155,7 +140,7 @@ pub(crate) async fn update(
     operation_id = "store_delete",
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
-    responses((status = 200, description = "Whether it was there", body = Deleted), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "Whether it was there", body = Deleted), Failure)
 )]
 pub(crate) async fn delete(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     let deleted = repo.delete(&session_id(&id)?).await?;
@@ -169,21 +154,11 @@ pub(crate) async fn delete(State(repo): Store, Path(id): Path<String>) -> ApiRes
     operation_id = "store_version",
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
-    responses((status = 200, description = "The session's version", body = VersionBody, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "The session's version", body = VersionBody, headers(("ETag" = String, description = "The session's version"))), Failure)
 )]
 pub(crate) async fn version(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     let version = repo.event_version(&session_id(&id)?).await?;
     Ok((etag(version), ok(&VersionBody { version })).into_response())
-}
-
-/// The events of a body: an array of events, or one event.
-pub(crate) fn event_batch(body: &Bytes) -> ApiResult<Vec<SessionEvent>> {
-    let value: serde_json::Value = json_body(body)?;
-    if value.is_array() {
-        json_body(body)
-    } else {
-        json_body::<SessionEvent>(body).map(|e| vec![e])
-    }
 }
 
 /// What the append did
@@ -194,7 +169,7 @@ pub(crate) fn event_batch(body: &Bytes) -> ApiResult<Vec<SessionEvent>> {
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
     request_body = Vec<SessionEvent>,
-    responses((status = 200, description = "What the append did", body = AppendOutcome, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "What the append did", body = AppendOutcome, headers(("ETag" = String, description = "The session's version"))), Failure)
 )]
 pub(crate) async fn append(
     State(repo): Store,
@@ -213,7 +188,7 @@ pub(crate) async fn append(
     operation_id = "store_events",
     tag = "store",
     params(("id" = String, Path, description = "The session id"), EventParams),
-    responses((status = 200, description = "A page of events", body = Page<SessionEvent>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "A page of events", body = Page<SessionEvent>), Failure)
 )]
 pub(crate) async fn events(
     State(repo): Store,
@@ -235,7 +210,7 @@ pub(crate) async fn events(
     tag = "store",
     params(("id" = String, Path, description = "The session id"), ("If-Match" = String, Header, description = "The session's version as its ETag gave it (`\"7\"`)")),
     request_body = Vec<SessionEvent>,
-    responses((status = 204, description = "Replaced", headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 204, description = "Replaced", headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), Failure)
 )]
 pub(crate) async fn replace_context(
     State(repo): Store,
@@ -263,7 +238,7 @@ pub(crate) async fn replace_context(
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
     request_body = RewindTo,
-    responses((status = 200, description = "What the rewind did", body = RewindOutcome, headers(("ETag" = String, description = "The session's version"))), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "What the rewind did", body = RewindOutcome, headers(("ETag" = String, description = "The session's version"))), Failure)
 )]
 pub(crate) async fn rewind(
     State(repo): Store,
@@ -283,7 +258,7 @@ pub(crate) async fn rewind(
     tag = "store",
     params(("id" = String, Path, description = "The session id"), ("If-Match" = String, Header, description = "The session's version as its ETag gave it (`\"7\"`)")),
     request_body = PruneRequest,
-    responses((status = 200, description = "What the prune removed", body = Pruned, headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "What the prune removed", body = Pruned, headers(("ETag" = String, description = "The session's version"))), (status = 412, description = "The session is at another version", body = Problem, content_type = "application/problem+json"), Failure)
 )]
 pub(crate) async fn prune(
     State(repo): Store,
@@ -310,7 +285,7 @@ pub(crate) async fn prune(
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
     request_body = ForkRequest,
-    responses((status = 201, description = "The fork", body = Session), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 201, description = "The fork", body = Session), Failure)
 )]
 pub(crate) async fn fork(
     State(repo): Store,
@@ -331,7 +306,7 @@ pub(crate) async fn fork(
     operation_id = "store_export",
     tag = "store",
     params(("id" = String, Path, description = "The session id")),
-    responses((status = 200, description = "Everything about the session", body = SessionDump), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "Everything about the session", body = SessionDump), Failure)
 )]
 pub(crate) async fn export(State(repo): Store, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(&repo.export_session(&session_id(&id)?).await?))
@@ -344,7 +319,7 @@ pub(crate) async fn export(State(repo): Store, Path(id): Path<String>) -> ApiRes
     operation_id = "store_search",
     tag = "store",
     request_body = SearchQuery,
-    responses((status = 200, description = "A page of hits", body = Page<SearchHit>), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "A page of hits", body = Page<SearchHit>), Failure)
 )]
 pub(crate) async fn search(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let query: SearchQuery = json_body(&body)?;
@@ -358,7 +333,7 @@ pub(crate) async fn search(State(repo): Store, body: Bytes) -> ApiResult<Respons
     operation_id = "store_purge",
     tag = "store",
     request_body = PurgeRequest,
-    responses((status = 200, description = "How many expired sessions went", body = Purged), (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "How many expired sessions went", body = Purged), Failure)
 )]
 pub(crate) async fn purge(State(repo): Store, body: Bytes) -> ApiResult<Response> {
     let request: PurgeRequest = json_body(&body)?;

@@ -6,19 +6,19 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use session_core::wire::{ImportBody, SessionListParams};
 use session_core::{
-    ExportReader, ImportOutcome, Owner, Page, Problem, Session, SessionDump, SessionQuery,
+    ExportReader, ImportOutcome, Owner, Page, Session, SessionDump, SessionId, SessionQuery,
     SessionRepository, SessionService, EXPORT_FORMAT, EXPORT_VERSION,
 };
+use session_wire::{ImportBody, Problem, SessionListParams};
 
-use crate::owner::{owner, OwnerState};
+use crate::owner_path::{Failure, OwnerAt, OwnerParams, OwnerState};
 use crate::problem::{json_body, query_params, ApiResult};
-use crate::routes::ok;
+use crate::reply::ok;
 
 /// The media type of an export stream.
 pub const NDJSON: &str = "application/x-ndjson";
@@ -26,8 +26,8 @@ pub const NDJSON: &str = "application/x-ndjson";
 /// Sessions exported per page of the listing.
 const PAGE: usize = 100;
 
-/// How the sessions of an export are listed: every one the query matches
-/// (the store's view), or the owner's (the service's view).
+/// Whose sessions an export reads: every one the query matches (the
+/// store's view, for operators), or one owner's (through the service).
 #[derive(Clone)]
 enum Lister {
     Store(Arc<dyn SessionRepository>),
@@ -41,12 +41,18 @@ impl Lister {
             Self::Owner(service, owner) => service.list(owner, query).await,
         }
     }
+
+    async fn dump(&self, id: &SessionId) -> session_core::Result<SessionDump> {
+        match self {
+            Self::Store(repo) => repo.export_session(id).await,
+            Self::Owner(service, owner) => service.export(owner, id).await,
+        }
+    }
 }
 
 /// Where an export stream is.
 struct Cursor {
     lister: Lister,
-    repo: Arc<dyn SessionRepository>,
     query: SessionQuery,
     lines: VecDeque<Bytes>,
     done: bool,
@@ -58,7 +64,7 @@ impl Cursor {
     async fn fill(&mut self) -> session_core::Result<()> {
         let page = self.lister.page(self.query.clone()).await?;
         for session in &page.items {
-            match self.repo.export_session(&session.id).await {
+            match self.lister.dump(&session.id).await {
                 Ok(dump) => self.lines.push_back(line(&dump)),
                 Err(e) => tracing::warn!(
                     session = %session.id,
@@ -80,18 +86,13 @@ fn line(dump: &SessionDump) -> Bytes {
 }
 
 /// The export stream: the header, then the dumps page by page.
-fn export_stream(
-    lister: Lister,
-    repo: Arc<dyn SessionRepository>,
-    query: SessionQuery,
-) -> Response {
+fn export_stream(lister: Lister, query: SessionQuery) -> Response {
     let header_line =
         serde_json::json!({"format": EXPORT_FORMAT, "version": EXPORT_VERSION}).to_string() + "\n";
     let mut lines = VecDeque::new();
     lines.push_back(Bytes::from(header_line));
     let cursor = Cursor {
         lister,
-        repo,
         query: query.page(0, PAGE),
         lines,
         done: false,
@@ -123,7 +124,7 @@ fn export_stream(
     params(SessionListParams),
     responses(
         (status = 200, description = "An export file: a header line, then one session dump per line", content_type = "application/x-ndjson", body = String),
-        (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json")
+        Failure
     )
 )]
 pub(crate) async fn export_all(
@@ -132,7 +133,7 @@ pub(crate) async fn export_all(
 ) -> ApiResult<Response> {
     let params: SessionListParams = query_params(query.as_deref())?;
     let query = params.into_query()?;
-    Ok(export_stream(Lister::Store(repo.clone()), repo, query))
+    Ok(export_stream(Lister::Store(repo), query))
 }
 
 /// Every session of the user, as an export stream.
@@ -141,23 +142,18 @@ pub(crate) async fn export_all(
     path = "/v1/apps/{app}/users/{user}/export",
     operation_id = "owner_export",
     tag = "owner",
-    params(
-        ("app" = String, Path, description = "The app"),
-        ("user" = String, Path, description = "The user")
-    ),
+    params(OwnerParams),
     responses(
         (status = 200, description = "An export file: a header line, then one session dump per line", content_type = "application/x-ndjson", body = String),
-        (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json")
+        Failure
     )
 )]
 pub(crate) async fn export_owner(
     State(s): State<OwnerState>,
-    Path((app, user)): Path<(String, String)>,
+    OwnerAt(owner): OwnerAt,
 ) -> ApiResult<Response> {
-    let owner = owner(&app, &user)?;
     Ok(export_stream(
         Lister::Owner(s.service.clone(), owner),
-        s.repo.clone(),
         SessionQuery::new(),
     ))
 }
@@ -191,7 +187,7 @@ pub struct FailedLine {
     request_body(content = SessionDump, description = "One session dump as JSON, or an export file as application/x-ndjson"),
     responses(
         (status = 200, description = "JSON: imported or unchanged; NDJSON: the counts and the lines left out", body = ImportBody),
-        (status = "default", description = "An error: a problem document with its kind", body = Problem, content_type = "application/problem+json")
+        Failure
     )
 )]
 pub(crate) async fn import(

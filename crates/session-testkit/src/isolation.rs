@@ -94,7 +94,7 @@ impl Target {
         if self.group {
             ResolveRequest::group(&caller.app, &self.key)
         } else {
-            ResolveRequest::new(&caller.app, &caller.user_id, &self.key)
+            ResolveRequest::new(&caller.app, &caller.user, &self.key)
         }
     }
 
@@ -104,7 +104,7 @@ impl Target {
         let mut s = self.session.clone();
         s.app = crate::app_name(&caller.app);
         if !self.group {
-            s.user_id = crate::user_id(&caller.user_id);
+            s.user_id = crate::user_id(&caller.user);
         }
         s
     }
@@ -116,9 +116,9 @@ async fn run(
     call: Call,
     caller: &Owner,
     target: &Target,
-    id: &str,
+    id: &SessionId,
 ) -> Result<Vec<String>, SessionError> {
-    let one = || vec![id.to_owned()];
+    let one = || vec![id.to_string()];
     Ok(match call {
         Call::Get => vec![svc.get(caller, id).await?.id.into_string()],
         Call::List => svc
@@ -199,7 +199,7 @@ async fn run(
             }
         }
         Call::SearchSession => svc
-            .search(caller, &SearchQuery::in_session(id, "secret"))
+            .search(caller, &SearchQuery::in_session(id.as_str(), "secret"))
             .await?
             .items
             .into_iter()
@@ -210,7 +210,7 @@ async fn run(
             let mut seen = Vec::new();
             // Its own scope, then the target owner's scope named outright.
             for (app, user_id) in [
-                (caller.app.as_str(), caller.user_id.as_str()),
+                (caller.app.as_str(), caller.user.as_str()),
                 (owner.app.as_str(), owner.user_id.as_str()),
             ] {
                 let query = SearchQuery::for_user(app, user_id, "secret").page(0, 1000);
@@ -227,16 +227,20 @@ async fn run(
         Call::ReplaceContext => {
             let version = target.session.version;
             let summary = SessionEvent::new(Message::assistant("overwritten"));
-            if svc
-                .replace_context(caller, id, vec![summary], version)
-                .await?
-            {
-                one()
-            } else {
-                Vec::new()
-            }
+            svc.replace_context(caller, id, vec![summary], version)
+                .await?;
+            one()
         }
-        Call::Rewind => vec![svc.rewind(caller, id, "inv-1").await?.id.into_string()],
+        Call::Rewind => vec![svc
+            .rewind(
+                caller,
+                id,
+                &session_core::RewindTo::before_invocation("inv-1").unwrap(),
+            )
+            .await?
+            .session
+            .id
+            .into_string()],
         Call::Resolve => {
             let resolved = svc
                 .resolve(&target.resolve_request(caller), &ResetPolicy::never())
@@ -271,7 +275,7 @@ async fn target(fx: &Fixture, group: bool, call: Call) -> Target {
         .await
         .unwrap()
         .session;
-    let writer = Owner::new(APP, if group { "bob" } else { "alice" });
+    let writer = Owner::parse(APP, if group { "bob" } else { "alice" }).unwrap();
     let first = SessionEvent::builder(Message::user("the secret plan"))
         .invocation_id("inv-1")
         .state("step", 1)
@@ -305,15 +309,15 @@ async fn check_call(fx: &Fixture, call: Call, group: bool) {
     let (right, wrong): (Owner, Vec<(&str, Owner)>) = if group {
         // A group session is open to every user of its app, no other app.
         (
-            Owner::new(APP, "carol"),
-            vec![("wrong app", Owner::new("other-app", "carol"))],
+            Owner::parse(APP, "carol").unwrap(),
+            vec![("wrong app", Owner::parse("other-app", "carol").unwrap())],
         )
     } else {
         (
-            Owner::new(APP, "alice"),
+            Owner::parse(APP, "alice").unwrap(),
             vec![
-                ("wrong user", Owner::new(APP, "mallory")),
-                ("wrong app", Owner::new("other-app", "alice")),
+                ("wrong user", Owner::parse(APP, "mallory").unwrap()),
+                ("wrong app", Owner::parse("other-app", "alice").unwrap()),
             ],
         )
     };
@@ -327,9 +331,15 @@ async fn check_call(fx: &Fixture, call: Call, group: bool) {
         let got = run(&svc, call, caller, &t, &id).await;
         if call.names_session() {
             let on_target = got.expect_err(&msg);
-            let on_missing = run(&svc, call, caller, &t, "no-such-session")
-                .await
-                .expect_err(&msg);
+            let on_missing = run(
+                &svc,
+                call,
+                caller,
+                &t,
+                &SessionId::new("no-such-session").unwrap(),
+            )
+            .await
+            .expect_err(&msg);
             assert!(
                 same_error_as_missing(&on_target, &on_missing, &id),
                 "{msg}: {on_target} must read exactly like {on_missing}"

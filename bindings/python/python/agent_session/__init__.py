@@ -372,9 +372,15 @@ class Store:
         (``None`` when there is none); a compaction since then is undone."""
         return await self._call("pop", app=app, user_id=user_id, session_id=session_id)
 
-    async def messages(self, app: str, user_id: str, session_id: str) -> list[dict[str, Any]]:
-        """The context as chat messages, ready for the next model call."""
-        return await self._call("messages", app=app, user_id=user_id, session_id=session_id)
+    async def messages(
+        self, app: str, user_id: str, session_id: str, *, branch: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The context as chat messages, ready for the next model call: the
+        pinned system messages first, the view of the agent on ``branch``
+        (all of it by default), tool calls without their results left out."""
+        return await self._call(
+            "messages", app=app, user_id=user_id, session_id=session_id, branch=branch
+        )
 
     async def replace_context(
         self,
@@ -383,9 +389,11 @@ class Store:
         session_id: str,
         events: Iterable[Mapping[str, Any]],
         expected_version: int,
-    ) -> bool:
+    ) -> int:
         """Swaps the context if the session is still at ``expected_version``
-        (``False`` and nothing changed if not); the archive keeps everything."""
+        and returns the session's new version; if it is not, raises
+        ``ConflictError`` (with the version it is at) and nothing changed.
+        The archive keeps everything."""
         return await self._call(
             "replace_context",
             app=app,
@@ -423,10 +431,14 @@ class Store:
     async def compact(
         self, app: str, user_id: str, session_id: str, strategy: str, **params: Any
     ) -> dict[str, Any]:
-        """Compacts the context now: ``sliding_window`` (``max_events``),
+        """Compacts the context: ``sliding_window`` (``max_events``),
         ``turn_window`` (``max_turns``), ``token_budget`` (``max_tokens``),
-        ``summarize`` (``keep`` turns) or ``tool_result_clearing`` (``keep``).
-        Answers what it did, or ``compacted: False`` and the reason."""
+        ``summarize`` or ``structured_summary`` (``keep`` turns, or
+        ``keep_messages`` messages: 10 when neither is given) or
+        ``tool_result_clearing`` (``keep``); optionally ``trigger`` (e.g.
+        ``{"tokens": 8000}``: compact only when it fires) and ``summarizer``
+        (``"extractive"`` or ``"openai:MODEL"``). Answers what it did, or
+        ``compacted: False`` and the reason."""
         spec = {"strategy": strategy, **params}
         return await self._call(
             "compact", app=app, user_id=user_id, session_id=session_id, strategy=spec

@@ -74,7 +74,7 @@ pub(crate) async fn empty_session_for(
 ) {
     let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
     let service: Arc<dyn SessionService> = Arc::new(DefaultSessionService::new(repo.clone()));
-    let owner = Owner::new(&c.app, &c.user);
+    let owner = Owner::parse(&c.app, &c.user).unwrap();
     let request = CreateSessionRequest::builder(&c.user)
         .app(&c.app)
         .build()

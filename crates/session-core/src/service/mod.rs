@@ -1,36 +1,36 @@
 //! The lifecycle API agents call: `SessionService` and `DefaultSessionService`.
 
+mod compact;
+mod default;
 mod persist_filter;
 mod requests;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
-use crate::clock::{system_clock, SharedClock};
-use crate::error::{Result, SessionError};
+use crate::context::ContextOptions;
+use crate::error::Result;
 use crate::event::SessionEvent;
-use crate::filter::{EventFilter, EventView, Page, SessionQuery};
-use crate::ids::{InvocationId, SessionId};
+use crate::filter::{EventFilter, Page, SessionQuery};
+use crate::ids::SessionId;
 use crate::message::Message;
 use crate::plan::RewindTo;
-use crate::repository::{AppendOutcome, SessionRepository, SessionRepositoryExt};
-use crate::retention::{ArchiveRetention, Pruned, RetentionReport, RetentionRules, RETENTION_KEY};
-use crate::search::{SearchHit, SearchQuery, SearchScope};
-use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
-use crate::state::StateMap;
-use crate::state::{apply_delta, merge_scopes, take_temp};
-use crate::tokens::{HeuristicEstimator, TokenEstimator};
-use crate::validate::validate_name;
+use crate::repository::{AppendOutcome, SessionRepository};
+use crate::retention::{ArchiveRetention, Pruned, RetentionReport};
+use crate::search::{SearchHit, SearchQuery};
+use crate::session::{Session, SessionUpdate};
+use crate::state::{ScopedState, SharedState, StateMap};
 
+pub use compact::{Compacted, Compactor};
+pub use default::DefaultSessionService;
 pub use persist_filter::{
     failed_tool_call_ids, DropFailedToolCalls, DropSystemPrompts, FilterAction, FilterFn,
     FilteredEvent, PersistFilter, Verdict, TOOL_ERROR_KEY,
 };
 pub use requests::{
     CreateSessionRequest, CreateSessionRequestBuilder, DailyReset, Expiry, Owner, ResetPolicy,
-    ResolveRequest, Resolved,
+    ResolveRequest, Resolved, Rewound,
 };
+
 /// Runs after every append that wrote something: the seam where a
 /// compaction policy plugs in (see `session-compaction`).
 ///
@@ -48,45 +48,59 @@ pub trait AppendHook: Send + Sync {
     );
 }
 
-/// The lifecycle API: owner-scoped, object safe.
+/// The lifecycle API, owner-scoped and object safe: the one door every
+/// face (HTTP owner routes, MCP tools, the Python and Node bindings, the
+/// CLI's everyday commands) calls. A call that names another owner's
+/// session gets `NotFound`, exactly as for an unknown id.
 #[async_trait]
 pub trait SessionService: Send + Sync {
     /// Creates a session.
     async fn create(&self, request: CreateSessionRequest) -> Result<Session>;
     /// Reads a session, with session, `user:` and `app:` state merged.
-    async fn get(&self, owner: &Owner, id: &str) -> Result<Session>;
+    async fn get(&self, owner: &Owner, id: &SessionId) -> Result<Session>;
     /// Lists the owner's sessions (the query's app and user are the owner's).
     async fn list(&self, owner: &Owner, query: SessionQuery) -> Result<Page<Session>>;
+    /// Lists the sessions of any owner the query matches: for an
+    /// operator's tool (the CLI) and for a framework that lists an app's
+    /// sessions without naming a user (the query names the app).
+    async fn list_all(&self, query: SessionQuery) -> Result<Page<Session>>;
+    /// The session `id` whoever owns it (shared state merged): for an
+    /// operator's tool that names sessions by id alone (the CLI), which
+    /// then calls the owner-scoped operations as [`Owner::of`] it.
+    async fn locate(&self, id: &SessionId) -> Result<Session>;
     /// Changes metadata, session state, status or expiry.
-    async fn update(&self, owner: &Owner, id: &str, update: SessionUpdate) -> Result<Session>;
+    async fn update(&self, owner: &Owner, id: &SessionId, update: SessionUpdate)
+        -> Result<Session>;
     /// Deletes a session and all its events.
-    async fn delete(&self, owner: &Owner, id: &str) -> Result<()>;
+    async fn delete(&self, owner: &Owner, id: &SessionId) -> Result<()>;
     /// Ends (archives) a session: still readable and searchable, never
     /// resolved again, and closed to writes (`SessionEnded`) until reopened.
-    async fn end(&self, owner: &Owner, id: &str) -> Result<Session>;
+    async fn end(&self, owner: &Owner, id: &SessionId) -> Result<Session>;
     /// Forks a session at `at` into a new session of the same owner (see
     /// [`crate::ForkAt`]); the source is untouched. `list` with
     /// `SessionQuery::forks_of` finds a session's forks.
-    async fn fork(&self, owner: &Owner, id: &str, at: &crate::ForkAt) -> Result<Session>;
+    async fn fork(&self, owner: &Owner, id: &SessionId, at: &crate::ForkAt) -> Result<Session>;
     /// Erases everything stored of the owner (every session of the user in
     /// the app, forks and ended ones included, their events and index
     /// entries, and the `user:` state); idempotent.
     async fn erase_user(&self, owner: &Owner) -> Result<crate::Erased>;
     /// Reopens an ended session: writable again, and `resolve` may return it
     /// again (the most recently active session of a key wins).
-    async fn reopen(&self, owner: &Owner, id: &str) -> Result<Session>;
+    async fn reopen(&self, owner: &Owner, id: &SessionId) -> Result<Session>;
     /// Appends one message as a new event.
     async fn append_message(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         message: Message,
     ) -> Result<AppendOutcome>;
-    /// Appends a batch of events atomically (`temp:` state keys are dropped).
+    /// Appends a batch of events atomically (`temp:` state keys are
+    /// dropped); an event without a token estimate gets the service's
+    /// estimator's.
     async fn append_events(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome>;
     /// Appends to `session` and applies the deltas, `temp:` keys included, to its in-memory state.
@@ -95,33 +109,80 @@ pub trait SessionService: Send + Sync {
         session: &mut Session,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome>;
-    /// The context as model messages: the pinned system messages first (the
-    /// latest stored system message of each branch; older ones are
-    /// superseded and left out), then the rest in context order.
-    async fn messages(&self, owner: &Owner, id: &str) -> Result<Vec<Message>>;
+    /// The model-ready context (see [`crate::model_context`]): the pinned
+    /// system messages first, then the context of the branch `options`
+    /// names, tool calls without their results (and results without their
+    /// calls) left out. Every face answers "the context" with this.
+    async fn context(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        options: &ContextOptions,
+    ) -> Result<Vec<Message>>;
+    /// The model-ready context of the whole session ([`Self::context`] with
+    /// the default options).
+    async fn messages(&self, owner: &Owner, id: &SessionId) -> Result<Vec<Message>> {
+        self.context(owner, id, &ContextOptions::default()).await
+    }
     /// Events through a filter.
     async fn events(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         filter: &EventFilter,
     ) -> Result<Page<SessionEvent>>;
     /// Keyword search in one session's archive or across the owner's sessions.
     async fn search(&self, owner: &Owner, query: &SearchQuery) -> Result<Page<SearchHit>>;
-    /// Compare-and-swap of the context.
+    /// Compacts the context with `compactor` (a strategy, trigger and
+    /// summarizer: `session-compaction`'s policies); the archive keeps
+    /// every event.
+    async fn compact(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        compactor: &dyn Compactor,
+    ) -> Result<Compacted>;
+    /// Compare-and-swap of the context: the session's new version, or
+    /// `Conflict` (with the version the session is at) when it was not at
+    /// `expected_version`, and nothing changed. Events without a token
+    /// estimate get the service's estimator's.
     async fn replace_context(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         events: Vec<SessionEvent>,
         expected_version: u64,
-    ) -> Result<bool>;
-    /// Removes the events at and after an invocation; returns the session after.
-    async fn rewind(&self, owner: &Owner, id: &str, before_invocation_id: &str) -> Result<Session>;
+    ) -> Result<u64>;
+    /// Removes the events at and after `to` (an invocation's first event,
+    /// or a seq) from the context and the archive, restores the context
+    /// the session had there and replays the session state; returns the
+    /// session after and how many events went.
+    async fn rewind(&self, owner: &Owner, id: &SessionId, to: &RewindTo) -> Result<Rewound>;
+    /// Removes the latest event that is not a summary from the archive and
+    /// the context (a compaction since then is undone with it, as by a
+    /// rewind); answers it, or `None` when the session has none.
+    async fn pop(&self, owner: &Owner, id: &SessionId) -> Result<Option<SessionEvent>>;
     /// Finds or creates the active session for a key, resetting it by policy.
     async fn resolve(&self, request: &ResolveRequest, policy: &ResetPolicy) -> Result<Resolved>;
     /// Archives the active session for a key (if any) and creates a new one.
     async fn reset(&self, request: &ResolveRequest) -> Result<Session>;
+    /// A session's state, one map per scope, and its version.
+    async fn state(&self, owner: &Owner, id: &SessionId) -> Result<ScopedState>;
+    /// Merges `patch` into the session scope (`null` removes a key) at
+    /// `expected_version` (else at the version it reads); answers the state
+    /// after. A `user:`, `app:` or `temp:` key is `InvalidInput`: those
+    /// change through events' state deltas.
+    async fn patch_state(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        patch: &StateMap,
+        expected_version: Option<u64>,
+    ) -> Result<ScopedState>;
+    /// The owner's `user:` state and the app's `app:` state.
+    async fn shared_state(&self, owner: &Owner) -> Result<SharedState>;
+    /// The whole session (head, events, context), as `export` writes it.
+    async fn export(&self, owner: &Owner, id: &SessionId) -> Result<crate::SessionDump>;
     /// Deletes every expired session; returns how many.
     async fn purge_expired(&self) -> Result<u64>;
     /// Sets (or with `None` clears) a session's own archive retention
@@ -129,556 +190,16 @@ pub trait SessionService: Send + Sync {
     async fn set_retention(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         policy: Option<ArchiveRetention>,
     ) -> Result<Session>;
     /// Runs the retention policy that applies to a session (its own, else
     /// the service's defaults) now.
-    async fn prune_archive(&self, owner: &Owner, id: &str) -> Result<Pruned>;
+    async fn prune_archive(&self, owner: &Owner, id: &SessionId) -> Result<Pruned>;
     /// Runs the retention policies over every session of the store (what a
     /// purge does besides deleting expired sessions).
     async fn prune_archives(&self) -> Result<RetentionReport>;
     /// The model usage recorded in a session ([`crate::ModelUsage`] on its
     /// events), in total, per invocation and per model.
-    async fn usage(&self, owner: &Owner, id: &str) -> Result<crate::UsageReport> {
-        let mut events = Vec::new();
-        let mut page = 0;
-        loop {
-            let got = self
-                .events(owner, id, &EventFilter::archive().page(page, 1000))
-                .await?;
-            events.extend(got.items);
-            if !got.has_more {
-                break;
-            }
-            page = page.saturating_add(1);
-        }
-        Ok(crate::UsageReport::from_events(&events))
-    }
-}
-
-/// The standard [`SessionService`] over any repository.
-///
-/// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use session_core::*;
-/// let service = DefaultSessionService::new(InMemoryRepository::new().shared());
-/// let session = service.create(CreateSessionRequest::builder("alice").build()?).await?;
-/// let owner = Owner::user("alice");
-/// service.append_message(&owner, &session.id, Message::user("What is Rust?")).await?;
-/// service.append_message(&owner, &session.id, Message::assistant("A language.")).await?;
-/// assert_eq!(service.messages(&owner, &session.id).await?.len(), 2);
-/// # Ok::<(), SessionError>(())
-/// # }).unwrap();
-/// ```
-pub struct DefaultSessionService<R = Arc<dyn SessionRepository>> {
-    repo: R,
-    clock: SharedClock,
-    estimator: Arc<dyn TokenEstimator>,
-    hooks: Vec<Arc<dyn AppendHook>>,
-    filters: Vec<Arc<dyn PersistFilter>>,
-    retention: RetentionRules,
-    prune_on_append: bool,
-}
-
-impl<R> std::fmt::Debug for DefaultSessionService<R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DefaultSessionService")
-            .field("estimator", &self.estimator)
-            .field("hooks", &self.hooks.len())
-            .field("filters", &self.filters)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<R: SessionRepository> DefaultSessionService<R> {
-    /// A service over `repository` on the system clock with the heuristic token estimator.
-    pub fn new(repository: R) -> Self {
-        Self {
-            repo: repository,
-            clock: system_clock(),
-            estimator: Arc::new(HeuristicEstimator),
-            hooks: Vec::new(),
-            filters: Vec::new(),
-            retention: RetentionRules::new(),
-            prune_on_append: false,
-        }
-    }
-
-    /// The archive retention defaults for sessions without their own
-    /// policy (see [`crate::retention`]).
-    pub fn with_retention(mut self, rules: RetentionRules) -> Self {
-        self.retention = rules;
-        self
-    }
-
-    /// Also runs a session's retention policy after each append that wrote
-    /// to it (when it is due: over its count, or its oldest event past the
-    /// age); a failed prune is logged and the append stands.
-    pub fn with_prune_on_append(mut self) -> Self {
-        self.prune_on_append = true;
-        self
-    }
-
-    /// Uses `clock` (share it with the repository).
-    pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Estimates tokens of messages appended through [`SessionService::append_message`] with `estimator`.
-    pub fn with_token_estimator(mut self, estimator: Arc<dyn TokenEstimator>) -> Self {
-        self.estimator = estimator;
-        self
-    }
-
-    /// Adds a hook run after every append that wrote something.
-    pub fn with_append_hook(mut self, hook: Arc<dyn AppendHook>) -> Self {
-        self.hooks.push(hook);
-        self
-    }
-
-    /// Adds a filter every appended event passes before it is stored
-    /// (see [`PersistFilter`]); what it drops or redacts is reported in
-    /// [`AppendOutcome::filtered`].
-    pub fn with_persist_filter(mut self, filter: Arc<dyn PersistFilter>) -> Self {
-        self.filters.push(filter);
-        self
-    }
-
-    /// The underlying repository.
-    pub fn repository(&self) -> &R {
-        &self.repo
-    }
-
-    /// The token estimator in use.
-    pub fn token_estimator(&self) -> &Arc<dyn TokenEstimator> {
-        &self.estimator
-    }
-
-    /// Reads a session and checks the owner; another owner's session is `NotFound`.
-    async fn owned(&self, owner: &Owner, id: &str) -> Result<Session> {
-        owner.validate()?;
-        let s = self.repo.get(&SessionId::new(id)?).await?;
-        if owner.can_access(&s) {
-            Ok(s)
-        } else {
-            Err(SessionError::session_not_found(id))
-        }
-    }
-
-    async fn merged(&self, mut s: Session) -> Result<Session> {
-        let shared = self.repo.shared_state(&s.app, &s.user_id).await?;
-        s.state = merge_scopes(&s.state, &shared);
-        Ok(s)
-    }
-
-    async fn append_checked(
-        &self,
-        owner: &Owner,
-        session: &Session,
-        events: Vec<SessionEvent>,
-    ) -> Result<AppendOutcome> {
-        let (events, filtered) = persist_filter::apply(&self.filters, events);
-        if events.is_empty() {
-            // Everything was filtered out: nothing to store, nothing changed.
-            return Ok(AppendOutcome {
-                version: self.repo.event_version(&session.id).await?,
-                seqs: Vec::new(),
-                written: 0,
-                filtered,
-            });
-        }
-        let mut out = self.repo.append(&session.id, events).await?;
-        out.filtered = filtered;
-        if out.written > 0 {
-            for hook in &self.hooks {
-                hook.after_append(&self.repo, owner, &session.id, &out)
-                    .await;
-            }
-            if self.prune_on_append {
-                let due = crate::retention::prune_if_due(
-                    &self.repo,
-                    &self.retention,
-                    &session.id,
-                    self.clock.now(),
-                );
-                if let Err(e) = due.await {
-                    tracing::warn!(session_id = %session.id, error = %e, "archive prune after append failed");
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    async fn create_session(&self, request: CreateSessionRequest) -> Result<Session> {
-        let now = self.clock.now();
-        let mut new = NewSession::new(request.app, request.user_id, now)?
-            .with_expires_at(request.expiry.resolve(now)?)
-            .with_metadata(request.metadata)
-            .with_state(request.state);
-        if let Some(id) = request.id {
-            new = new.with_id(id)?;
-        }
-        if let Some(k) = request.key {
-            new = new.with_key(k)?;
-        }
-        take_temp(&mut new.state);
-        let s = self.repo.create(new).await?;
-        self.merged(s).await
-    }
-
-    async fn active_for(&self, request: &ResolveRequest) -> Result<Option<Session>> {
-        let page = self
-            .repo
-            .list(
-                &SessionQuery::new()
-                    .app(&request.app)
-                    .user(request.owner_id())
-                    .key(&request.key)
-                    .status(SessionStatus::Active)
-                    .page(0, 1),
-            )
-            .await?;
-        Ok(page.items.into_iter().next())
-    }
-
-    async fn archive(&self, id: &SessionId) -> Result<()> {
-        match self
-            .repo
-            .update(id, SessionUpdate::new().status(SessionStatus::Archived))
-            .await
-        {
-            // Archived now, or deleted or expired meanwhile: out of the way either way.
-            Ok(_) | Err(SessionError::NotFound { .. } | SessionError::Expired { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn create_for(&self, request: &ResolveRequest) -> Result<Session> {
-        let mut create = CreateSessionRequest::builder(request.owner_id())
-            .app(&request.app)
-            .key(&request.key);
-        create.req.expiry = request.expiry;
-        create.req.metadata = request.metadata.clone();
-        self.create_session(create.req).await
-    }
-
-    fn validate_resolve(request: &ResolveRequest) -> Result<()> {
-        validate_name("app", &request.app)?;
-        validate_name("key", &request.key)?;
-        if let Some(u) = &request.user_id {
-            validate_name("user id", u)?;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
-    #[tracing::instrument(skip_all, fields(op = "create", app = %request.app))]
-    async fn create(&self, request: CreateSessionRequest) -> Result<Session> {
-        self.create_session(request).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "get", app = %owner.app, session_id = %id))]
-    async fn get(&self, owner: &Owner, id: &str) -> Result<Session> {
-        let s = self.owned(owner, id).await?;
-        self.merged(s).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "list", app = %owner.app))]
-    async fn list(&self, owner: &Owner, mut query: SessionQuery) -> Result<Page<Session>> {
-        owner.validate()?;
-        query.app = Some(owner.app.clone());
-        query.user_id = Some(owner.user_id.clone());
-        self.repo.list(&query).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "update", app = %owner.app, session_id = %id))]
-    async fn update(&self, owner: &Owner, id: &str, update: SessionUpdate) -> Result<Session> {
-        let s = self.owned(owner, id).await?;
-        let s = self.repo.update(&s.id, update).await?;
-        self.merged(s).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "delete", app = %owner.app, session_id = %id))]
-    async fn delete(&self, owner: &Owner, id: &str) -> Result<()> {
-        let s = self.owned(owner, id).await?;
-        if self.repo.delete(&s.id).await? {
-            Ok(())
-        } else {
-            Err(SessionError::session_not_found(id))
-        }
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "end", app = %owner.app, session_id = %id))]
-    async fn end(&self, owner: &Owner, id: &str) -> Result<Session> {
-        self.update(
-            owner,
-            id,
-            SessionUpdate::new().status(SessionStatus::Archived),
-        )
-        .await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "fork", app = %owner.app, session_id = %id))]
-    async fn fork(&self, owner: &Owner, id: &str, at: &crate::ForkAt) -> Result<Session> {
-        let s = self.owned(owner, id).await?;
-        let fork = self.repo.fork(&s.id, at, self.clock.now()).await?;
-        self.merged(fork).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "erase_user", app = %owner.app))]
-    async fn erase_user(&self, owner: &Owner) -> Result<crate::Erased> {
-        owner.validate()?;
-        let app = crate::AppName::new(&owner.app)?;
-        let user = crate::UserId::new(&owner.user_id)?;
-        self.repo.erase_user(&app, &user).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "reopen", app = %owner.app, session_id = %id))]
-    async fn reopen(&self, owner: &Owner, id: &str) -> Result<Session> {
-        self.update(
-            owner,
-            id,
-            SessionUpdate::new().status(SessionStatus::Active),
-        )
-        .await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "append", app = %owner.app, session_id = %id, events = 1))]
-    async fn append_message(
-        &self,
-        owner: &Owner,
-        id: &str,
-        message: Message,
-    ) -> Result<AppendOutcome> {
-        let session = self.owned(owner, id).await?;
-        let event = SessionEvent::builder(message)
-            .estimate_with(self.estimator.as_ref())
-            .build()?;
-        self.append_checked(owner, &session, vec![event]).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "append", app = %owner.app, session_id = %id, events = events.len()))]
-    async fn append_events(
-        &self,
-        owner: &Owner,
-        id: &str,
-        events: Vec<SessionEvent>,
-    ) -> Result<AppendOutcome> {
-        let session = self.owned(owner, id).await?;
-        self.append_checked(owner, &session, events).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "append", app = %session.app, session_id = %session.id, events = events.len()))]
-    async fn append_to(
-        &self,
-        session: &mut Session,
-        events: Vec<SessionEvent>,
-    ) -> Result<AppendOutcome> {
-        let owner = Owner::new(&session.app, &session.user_id);
-        let stored = if session.is_group() {
-            let s = self.repo.get(&session.id).await?;
-            if s.app == session.app && s.is_group() {
-                s
-            } else {
-                return Err(SessionError::session_not_found(&session.id));
-            }
-        } else {
-            self.owned(&owner, &session.id).await?
-        };
-        let deltas: Vec<StateMap> = events
-            .iter()
-            .filter_map(|e| e.state_delta.clone())
-            .collect();
-        let out = self.append_checked(&owner, &stored, events).await?;
-        for d in &deltas {
-            apply_delta(&mut session.state, d);
-        }
-        session.version = out.version;
-        Ok(out)
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "messages", app = %owner.app, session_id = %id))]
-    async fn messages(&self, owner: &Owner, id: &str) -> Result<Vec<Message>> {
-        let s = self.owned(owner, id).await?;
-        let events = self.repo.all_events(&s.id, EventView::Context).await?;
-        Ok(pinned_first(events))
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "events", app = %owner.app, session_id = %id))]
-    async fn events(
-        &self,
-        owner: &Owner,
-        id: &str,
-        filter: &EventFilter,
-    ) -> Result<Page<SessionEvent>> {
-        let s = self.owned(owner, id).await?;
-        self.repo.events(&s.id, filter).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "search", app = %owner.app))]
-    async fn search(&self, owner: &Owner, query: &SearchQuery) -> Result<Page<SearchHit>> {
-        match &query.scope {
-            SearchScope::Session(id) => {
-                self.owned(owner, id).await?;
-            }
-            SearchScope::User { app, user_id } => {
-                owner.validate()?;
-                if *app != owner.app || *user_id != owner.user_id {
-                    return Ok(Page::empty(query.page, query.page_size));
-                }
-            }
-        }
-        self.repo.search(query).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "replace_context", app = %owner.app, session_id = %id, events = events.len()))]
-    async fn replace_context(
-        &self,
-        owner: &Owner,
-        id: &str,
-        events: Vec<SessionEvent>,
-        expected_version: u64,
-    ) -> Result<bool> {
-        let s = self.owned(owner, id).await?;
-        self.repo
-            .replace_context(&s.id, events, expected_version)
-            .await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "rewind", app = %owner.app, session_id = %id))]
-    async fn rewind(&self, owner: &Owner, id: &str, before_invocation_id: &str) -> Result<Session> {
-        let s = self.owned(owner, id).await?;
-        self.repo
-            .rewind_restoring(
-                &s.id,
-                &RewindTo::Invocation(InvocationId::new(before_invocation_id)?),
-            )
-            .await?;
-        let s = self.repo.get(&s.id).await?;
-        self.merged(s).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "resolve", app = %request.app))]
-    async fn resolve(&self, request: &ResolveRequest, policy: &ResetPolicy) -> Result<Resolved> {
-        Self::validate_resolve(request)?;
-        policy.validate()?;
-        let now = self.clock.now();
-        if let Some(existing) = self.active_for(request).await? {
-            if !policy.should_reset(existing.updated_at, now)? {
-                return Ok(Resolved {
-                    session: self.merged(existing).await?,
-                    is_new: false,
-                });
-            }
-            self.archive(&existing.id).await?;
-        }
-        Ok(Resolved {
-            session: self.create_for(request).await?,
-            is_new: true,
-        })
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "reset", app = %request.app))]
-    async fn reset(&self, request: &ResolveRequest) -> Result<Session> {
-        Self::validate_resolve(request)?;
-        while let Some(existing) = self.active_for(request).await? {
-            self.archive(&existing.id).await?;
-        }
-        self.create_for(request).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "purge_expired"))]
-    async fn purge_expired(&self) -> Result<u64> {
-        self.repo.purge_expired(self.clock.now()).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "set_retention", app = %owner.app, session_id = %id))]
-    async fn set_retention(
-        &self,
-        owner: &Owner,
-        id: &str,
-        policy: Option<ArchiveRetention>,
-    ) -> Result<Session> {
-        let s = self.owned(owner, id).await?;
-        let mut metadata = s.metadata.clone();
-        match policy {
-            Some(p) => metadata.insert(RETENTION_KEY.to_owned(), p.to_metadata()),
-            None => metadata.remove(RETENTION_KEY),
-        };
-        let update = SessionUpdate::new()
-            .metadata(metadata)
-            .expect_version(s.version);
-        let updated = self.repo.update(&s.id, update).await?;
-        self.merged(updated).await
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "prune_archive", app = %owner.app, session_id = %id))]
-    async fn prune_archive(&self, owner: &Owner, id: &str) -> Result<Pruned> {
-        let s = self.owned(owner, id).await?;
-        match self.retention.policy_for(&s)? {
-            Some(policy) => {
-                crate::retention::prune_archive(&self.repo, &s.id, &policy, self.clock.now()).await
-            }
-            None => Ok(Pruned {
-                removed: 0,
-                version: s.version,
-            }),
-        }
-    }
-
-    #[tracing::instrument(skip_all, fields(op = "prune_archives"))]
-    async fn prune_archives(&self) -> Result<RetentionReport> {
-        crate::retention::prune_archives(&self.repo, &self.retention, None, self.clock.now()).await
-    }
-}
-
-/// The context's messages with the pinned system messages first: the latest
-/// stored (non-synthetic) system message of each branch, in context order;
-/// older system messages of a branch are superseded and left out.
-fn pinned_first(events: Vec<SessionEvent>) -> Vec<Message> {
-    use std::collections::HashMap;
-    let is_system = |e: &SessionEvent| !e.is_synthetic() && e.role() == crate::Role::System;
-    let mut latest: HashMap<Option<&str>, usize> = HashMap::new();
-    for (i, e) in events.iter().enumerate() {
-        if is_system(e) {
-            latest.insert(e.branch.as_deref(), i);
-        }
-    }
-    let pinned: std::collections::HashSet<usize> = latest.into_values().collect();
-    let (mut first, mut rest) = (Vec::new(), Vec::new());
-    for (i, e) in events.into_iter().enumerate() {
-        if pinned.contains(&i) {
-            first.push(e.message);
-        } else if !is_system(&e) {
-            rest.push(e.message);
-        }
-    }
-    first.extend(rest);
-    first
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_latest_system_message_of_each_branch_comes_first() {
-        let e = |m: Message| SessionEvent::new(m);
-        let mut sub = e(Message::system("sub rules"));
-        sub.branch = Some("orch.sub".to_owned());
-        let got = pinned_first(vec![
-            e(Message::system("old rules")),
-            e(Message::user("hi")),
-            sub,
-            e(Message::system("new rules")),
-            e(Message::assistant("hello")),
-        ]);
-        let texts: Vec<&str> = got.iter().map(Message::text).collect();
-        assert_eq!(texts, ["sub rules", "new rules", "hi", "hello"]);
-    }
+    async fn usage(&self, owner: &Owner, id: &SessionId) -> Result<crate::UsageReport>;
 }

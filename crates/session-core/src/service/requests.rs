@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::clock::truncate_micros;
 use crate::error::{Result, SessionError};
+use crate::ids::{AppName, UserId};
 use crate::session::{default_expiry, Session, DEFAULT_APP, GROUP_USER};
 use crate::state::StateMap;
 use crate::validate::{validate_id, validate_name};
@@ -17,33 +18,36 @@ use crate::validate::{validate_id, validate_name};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Owner {
     /// The app namespace.
-    pub app: String,
+    pub app: AppName,
     /// The user.
-    pub user_id: String,
+    pub user: UserId,
 }
 
 impl Owner {
-    /// The owner `user_id` in `app`.
-    pub fn new(app: impl Into<String>, user_id: impl Into<String>) -> Self {
-        Self {
-            app: app.into(),
-            user_id: user_id.into(),
-        }
+    /// The owner `user` in `app`.
+    pub fn new(app: AppName, user: UserId) -> Self {
+        Self { app, user }
     }
 
-    /// `user_id` in the default app.
-    pub fn user(user_id: impl Into<String>) -> Self {
-        Self::new(DEFAULT_APP, user_id)
+    /// The owner a caller names as text: `InvalidInput` for an app name or
+    /// user id that is not valid (what every face parses its input with).
+    pub fn parse(app: &str, user: &str) -> Result<Self> {
+        Ok(Self::new(AppName::new(app)?, UserId::new(user)?))
+    }
+
+    /// `user` in the default app; `InvalidInput` for an invalid user id.
+    pub fn user(user: &str) -> Result<Self> {
+        Ok(Self::new(AppName::default_app(), UserId::new(user)?))
+    }
+
+    /// The owner of `session`.
+    pub fn of(session: &Session) -> Self {
+        Self::new(session.app.clone(), session.user_id.clone())
     }
 
     /// Whether this owner may see `session`.
     pub fn can_access(&self, session: &Session) -> bool {
-        session.app == self.app && (session.user_id == self.user_id || session.is_group())
-    }
-
-    pub(super) fn validate(&self) -> Result<()> {
-        validate_name("app", &self.app)?;
-        validate_name("user id", &self.user_id)
+        session.app == self.app && (session.user_id == self.user || session.is_group())
     }
 }
 
@@ -127,6 +131,11 @@ impl CreateSessionRequest {
                 state: StateMap::new(),
             },
         }
+    }
+
+    /// Starts a request for `owner` (its user, in its app).
+    pub fn for_owner(owner: &Owner) -> CreateSessionRequestBuilder {
+        Self::builder(owner.user.as_str()).app(owner.app.as_str())
     }
 
     pub(super) fn validate(&self) -> Result<()> {
@@ -352,6 +361,11 @@ impl ResolveRequest {
         }
     }
 
+    /// The session of `owner` under `key`.
+    pub fn for_owner(owner: &Owner, key: impl Into<String>) -> Self {
+        Self::new(owner.app.as_str(), owner.user.as_str(), key)
+    }
+
     /// The group session under `key` in `app`, shared by all its users.
     pub fn group(app: impl Into<String>, key: impl Into<String>) -> Self {
         Self {
@@ -369,6 +383,15 @@ impl ResolveRequest {
     pub(super) fn owner_id(&self) -> &str {
         self.user_id.as_deref().unwrap_or(GROUP_USER)
     }
+}
+
+/// The result of `rewind`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rewound {
+    /// The session after the rewind (shared state merged).
+    pub session: Session,
+    /// Events removed from the archive.
+    pub removed: usize,
 }
 
 /// The result of `resolve`.

@@ -232,10 +232,7 @@ pub async fn append_persist_filters_drop_and_redact_before_storing(fx: Fixture) 
         assistant("done"),
     ];
     let ids: Vec<String> = batch.iter().map(|e| e.id.clone()).collect();
-    let out = svc
-        .append_events(&owner(), s.id.as_str(), batch)
-        .await
-        .unwrap();
+    let out = svc.append_events(&owner(), &s.id, batch).await.unwrap();
     assert_eq!((out.written, out.seqs.clone()), (4, vec![1, 2, 3, 4]));
     let reported: Vec<(&str, &str, FilterAction)> = out
         .filtered
@@ -282,7 +279,7 @@ pub async fn append_persist_filters_drop_and_redact_before_storing(fx: Fixture) 
     let out = svc
         .append_events(
             &owner(),
-            s.id.as_str(),
+            &s.id,
             vec![SessionEvent::new(Message::system("again"))],
         )
         .await

@@ -174,7 +174,11 @@ pub async fn rewind_removes_invocation_and_later_events(fx: Fixture) {
         .await
         .unwrap();
     let v = fx.repo.event_version(&s.id).await.unwrap();
-    let after = svc.rewind(&o, &s.id, "inv-2").await.unwrap();
+    let after = svc
+        .rewind(&o, &s.id, &RewindTo::before_invocation("inv-2").unwrap())
+        .await
+        .unwrap()
+        .session;
     assert_eq!(after.state.get("counter"), Some(&json!(1)));
     assert_eq!(after.version, v + 1);
     assert_eq!(texts(&fx.archive(&s.id).await), ["one"]);
@@ -187,7 +191,11 @@ pub async fn rewind_removes_invocation_and_later_events(fx: Fixture) {
         .unwrap();
     assert_eq!(out.seqs, [5]);
     // Rewinding the first invocation restores the initial state.
-    let after = svc.rewind(&o, &s.id, "inv-1").await.unwrap();
+    let after = svc
+        .rewind(&o, &s.id, &RewindTo::before_invocation("inv-1").unwrap())
+        .await
+        .unwrap()
+        .session;
     assert_eq!(after.state.get("counter"), Some(&json!(0)));
     assert!(fx.archive(&s.id).await.is_empty());
 }

@@ -47,7 +47,13 @@ pub async fn export_import_round_trips(fx: Fixture) {
     svc.append_events(&o, &s.id, vec![step("i2", "four")])
         .await
         .unwrap();
-    svc.rewind(&o, &s.id, "i2").await.unwrap(); // leaves a gap: seq 4 is never reused
+    svc.rewind(
+        &o,
+        &s.id,
+        &session_core::RewindTo::before_invocation("i2").unwrap(),
+    )
+    .await
+    .unwrap(); // leaves a gap: seq 4 is never reused
     svc.append_events(&o, &s.id, vec![user("five")])
         .await
         .unwrap();
@@ -90,7 +96,15 @@ pub async fn export_import_round_trips(fx: Fixture) {
     assert_eq!(out.seqs, [8]);
     assert_eq!(out.version, dump.session.version + 1);
     // Rewind still replays from the imported initial state.
-    let after = svc.rewind(&o, &s.id, "i1").await.unwrap();
+    let after = svc
+        .rewind(
+            &o,
+            &s.id,
+            &session_core::RewindTo::before_invocation("i1").unwrap(),
+        )
+        .await
+        .unwrap()
+        .session;
     assert_eq!(after.state.get("counter"), Some(&json!(0)));
     // Inconsistent dumps are refused before anything is written: a context
     // naming a seq the archive lacks, or naming one seq twice.

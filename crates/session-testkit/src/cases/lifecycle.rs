@@ -305,8 +305,12 @@ pub async fn fork_copies_up_to_the_point_and_never_shares_appends(fx: Fixture) {
     );
     assert_eq!(
         kind(
-            svc.fork(&Owner::new(APP, "mallory"), &s.id, &ForkAt::Latest)
-                .await
+            svc.fork(
+                &Owner::parse(APP, "mallory").unwrap(),
+                &s.id,
+                &ForkAt::Latest
+            )
+            .await
         ),
         ErrorKind::NotFound
     );
@@ -374,7 +378,7 @@ pub async fn erase_user_removes_everything_of_the_user_and_nothing_else(fx: Fixt
     const CANARY: &str = "canary-7f3a9 the secret of alice";
     let svc = fx.service();
     let alice = owner();
-    let bob = Owner::new(APP, "bob");
+    let bob = Owner::parse(APP, "bob").unwrap();
     let canary = |state: bool| {
         let b = SessionEvent::builder(Message::user(CANARY));
         if state {

@@ -122,13 +122,13 @@ fn numbered(prefix: &str, n: usize) -> Vec<SessionEvent> {
 }
 
 fn owner() -> Owner {
-    Owner::new(APP, "alice")
+    Owner::parse(APP, "alice").unwrap()
 }
 
 async fn service_session(fx: &Fixture, owner: &Owner) -> session_core::Session {
     fx.service()
         .create(
-            CreateSessionRequest::builder(&owner.user_id)
+            CreateSessionRequest::builder(&owner.user)
                 .app(&owner.app)
                 .build()
                 .unwrap(),

@@ -117,24 +117,31 @@ pub async fn resolve_group_key_is_shared(fx: Fixture) {
     assert_eq!(again.session.id, first.session.id);
     let id = first.session.id;
     svc.append_message(
-        &Owner::new(APP, "alice"),
+        &Owner::parse(APP, "alice").unwrap(),
         &id,
         Message::user("hi from alice"),
     )
     .await
     .unwrap();
-    svc.append_message(&Owner::new(APP, "bob"), &id, Message::user("hi from bob"))
-        .await
-        .unwrap();
+    svc.append_message(
+        &Owner::parse(APP, "bob").unwrap(),
+        &id,
+        Message::user("hi from bob"),
+    )
+    .await
+    .unwrap();
     assert_eq!(
-        svc.messages(&Owner::new(APP, "carol"), &id)
+        svc.messages(&Owner::parse(APP, "carol").unwrap(), &id)
             .await
             .unwrap()
             .len(),
         2
     );
     assert_eq!(
-        kind(svc.messages(&Owner::new("other-app", "alice"), &id).await),
+        kind(
+            svc.messages(&Owner::parse("other-app", "alice").unwrap(), &id)
+                .await
+        ),
         ErrorKind::NotFound
     );
     let other = svc

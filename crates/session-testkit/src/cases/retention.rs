@@ -176,7 +176,7 @@ async fn six_events_one_in_context(fx: &Fixture, id: &session_core::SessionId) {
 pub async fn retention_policies_run_on_purge_and_on_append(fx: Fixture) {
     let rules = RetentionRules::new().app(APP, ArchiveRetention::keep_latest(4));
     let svc = fx.service().with_retention(rules);
-    let owner = Owner::new(APP, "alice");
+    let owner = Owner::parse(APP, "alice").unwrap();
     let own = fx.session("alice").await;
     let by_app = fx.session("alice").await;
     let other = fx.session_in("other", "alice").await;
@@ -225,7 +225,7 @@ pub async fn retention_policies_run_on_purge_and_on_append(fx: Fixture) {
         .service()
         .with_retention(everywhere)
         .with_prune_on_append();
-    let other_owner = Owner::new("other", "alice");
+    let other_owner = Owner::parse("other", "alice").unwrap();
     svc.append_message(&other_owner, &other.id, Message::user("m7"))
         .await
         .unwrap();

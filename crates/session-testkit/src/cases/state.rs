@@ -34,8 +34,8 @@ pub async fn state_session_scope(fx: Fixture) {
 pub async fn state_user_scope_is_per_user_per_app(fx: Fixture) {
     let svc = fx.service();
     let alice = owner();
-    let bob = Owner::new(APP, "bob");
-    let alice_elsewhere = Owner::new("other-app", "alice");
+    let bob = Owner::parse(APP, "bob").unwrap();
+    let alice_elsewhere = Owner::parse("other-app", "alice").unwrap();
     let a1 = service_session(&fx, &alice).await;
     let a2 = service_session(&fx, &alice).await;
     let b1 = service_session(&fx, &bob).await;
@@ -72,8 +72,8 @@ pub async fn state_user_scope_is_per_user_per_app(fx: Fixture) {
 pub async fn state_app_scope_is_per_app(fx: Fixture) {
     let svc = fx.service();
     let alice = owner();
-    let bob = Owner::new(APP, "bob");
-    let other = Owner::new("other-app", "alice");
+    let bob = Owner::parse(APP, "bob").unwrap();
+    let other = Owner::parse("other-app", "alice").unwrap();
     let a = service_session(&fx, &alice).await;
     let b = service_session(&fx, &bob).await;
     let c = service_session(&fx, &other).await;

@@ -4,7 +4,8 @@
 //! have returned.
 //!
 //! ```
-//! use session_core::{ErrorKind, Problem, SessionError};
+//! use session_core::{ErrorKind, SessionError};
+//! use session_wire::Problem;
 //! let problem = Problem::from_error(&SessionError::session_not_found("s-1"));
 //! assert_eq!(problem.status, 404);
 //! let json = serde_json::to_string(&problem).unwrap();
@@ -14,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ErrorKind, SessionError};
+use session_core::{ErrorKind, SessionError};
 
 /// The media type of a problem document.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
@@ -158,27 +159,12 @@ fn label(value: Option<String>, known: &[&'static str], fallback: &'static str) 
         .unwrap_or(fallback)
 }
 
-impl ErrorKind {
-    /// The kind's wire name (`not_found`, `conflict`, ...).
-    pub fn as_str(self) -> &'static str {
-        KINDS
-            .iter()
-            .find(|(k, ..)| *k == self)
-            .map_or("backend", |(_, name, ..)| name)
-    }
-
-    /// The HTTP status an error of this kind is answered with.
-    pub fn http_status(self) -> u16 {
-        KINDS
-            .iter()
-            .find(|(k, ..)| *k == self)
-            .map_or(500, |(.., status)| *status)
-    }
-
-    /// The kind a wire name names, if any.
-    pub fn from_name(name: &str) -> Option<Self> {
-        KINDS.iter().find(|(_, n, ..)| *n == name).map(|(k, ..)| *k)
-    }
+/// The HTTP status an error of `kind` is answered with.
+pub fn http_status(kind: ErrorKind) -> u16 {
+    KINDS
+        .iter()
+        .find(|(k, ..)| *k == kind)
+        .map_or(500, |(.., status)| *status)
 }
 
 impl Problem {
@@ -254,6 +240,8 @@ impl Problem {
                 p.reason = Some(reason.clone());
             }
             SessionError::Unauthorized { reason } => p.reason = Some(reason.clone()),
+            // A kind added to core later: its kind and detail say enough.
+            _ => {}
         }
         p
     }
@@ -321,7 +309,7 @@ impl Problem {
                 backend,
                 source: cause(format!("{backend} backend unavailable")),
             },
-            Some(ErrorKind::Backend) | None => SessionError::Backend {
+            Some(_) | None => SessionError::Backend {
                 backend,
                 source: cause(format!("{backend} backend error")),
             },
@@ -389,9 +377,9 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_kind() {
-        assert_eq!(ErrorKind::NotFound.http_status(), 404);
-        assert_eq!(ErrorKind::InvalidInput.http_status(), 400);
-        assert_eq!(ErrorKind::Unavailable.http_status(), 503);
+        assert_eq!(http_status(ErrorKind::NotFound), 404);
+        assert_eq!(http_status(ErrorKind::InvalidInput), 400);
+        assert_eq!(http_status(ErrorKind::Unavailable), 503);
         assert_eq!(ErrorKind::from_name("conflict"), Some(ErrorKind::Conflict));
         assert_eq!(ErrorKind::from_name("nonsense"), None);
     }

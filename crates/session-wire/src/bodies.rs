@@ -1,35 +1,13 @@
-//! The bodies and query strings of the HTTP API (`session-server`) that
-//! the core types do not already cover, shared by the server and the
-//! remote store so both read and write the same shapes.
-//!
-//! Most calls send and receive core types as JSON ([`crate::NewSession`],
-//! [`crate::SessionEvent`], [`crate::Page`], ...). Listing sessions and
-//! reading events take their criteria as query strings
-//! ([`SessionListParams`], [`EventParams`]), so a plain `curl` can read them.
-//!
-//! ```
-//! use session_core::wire::EventParams;
-//! use session_core::{EventFilter, EventView, Role};
-//! let filter = EventFilter::archive().roles([Role::User, Role::Tool]).page(2, 50);
-//! let params = EventParams::from_filter(&filter);
-//! assert_eq!(params.roles.as_deref(), Some("user,tool"));
-//! assert_eq!(params.into_filter().unwrap(), filter);
-//! ```
+//! The bodies and query strings of the HTTP API that the core types do not
+//! already cover.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-mod owner;
-
-pub use owner::{CreateBody, ForkBody, ResolveBody, ResolvedBody, RewindBody, StateBody};
-
-use crate::error::{Result, SessionError};
-use crate::filter::{EventFilter, EventView, SessionQuery, SyntheticFilter, DEFAULT_PAGE_SIZE};
-use crate::fork::ForkAt;
-use crate::ids::SessionId;
-use crate::message::Role;
-use crate::repository::Capabilities;
-use crate::session::SessionStatus;
+use session_core::{
+    Capabilities, EventFilter, EventView, ForkAt, Result, Role, SessionError, SessionId,
+    SessionQuery, SessionStatus, SyntheticFilter, DEFAULT_PAGE_SIZE,
+};
 
 /// What a store supports, as `GET /v1/capabilities` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,7 +108,7 @@ pub struct VersionBody {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ImportBody {
     /// Imported or unchanged.
-    pub outcome: crate::ImportOutcome,
+    pub outcome: session_core::ImportOutcome,
 }
 
 /// `GET /v1/sessions`: a [`SessionQuery`] as a query string; `metadata`
@@ -209,17 +187,17 @@ impl SessionListParams {
                 }
             },
         };
-        Ok(SessionQuery {
-            app: self.app,
-            user_id: self.user_id,
-            key: self.key,
-            status: self.status,
-            active_from: self.active_from,
-            active_to: self.active_to,
-            metadata,
-            page: self.page.unwrap_or(0),
-            page_size: self.page_size.unwrap_or(DEFAULT_PAGE_SIZE),
-        })
+        let mut query = SessionQuery::new();
+        query.app = self.app;
+        query.user_id = self.user_id;
+        query.key = self.key;
+        query.status = self.status;
+        query.active_from = self.active_from;
+        query.active_to = self.active_to;
+        query.metadata = metadata;
+        query.page = self.page.unwrap_or(0);
+        query.page_size = self.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+        Ok(query)
     }
 }
 
@@ -312,23 +290,23 @@ impl EventParams {
             })?;
             roles.push(role);
         }
-        Ok(EventFilter {
-            view: self.view.unwrap_or_default(),
-            branch: self.branch,
-            from: self.from,
-            to: self.to,
-            last_n: self.last_n,
-            roles,
-            synthetic: self.synthetic.unwrap_or_default(),
-            keyword: self.keyword,
-            invocation_id: self.invocation_id,
-            after: self.after,
-            page: self.page.unwrap_or(0),
-            // `last_n` alone reads the last n in one page, as `EventFilter::last` does.
-            page_size: self
-                .page_size
-                .unwrap_or_else(|| self.last_n.map_or(DEFAULT_PAGE_SIZE, |n| n.max(1))),
-        })
+        let mut filter = EventFilter::default();
+        filter.view = self.view.unwrap_or_default();
+        filter.branch = self.branch;
+        filter.from = self.from;
+        filter.to = self.to;
+        filter.last_n = self.last_n;
+        filter.roles = roles;
+        filter.synthetic = self.synthetic.unwrap_or_default();
+        filter.keyword = self.keyword;
+        filter.invocation_id = self.invocation_id;
+        filter.after = self.after;
+        filter.page = self.page.unwrap_or(0);
+        // `last_n` alone reads the last n in one page, as `EventFilter::last` does.
+        filter.page_size = self
+            .page_size
+            .unwrap_or_else(|| self.last_n.map_or(DEFAULT_PAGE_SIZE, |n| n.max(1)));
+        Ok(filter)
     }
 }
 
@@ -357,7 +335,7 @@ mod tests {
             let err = params.into_query().err();
             assert_eq!(
                 err.map(|e| e.kind()),
-                Some(crate::ErrorKind::InvalidInput),
+                Some(session_core::ErrorKind::InvalidInput),
                 "{bad}"
             );
         }

@@ -5,14 +5,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, SessionError};
-use crate::fork::ForkAt;
-use crate::repository::SessionRepository;
-use crate::service::{
-    CreateSessionRequest, Expiry, Owner, ResetPolicy, ResolveRequest, SessionService,
+use session_core::{
+    CreateSessionRequest, Expiry, ForkAt, InvocationId, Owner, ResetPolicy, ResolveRequest, Result,
+    Session, SessionError, StateMap,
 };
-use crate::session::{Session, SessionUpdate};
-use crate::state::{apply_delta, StateMap};
 
 /// What to create (everything optional).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,9 +52,9 @@ fn expiry(ttl_secs: Option<u64>, at: Option<DateTime<Utc>>, never: bool) -> Resu
 }
 
 impl CreateBody {
-    /// The request to create this session for `user_id` in `app`.
-    pub fn into_request(self, app: &str, user_id: &str) -> Result<CreateSessionRequest> {
-        let mut request = CreateSessionRequest::builder(user_id).app(app);
+    /// The request to create this session for `owner`.
+    pub fn into_request(self, owner: &Owner) -> Result<CreateSessionRequest> {
+        let mut request = CreateSessionRequest::for_owner(owner);
         if let Some(id) = self.id {
             request = request.id(id);
         }
@@ -104,13 +100,13 @@ pub struct ResolveBody {
 }
 
 impl ResolveBody {
-    /// The resolve request for `user_id` in `app` (or the app's group
-    /// session), and the reset policy it names.
-    pub fn into_request(self, app: &str, user_id: &str) -> Result<(ResolveRequest, ResetPolicy)> {
+    /// The resolve request for `owner` (or its app's group session), and
+    /// the reset policy it names.
+    pub fn into_request(self, owner: &Owner) -> Result<(ResolveRequest, ResetPolicy)> {
         let mut request = if self.group {
-            ResolveRequest::group(app, self.key)
+            ResolveRequest::group(owner.app.as_str(), self.key)
         } else {
-            ResolveRequest::new(app, user_id, self.key)
+            ResolveRequest::for_owner(owner, self.key)
         }
         .expiry(expiry(self.ttl_secs, None, false)?);
         request.metadata = self.metadata;
@@ -146,7 +142,8 @@ pub struct ResolvedBody {
 #[serde(deny_unknown_fields)]
 pub struct RewindBody {
     /// Everything from this invocation's first event on goes.
-    pub invocation_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub invocation_id: InvocationId,
 }
 
 /// Fork a session.
@@ -158,67 +155,13 @@ pub struct ForkBody {
     pub at: ForkAt,
 }
 
-/// A session's state, one map per scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct StateBody {
-    /// The session's own keys.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub session: StateMap,
-    /// The owner's `user:` keys in the app.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub user: StateMap,
-    /// The app's `app:` keys.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub app: StateMap,
-}
-
-impl StateBody {
-    /// The state of `owner`'s session `id` by scope, and the session's
-    /// version: the service checks the owner, the store reads the scopes apart.
-    pub async fn read(
-        service: &dyn SessionService,
-        repo: &dyn SessionRepository,
-        owner: &Owner,
-        id: &str,
-    ) -> Result<(Self, u64)> {
-        let session = service.get(owner, id).await?;
-        let stored = repo.get(&session.id).await?;
-        let shared = repo.shared_state(&session.app, &session.user_id).await?;
-        let body = Self {
-            session: stored.state,
-            user: shared.user,
-            app: shared.app,
-        };
-        Ok((body, stored.version))
-    }
-
-    /// Merges `patch` into the session scope (`null` removes a key) at
-    /// `expected_version` (else at the version it reads), and answers the
-    /// state after. A `user:`, `app:` or `temp:` key is `InvalidInput`:
-    /// those change through events' state deltas.
-    pub async fn patch(
-        service: &dyn SessionService,
-        repo: &dyn SessionRepository,
-        owner: &Owner,
-        id: &str,
-        patch: &StateMap,
-        expected_version: Option<u64>,
-    ) -> Result<(Self, u64)> {
-        let (current, version) = Self::read(service, repo, owner, id).await?;
-        let mut state = current.session;
-        apply_delta(&mut state, patch);
-        let update = SessionUpdate::new()
-            .state(state)
-            .expect_version(expected_version.unwrap_or(version));
-        service.update(owner, id, update).await?;
-        Self::read(service, repo, owner, id).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ada() -> Owner {
+        Owner::parse("support", "ada").unwrap_or_else(|e| panic!("{e}"))
+    }
 
     #[test]
     fn a_create_body_names_at_most_one_expiry() {
@@ -227,13 +170,13 @@ mod tests {
             never_expires: true,
             ..CreateBody::default()
         };
-        let e = body.into_request("support", "ada").err();
+        let e = body.into_request(&ada()).err();
         assert!(e.is_some_and(|e| e.to_string().contains("at most one")));
         let ok = CreateBody {
             ttl_secs: Some(60),
             ..CreateBody::default()
         };
-        assert!(ok.into_request("support", "ada").is_ok());
+        assert!(ok.into_request(&ada()).is_ok());
     }
 
     #[test]
@@ -243,16 +186,14 @@ mod tests {
             idle_timeout_secs: Some(u64::MAX),
             ..ResolveBody::default()
         };
-        assert!(body.into_request("support", "ada").is_err(), "too large");
+        assert!(body.into_request(&ada()).is_err(), "too large");
         let body = ResolveBody {
             key: "chat-1".into(),
             daily_reset_hour: Some(4),
             daily_reset_zone: Some("Europe/Paris".into()),
             ..ResolveBody::default()
         };
-        let (request, policy) = body
-            .into_request("support", "ada")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (request, policy) = body.into_request(&ada()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(request.key, "chat-1");
         assert!(policy.daily_reset.is_some());
     }
