@@ -3,8 +3,11 @@
 
 use serde_json::{json, Value};
 use session_core::{
-    fold_case, visible_branches, EventFilter, SessionEvent, SessionQuery, SyntheticFilter,
+    fold_case, visible_branches, EventFilter, SessionError, SessionEvent, SessionQuery,
+    SyntheticFilter,
 };
+
+use crate::engine::TextField;
 
 /// Micros since the epoch (the stored time unit: exact, sortable, no date parsing).
 pub(crate) fn micros(t: chrono::DateTime<chrono::Utc>) -> i64 {
@@ -34,10 +37,12 @@ pub(crate) fn sessions_mapping() -> Value {
 }
 
 /// The settings and mapping of the events index: one document per event.
-/// `text_lc` (a `wildcard` field of the case-folded search text) serves the
-/// literal search, `text` (analyzed) the ranked one; the event itself is
-/// kept unindexed in `body`, metadata and state never reach the mapping.
-pub(crate) fn events_mapping() -> Value {
+/// `text_lc` (the case-folded search text, a `wildcard` field, or a
+/// `keyword` one where the engine lacks that type: see [`TextField`])
+/// serves the literal search, `text` (analyzed) the ranked one; the event
+/// itself is kept unindexed in `body`, metadata and state never reach the
+/// mapping.
+pub(crate) fn events_mapping(text_field: TextField) -> Value {
     json!({
         "settings": {"number_of_shards": 1},
         "mappings": {
@@ -56,7 +61,7 @@ pub(crate) fn events_mapping() -> Value {
                 "invocation_id": {"type": "keyword"},
                 "tokens": {"type": "long"},
                 "has_delta": {"type": "boolean"},
-                "text_lc": {"type": "wildcard"},
+                "text_lc": {"type": text_field.mapping_type()},
                 "text": {"type": "text"},
                 "delta": {"type": "object", "enabled": false},
                 "body": {"type": "object", "enabled": false}
@@ -100,12 +105,14 @@ pub(crate) fn event_doc_id(session_id: &str, inc: &str, seq: u64) -> String {
     format!("{session_id}|{inc}|{seq}")
 }
 
-/// The document of one event; `body` is its stored JSON encoding.
+/// The document of one event; `body` is its stored JSON encoding,
+/// `text_field` the type of the events index's `text_lc`.
 pub(crate) fn event_doc(
     owner: DocOwner<'_>,
     seq: u64,
     e: &SessionEvent,
     body: &str,
+    text_field: TextField,
 ) -> session_core::Result<Value> {
     let text = e.message.search_text();
     let delta = match &e.state_delta {
@@ -127,7 +134,7 @@ pub(crate) fn event_doc(
         "synthetic": e.is_synthetic(),
         "tokens": e.token_estimate,
         "has_delta": e.state_delta.is_some(),
-        "text_lc": fold_case(&text),
+        "text_lc": text_field.value(&fold_case(&text)),
         "text": text,
         "body": body,
     });
@@ -157,14 +164,24 @@ pub(crate) fn escape_wildcard(text: &str) -> String {
     out
 }
 
-/// A literal substring query on the folded search text (the text folded here too).
-pub(crate) fn literal_text(text: &str) -> Value {
-    json!({"wildcard": {"text_lc": {"value": format!("*{}*", escape_wildcard(&fold_case(text)))}}})
+/// A literal substring query on the folded search text (the text folded
+/// here too), and whether it matches exactly the events holding `text`
+/// (otherwise a superset: see [`TextField::needle`]).
+pub(crate) fn literal_text(text: &str, text_field: TextField) -> (Value, bool) {
+    let folded = fold_case(text);
+    let (needle, exact) = text_field.needle(&folded);
+    (
+        json!({"wildcard": {"text_lc": {"value": format!("*{}*", escape_wildcard(needle))}}}),
+        exact,
+    )
 }
 
 /// The most terms one `terms` query of the backend holds: the default
 /// `index.max_terms_count` of Elasticsearch and OpenSearch.
 pub(crate) const MAX_TERMS: usize = 65_536;
+
+/// The largest value of a `long` field (`i64::MAX`).
+pub(crate) const MAX_LONG: u64 = 9_223_372_036_854_775_807;
 
 /// The most rewound ranges one query leaves out. A cluster refuses a query
 /// of more than 1,024 leaf clauses (`indices.query.bool.max_clause_count`);
@@ -197,15 +214,18 @@ pub(crate) fn session_events(
     up_to: u64,
     dead: &[[u64; 2]],
 ) -> Vec<(Vec<Value>, Vec<Value>)> {
+    // `seq` is a `long`: an engine refuses a bound above `i64::MAX` (a
+    // cursor past every event, say), and no seq is that high.
+    let long = |v: u64| v.min(MAX_LONG);
     let segment = |lo: u64, hi: u64, dead: &[[u64; 2]]| {
         let filter = vec![
             json!({"term": {"session_id": session_id}}),
             json!({"term": {"inc": inc}}),
-            json!({"range": {"seq": {"gt": lo, "lte": hi}}}),
+            json!({"range": {"seq": {"gt": long(lo), "lte": long(hi)}}}),
         ];
         let must_not = dead
             .iter()
-            .map(|[a, b]| json!({"range": {"seq": {"gte": a, "lte": b}}}))
+            .map(|[a, b]| json!({"range": {"seq": {"gte": long(*a), "lte": long(*b)}}}))
             .collect();
         (filter, must_not)
     };
@@ -231,8 +251,13 @@ pub(crate) fn session_events(
 }
 
 /// The per-event criteria of an [`EventFilter`] (branch, time, roles,
-/// synthetic, invocation, keyword) as filter clauses.
-pub(crate) fn filter_clauses(f: &EventFilter) -> Vec<Value> {
+/// synthetic, invocation, keyword) as filter clauses. A keyword longer than
+/// a `keyword` text field answers exactly ([`TextField::EXACT_CHARS`]) is
+/// refused: the view's counts and pages come from the engine.
+pub(crate) fn filter_clauses(
+    f: &EventFilter,
+    text_field: TextField,
+) -> session_core::Result<Vec<Value>> {
     let mut out = Vec::new();
     if let Some(viewer) = &f.branch {
         out.push(json!({"bool": {
@@ -266,9 +291,17 @@ pub(crate) fn filter_clauses(f: &EventFilter) -> Vec<Value> {
         out.push(json!({"term": {"invocation_id": i}}));
     }
     if let Some(k) = &f.keyword {
-        out.push(literal_text(k));
+        let (clause, exact) = literal_text(k, text_field);
+        if !exact {
+            return Err(SessionError::Unsupported {
+                backend: crate::client::BACKEND,
+                operation: "a keyword filter longer than 4,001 characters on an events index \
+                            whose text field is a keyword (no wildcard field type)",
+            });
+        }
+        out.push(clause);
     }
-    out
+    Ok(out)
 }
 
 /// A `bool` query of filter and must-not clauses.
@@ -358,7 +391,11 @@ mod tests {
     fn wildcard_escaping_keeps_every_character_literal() {
         assert_eq!(escape_wildcard(r"a*b?c\d"), r"a\*b\?c\\d");
         assert_eq!(escape_wildcard("100%_[x]\"'"), "100%_[x]\"'");
-        let q = literal_text("Hello*World");
+        let (q, exact) = literal_text("Hello*World", TextField::Wildcard);
+        assert!(exact);
+        assert_eq!(q["wildcard"]["text_lc"]["value"], r"*hello\*world*");
+        let (q, exact) = literal_text("Hello*World", TextField::Keyword);
+        assert!(exact);
         assert_eq!(q["wildcard"]["text_lc"]["value"], r"*hello\*world*");
     }
 
@@ -378,7 +415,7 @@ mod tests {
             app: "app",
             user_id: "alice",
         };
-        let doc = event_doc(owner, 3, &e, "{\"x\":1}").unwrap();
+        let doc = event_doc(owner, 3, &e, "{\"x\":1}", TextField::Wildcard).unwrap();
         assert_eq!(doc["seq"], 3);
         assert_eq!(doc["event_id"], "e1");
         assert_eq!(doc["role"], "user");
@@ -392,7 +429,7 @@ mod tests {
         assert_eq!(doc["body"], "{\"x\":1}");
         assert_eq!(event_doc_id("s1", "abc", 3), "s1|abc|3");
         let plain = SessionEvent::new(Message::assistant("ok"));
-        let doc = event_doc(owner, 4, &plain, "{}").unwrap();
+        let doc = event_doc(owner, 4, &plain, "{}", TextField::Keyword).unwrap();
         assert!(doc.get("branch").is_none() && doc.get("delta").is_none());
     }
 
@@ -406,7 +443,7 @@ mod tests {
             .synthetic(SyntheticFilter::Exclude)
             .invocation("inv")
             .keyword("50%");
-        let c = filter_clauses(&f);
+        let c = filter_clauses(&f, TextField::Wildcard).unwrap();
         assert_eq!(c.len(), 6);
         assert_eq!(
             c[0]["bool"]["should"][1]["terms"]["branch"],
@@ -418,7 +455,12 @@ mod tests {
         assert_eq!(c[3]["term"]["synthetic"], false);
         assert_eq!(c[4]["term"]["invocation_id"], "inv");
         assert_eq!(c[5]["wildcard"]["text_lc"]["value"], "*50%*");
-        assert!(filter_clauses(&EventFilter::context()).is_empty());
+        assert!(filter_clauses(&EventFilter::context(), TextField::Keyword)
+            .unwrap()
+            .is_empty());
+        let long = EventFilter::archive().keyword("x".repeat(TextField::EXACT_CHARS + 1));
+        assert!(filter_clauses(&long, TextField::Wildcard).is_ok());
+        assert!(filter_clauses(&long, TextField::Keyword).is_err());
     }
 
     #[test]
@@ -490,6 +532,15 @@ mod tests {
     }
 
     #[test]
+    fn seq_bounds_fit_a_long() {
+        let q = session_events("s", "i", u64::MAX, u64::MAX, &[[u64::MAX - 1, u64::MAX]]);
+        let (filter, must_not) = &q[0];
+        assert_eq!(filter[2]["range"]["seq"]["gt"], json!(i64::MAX));
+        assert_eq!(must_not[0]["range"]["seq"]["lte"], json!(i64::MAX));
+        assert_eq!(MAX_LONG, u64::try_from(i64::MAX).unwrap());
+    }
+
+    #[test]
     fn bulk_lines_are_ndjson() {
         let mut s = String::new();
         bulk_line(
@@ -523,8 +574,8 @@ mod tests {
             app: "a",
             user_id: "u",
         };
-        let doc = event_doc(owner, 1, &e, "{}").unwrap();
-        let mapping = events_mapping();
+        let doc = event_doc(owner, 1, &e, "{}", TextField::Wildcard).unwrap();
+        let mapping = events_mapping(TextField::Wildcard);
         let props = mapping["mappings"]["properties"].as_object().unwrap();
         for key in doc.as_object().unwrap().keys() {
             assert!(
@@ -537,22 +588,31 @@ mod tests {
 
     #[test]
     fn mappings_are_strict_and_keep_user_data_unindexed() {
-        for m in [sessions_mapping(), events_mapping(), state_mapping()] {
+        for m in [
+            sessions_mapping(),
+            events_mapping(TextField::Wildcard),
+            events_mapping(TextField::Keyword),
+            state_mapping(),
+        ] {
             assert_eq!(m["mappings"]["dynamic"], "strict");
         }
         assert_eq!(
-            events_mapping()["mappings"]["properties"]["body"]["enabled"],
+            events_mapping(TextField::Wildcard)["mappings"]["properties"]["body"]["enabled"],
             false
         );
         assert_eq!(
-            events_mapping()["mappings"]["properties"]["text_lc"]["type"],
+            events_mapping(TextField::Wildcard)["mappings"]["properties"]["text_lc"]["type"],
             "wildcard"
+        );
+        assert_eq!(
+            events_mapping(TextField::Keyword)["mappings"]["properties"]["text_lc"]["type"],
+            "keyword"
         );
         assert_eq!(
             sessions_mapping()["mappings"]["properties"]["head"]["enabled"],
             false
         );
-        let t = index_template("p-events", &events_mapping());
+        let t = index_template("p-events", &events_mapping(TextField::Wildcard));
         assert_eq!(t["index_patterns"], json!(["p-events"]));
         assert_eq!(t["template"]["mappings"]["dynamic"], "strict");
     }

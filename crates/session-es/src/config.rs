@@ -8,6 +8,7 @@ use session_core::{system_clock, Limits, SessionError, SharedClock};
 
 use crate::batch::LOCK_STRIPES;
 use crate::client::Client;
+use crate::engine::{TextField, TextFieldCell};
 use crate::error::build_error;
 use crate::EsRepository;
 
@@ -47,6 +48,7 @@ pub struct EsRepositoryBuilder {
     migrate: bool,
     clock: SharedClock,
     limits: Limits,
+    text_field: TextField,
 }
 
 impl std::fmt::Debug for EsRepositoryBuilder {
@@ -56,6 +58,7 @@ impl std::fmt::Debug for EsRepositoryBuilder {
             .field("credentials", &self.credentials.as_ref().map(|_| "<set>"))
             .field("prefix", &self.prefix)
             .field("refresh", &self.refresh)
+            .field("text_field", &self.text_field)
             .finish_non_exhaustive()
     }
 }
@@ -115,6 +118,14 @@ impl EsRepositoryBuilder {
         self
     }
 
+    /// The field type literal search uses when `connect` creates the events
+    /// index (default [`TextField::Detect`]: `wildcard` where the engine has
+    /// it). An existing index keeps its own, which `connect` reads.
+    pub fn text_field(mut self, text_field: TextField) -> Self {
+        self.text_field = text_field;
+        self
+    }
+
     /// Whether `connect` creates the index templates and indices (default yes).
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.migrate = migrate;
@@ -167,9 +178,12 @@ impl EsRepositoryBuilder {
             refresh: self.refresh,
             clock: self.clock,
             limits: self.limits,
+            text_field: std::sync::Arc::new(TextFieldCell::new(self.text_field)),
         };
         if self.migrate {
             repo.migrate().await?;
+        } else {
+            repo.read_text_field().await?;
         }
         Ok(repo)
     }
@@ -227,6 +241,19 @@ fn parse_url(url: &str) -> session_core::Result<EsRepositoryBuilder> {
                     }
                 });
             }
+            "text_field" => {
+                b = b.text_field(match v.as_ref() {
+                    "detect" => TextField::Detect,
+                    "wildcard" => TextField::Wildcard,
+                    "keyword" => TextField::Keyword,
+                    other => {
+                        return Err(SessionError::invalid(
+                            "elasticsearch url",
+                            format!("text_field={other}: expected detect, wildcard or keyword"),
+                        ))
+                    }
+                });
+            }
             "timeout_ms" => {
                 let ms: u64 = v.parse().map_err(|_| {
                     SessionError::invalid(
@@ -239,7 +266,10 @@ fn parse_url(url: &str) -> session_core::Result<EsRepositoryBuilder> {
             other => {
                 return Err(SessionError::invalid(
                     "elasticsearch url",
-                    format!("unknown option {other}; known: prefix, api_key, refresh, timeout_ms"),
+                    format!(
+                        "unknown option {other}; known: prefix, api_key, refresh, \
+                         text_field, timeout_ms"
+                    ),
                 ))
             }
         }
@@ -279,10 +309,11 @@ impl EsRepository {
             migrate: true,
             clock: system_clock(),
             limits: Limits::default(),
+            text_field: TextField::Detect,
         }
     }
 
-    /// Connects from a URL: `es+http://[user:password@]host:9200[/?prefix=P&api_key=K&refresh=wait_for&timeout_ms=N]`
+    /// Connects from a URL: `es+http://[user:password@]host:9200[/?prefix=P&api_key=K&refresh=wait_for&text_field=keyword&timeout_ms=N]`
     /// (or `es+https://`); runs [`EsRepository::migrate`].
     pub async fn from_url(url: &str) -> session_core::Result<Self> {
         parse_url(url)?.connect().await
@@ -323,6 +354,9 @@ mod tests {
         assert!(parse_url("es+ftp://x").is_err());
         assert!(parse_url("es+http://localhost:9200?shards=3").is_err());
         assert!(parse_url("es+http://localhost:9200?refresh=false").is_err());
+        let b = parse_url("es+http://localhost:9200?text_field=keyword").unwrap();
+        assert_eq!(b.text_field, TextField::Keyword);
+        assert!(parse_url("es+http://localhost:9200?text_field=ngram").is_err());
     }
 
     #[test]

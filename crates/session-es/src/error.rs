@@ -60,6 +60,15 @@ impl EsError {
         }
     }
 
+    /// Documents a search keeps finding after their deletion reported them gone.
+    pub(crate) fn stuck(index: &str, found: usize) -> Self {
+        Self {
+            status: 200,
+            kind: "deleted_documents_still_found".to_owned(),
+            reason: format!("{found} documents of {index} are still found after their deletion"),
+        }
+    }
+
     /// The typed error a caller gets for this answer.
     pub(crate) fn into_session_error(self, session_id: &str) -> SessionError {
         match self.status {

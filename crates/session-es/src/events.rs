@@ -36,7 +36,10 @@ impl EsRepository {
         let mut docs = Vec::with_capacity(head.pending.len());
         for p in &head.pending {
             let e = SessionEvent::decode_stored(&head.session.id, p.seq, &p.body)?;
-            docs.push((p.seq, body::event_doc(head.owner(), p.seq, &e, &p.body)?));
+            docs.push((
+                p.seq,
+                body::event_doc(head.owner(), p.seq, &e, &p.body, self.text_field.get())?,
+            ));
         }
         self.create_events(head, docs).await
     }
@@ -109,45 +112,38 @@ impl EsRepository {
         }
     }
 
-    /// Removes the event documents of an incarnation (after a delete or a re-create).
+    /// Removes the event documents of an incarnation (after a delete or a
+    /// re-create): the ids searched, then deleted (best effort).
     pub(crate) async fn drop_incarnation(&self, session_id: &str, inc: &str) {
-        self.delete_by_query(
-            "events",
-            json!({"bool": {"filter": [
-                {"term": {"session_id": session_id}},
-                {"term": {"inc": inc}}
-            ]}}),
-        )
-        .await;
+        let query = json!({"bool": {"filter": [
+            {"term": {"session_id": session_id}},
+            {"term": {"inc": inc}}
+        ]}});
+        self.delete_matching_quietly("events", &query, session_id)
+            .await;
     }
 
     /// Removes the event documents of an incarnation at `seqs` (after an
-    /// archive prune; the head already marks them dead).
+    /// archive prune; the head already marks them dead), by their ids.
     pub(crate) async fn drop_pruned(&self, session_id: &str, inc: &str, seqs: &[u64]) {
-        for chunk in seqs.chunks(1000) {
-            self.delete_by_query(
-                "events",
-                json!({"bool": {"filter": [
-                    {"term": {"session_id": session_id}},
-                    {"term": {"inc": inc}},
-                    {"terms": {"seq": chunk}}
-                ]}}),
-            )
-            .await;
+        let ids: Vec<String> = seqs
+            .iter()
+            .map(|s| body::event_doc_id(session_id, inc, *s))
+            .collect();
+        if let Err(e) = self.delete_ids("events", &ids, session_id).await {
+            tracing::warn!(backend = crate::client::BACKEND, error = %e, "cleanup of pruned documents failed; they stay hidden");
         }
     }
 
     /// Removes the event documents of an incarnation from seq `from` on (after a rewind).
     pub(crate) async fn drop_rewound(&self, session_id: &str, inc: &str, from: u64) {
-        self.delete_by_query(
-            "events",
-            json!({"bool": {"filter": [
-                {"term": {"session_id": session_id}},
-                {"term": {"inc": inc}},
-                {"range": {"seq": {"gte": from}}}
-            ]}}),
-        )
-        .await;
+        let query = json!({"bool": {"filter": [
+            {"term": {"session_id": session_id}},
+            {"term": {"inc": inc}},
+            {"range": {"seq": {"gte": from}}}
+        ]}});
+        self.delete_matching_quietly("events", &query, session_id)
+            .await;
     }
 
     /// How many event documents match `query`.

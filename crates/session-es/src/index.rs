@@ -3,8 +3,12 @@
 use elasticsearch::http::Method;
 use serde_json::{json, Value};
 
+use session_core::SessionError;
+
 use crate::body;
-use crate::client::BACKEND;
+use crate::client::{bulk_items, ItemResult, Reply, BACKEND};
+use crate::engine::{lacks_wildcard_type, TextField};
+use crate::error::EsError;
 use crate::EsRepository;
 
 /// The path of one document, its id percent-encoded (ids may hold `:` and `|`).
@@ -32,24 +36,34 @@ impl EsRepository {
     }
 
     /// Creates (or updates) the index templates and creates the three
-    /// indices if missing. Safe to run concurrently and repeatedly.
+    /// indices if missing, then reads which text field type the events
+    /// index has (see [`TextField`]). Safe to run concurrently and repeatedly.
     pub async fn migrate(&self) -> session_core::Result<()> {
-        for (which, mapping) in [
-            ("sessions", body::sessions_mapping()),
-            ("events", body::events_mapping()),
-            ("state", body::state_mapping()),
-        ] {
+        let first = match self.text_field.asked() {
+            TextField::Keyword => TextField::Keyword,
+            TextField::Detect | TextField::Wildcard => TextField::Wildcard,
+        };
+        let mut events = first;
+        for which in ["sessions", "events", "state"] {
             let name = self.index(which);
-            let template = body::index_template(&name, &mapping);
-            self.client
-                .send(
-                    Method::Put,
-                    &format!("_index_template/{name}"),
-                    &[],
-                    Some(template.to_string()),
-                )
-                .await?
-                .success("")?;
+            let mut mapping = match which {
+                "sessions" => body::sessions_mapping(),
+                "events" => body::events_mapping(events),
+                _ => body::state_mapping(),
+            };
+            let reply = self.put_template(&name, &mapping).await?;
+            if which == "events"
+                && self.text_field.asked() == TextField::Detect
+                && lacks_wildcard_type(reply.status, &reply.body)
+            {
+                // No `wildcard` field type on this engine: the `keyword` layout.
+                tracing::info!(index = %name, "no wildcard field type: literal search uses a keyword field");
+                events = TextField::Keyword;
+                mapping = body::events_mapping(events);
+                self.put_template(&name, &mapping).await?.success("")?;
+            } else {
+                reply.success("")?;
+            }
             let reply = self
                 .client
                 .send(Method::Put, &name, &[], Some(mapping.to_string()))
@@ -61,7 +75,20 @@ impl EsRepository {
                 }
             }
         }
+        self.read_text_field().await?;
         Ok(())
+    }
+
+    async fn put_template(&self, name: &str, mapping: &Value) -> session_core::Result<Reply> {
+        let template = body::index_template(name, mapping);
+        self.client
+            .send(
+                Method::Put,
+                &format!("_index_template/{name}"),
+                &[],
+                Some(template.to_string()),
+            )
+            .await
     }
 
     /// Deletes the three indices and their templates (everything under the prefix).
@@ -78,34 +105,124 @@ impl EsRepository {
         Ok(())
     }
 
-    /// Deletes documents matching `query` from an index (best effort: used for cleanup only).
-    pub(crate) async fn delete_by_query(&self, which: &str, query: Value) {
-        if let Err(e) = self.delete_by_query_checked(which, query).await {
-            tracing::warn!(backend = BACKEND, error = %e, "cleanup of unreachable documents failed; they stay hidden");
+    /// Deletes documents by id (`_bulk` delete items, refreshed: searches
+    /// stop seeing them). How many were there to delete.
+    pub(crate) async fn delete_ids(
+        &self,
+        which: &str,
+        ids: &[String],
+        session_id: &str,
+    ) -> session_core::Result<usize> {
+        let index = self.index(which);
+        let mut deleted = 0usize;
+        for chunk in ids.chunks(DELETE_CHUNK) {
+            let mut lines = String::new();
+            for id in chunk {
+                body::bulk_line(&mut lines, "delete", &index, id, None);
+            }
+            let reply = self
+                .client
+                .send(
+                    Method::Post,
+                    "_bulk",
+                    &[("refresh", "true".to_owned())],
+                    Some(lines),
+                )
+                .await?;
+            let answer = reply.success(session_id)?;
+            for item in bulk_items(&answer)? {
+                if let ItemResult::Failed(e) = item {
+                    return Err(e.into_session_error(session_id));
+                }
+            }
+            deleted = deleted.saturating_add(deleted_items(&answer));
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes every document matching `query` from an index, reporting a
+    /// failure: the ids found by `_search`, deleted by `_bulk`, again until
+    /// none is found. Every node can do this (`_delete_by_query` needs the
+    /// `reindex` module, which an Elasticsearch test distribution lacks).
+    pub(crate) async fn delete_matching(
+        &self,
+        which: &str,
+        query: &Value,
+        session_id: &str,
+    ) -> session_core::Result<()> {
+        let index = self.index(which);
+        // Documents written without a refresh become visible first.
+        self.client
+            .send(Method::Post, &format!("{index}/_refresh"), &[], None)
+            .await?
+            .success(session_id)?;
+        let request = json!({
+            "query": query,
+            "size": DELETE_CHUNK,
+            "sort": ["_doc"],
+            "_source": false,
+        });
+        loop {
+            let reply = self
+                .client
+                .send(
+                    Method::Post,
+                    &format!("{index}/_search"),
+                    &[],
+                    Some(request.to_string()),
+                )
+                .await?;
+            let answer = reply.success(session_id)?;
+            let ids: Vec<String> = answer
+                .pointer("/hits/hits")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    SessionError::serialization("search response", "no hits.hits array")
+                })?
+                .iter()
+                .filter_map(|h| h.get("_id").and_then(Value::as_str).map(str::to_owned))
+                .collect();
+            if ids.is_empty() {
+                return Ok(());
+            }
+            if self.delete_ids(which, &ids, session_id).await? == 0 {
+                // Found again though already gone: the search does not see the deletes.
+                return Err(SessionError::backend(
+                    BACKEND,
+                    EsError::stuck(&index, ids.len()),
+                ));
+            }
         }
     }
 
-    /// Deletes documents matching `query` from an index, reporting a failure
-    /// (what an erasure needs: documents must be gone, not only hidden).
-    pub(crate) async fn delete_by_query_checked(
+    /// [`EsRepository::delete_matching`] as cleanup: a failure is logged,
+    /// the documents stay hidden by the head.
+    pub(crate) async fn delete_matching_quietly(
         &self,
         which: &str,
-        query: Value,
-    ) -> session_core::Result<()> {
-        self.client
-            .send(
-                Method::Post,
-                &format!("{}/_delete_by_query", self.index(which)),
-                &[
-                    ("conflicts", "proceed".to_owned()),
-                    ("refresh", "true".to_owned()),
-                ],
-                Some(json!({ "query": query }).to_string()),
-            )
-            .await?
-            .success("")?;
-        Ok(())
+        query: &Value,
+        session_id: &str,
+    ) {
+        if let Err(e) = self.delete_matching(which, query, session_id).await {
+            tracing::warn!(backend = BACKEND, error = %e, "cleanup of unreachable documents failed; they stay hidden");
+        }
     }
+}
+
+/// Documents deleted per `_bulk` request, and ids found per `_search` round.
+const DELETE_CHUNK: usize = 1000;
+
+/// How many items of a `_bulk` answer deleted a document (`result: deleted`).
+fn deleted_items(answer: &Value) -> usize {
+    answer
+        .get("items")
+        .and_then(Value::as_array)
+        .map_or(0, |items| {
+            items
+                .iter()
+                .filter(|i| i.pointer("/delete/result").and_then(Value::as_str) == Some("deleted"))
+                .count()
+        })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ mod batch;
 mod body;
 mod client;
 mod config;
+mod engine;
 mod error;
 mod events;
 mod head;
@@ -22,6 +23,7 @@ use crate::batch::Memo;
 use crate::client::Client;
 
 pub use config::{EsRepositoryBuilder, Refresh};
+pub use engine::TextField;
 
 /// A [`SessionRepository`](session_core::SessionRepository) on Elasticsearch 8 (or OpenSearch 2.15+).
 ///
@@ -34,6 +36,8 @@ pub struct EsRepository {
     refresh: Refresh,
     clock: SharedClock,
     limits: Limits,
+    /// The field type of the literal search text, as the events index has it.
+    text_field: Arc<engine::TextFieldCell>,
 }
 
 impl std::fmt::Debug for EsRepository {
@@ -41,6 +45,7 @@ impl std::fmt::Debug for EsRepository {
         f.debug_struct("EsRepository")
             .field("prefix", &self.prefix)
             .field("refresh", &self.refresh)
+            .field("text_field", &self.text_field.get())
             .finish_non_exhaustive()
     }
 }

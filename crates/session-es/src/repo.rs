@@ -94,7 +94,7 @@ impl SessionRepository for EsRepository {
             }
             // The delete's own cleanup is best effort (an unreachable event
             // stays hidden); an erasure checks every event document is gone.
-            self.delete_by_query_checked("events", json!({"term": {"session_id": id}}))
+            self.delete_matching("events", &json!({"term": {"session_id": id}}), id)
                 .await?;
         }
         erased.user_state = self
@@ -402,7 +402,10 @@ impl EsRepository {
             .zip(&bodies)
             .zip(d.events.iter().map(|e| e.seq))
         {
-            docs.push((seq, body::event_doc(head.owner(), seq, e, b)?));
+            docs.push((
+                seq,
+                body::event_doc(head.owner(), seq, e, b, self.text_field.get())?,
+            ));
         }
         self.create_events(&head, docs).await?;
         Ok(head)

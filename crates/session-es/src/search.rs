@@ -262,12 +262,18 @@ impl EsRepository {
         }
         let by_inc: HashMap<&str, &Head> = heads.iter().map(|h| (h.inc.as_str(), h)).collect();
         let incs: Vec<&str> = by_inc.keys().copied().collect();
-        // `text_lc` holds the folded text as it is (NUL included): the terms as parsed.
-        let mut must: Vec<Value> = parsed
-            .include()
-            .iter()
-            .map(|t| body::literal_text(t))
-            .collect();
+        // `text_lc` holds the folded text as it is (NUL included): the terms
+        // as parsed. A term a `keyword` text field cannot answer exactly is
+        // narrowed (included) or left to the client (excluded), and every
+        // hit is then checked before it counts.
+        let text_field = self.text_field.get();
+        let mut exact = true;
+        let mut must: Vec<Value> = Vec::with_capacity(parsed.include().len().saturating_add(2));
+        for t in parsed.include() {
+            let (clause, whole) = body::literal_text(t, text_field);
+            exact &= whole;
+            must.push(clause);
+        }
         if incs.len() <= body::MAX_TERMS {
             must.push(json!({"terms": {"inc": incs}}));
         } else if let SearchScope::User { app, user_id } = &query.scope {
@@ -276,11 +282,13 @@ impl EsRepository {
             must.push(json!({"term": {"app": app}}));
             must.push(json!({"term": {"user_id": user_id}}));
         }
-        let must_not: Vec<Value> = parsed
-            .exclude()
-            .iter()
-            .map(|t| body::literal_text(t))
-            .collect();
+        let mut must_not: Vec<Value> = Vec::with_capacity(parsed.exclude().len());
+        for t in parsed.exclude() {
+            match body::literal_text(t, text_field) {
+                (clause, true) => must_not.push(clause),
+                (_, false) => exact = false,
+            }
+        }
         let mut q = body::bool_query(must, must_not);
         let sort = if ranked {
             let words = parsed.include().join(" ");
@@ -315,6 +323,17 @@ impl EsRepository {
                     head.indexed_max()
                 };
                 seq <= bound && !head.is_dead(seq)
+            }) && (exact || {
+                let sid = h
+                    .source
+                    .get("session_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                // An event that does not decode is kept: reading it below reports the error.
+                match decode_event(sid, &h.source) {
+                    Ok(e) => parsed.matches(&e.message.search_text()),
+                    Err(_) => true,
+                }
             })
         };
         let hits = self

@@ -161,7 +161,7 @@ impl EsRepository {
             .into_iter()
             .filter(|e| e.seq > after_seq || base.iter().any(|[s, _]| *s == e.seq))
             .collect();
-        let criteria = body::filter_clauses(filter);
+        let criteria = body::filter_clauses(filter, self.text_field.get())?;
         let queries = body::session_events(
             &head.session.id,
             &head.inc,

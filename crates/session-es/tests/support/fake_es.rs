@@ -492,8 +492,8 @@ impl FakeEs {
                 } else {
                     error(
                         404,
-                        "resource_not_found_exception",
-                        &format!("index template matching [{name}] not found"),
+                        "index_template_missing_exception",
+                        &format!("index_template [{name}] missing"),
                     )
                 }
             }
@@ -531,6 +531,13 @@ impl FakeEs {
                     index_missing(index)
                 }
             }
+            ("GET", [index, "_mapping"]) => match st.indices.get(*index) {
+                None => index_missing(index),
+                Some(i) => (
+                    200,
+                    json!({ *index: {"mappings": i.mappings.clone().unwrap_or(json!({}))} }),
+                ),
+            },
             ("GET", [index, "_doc", id]) => match st.indices.get(*index) {
                 None => index_missing(index),
                 Some(i) => match i.live.docs.get(*id) {

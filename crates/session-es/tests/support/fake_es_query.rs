@@ -345,7 +345,13 @@ impl<'q> Prepared<'q> {
             "wildcard" => {
                 let (f, v) = body.as_object()?.iter().next()?;
                 let pattern = v.get("value").unwrap_or(v).as_str()?;
-                wildcard(pattern, self.field(source, f)?.as_str()?).then_some(1.0)
+                // A field holding an array matches when one of its values does.
+                let have = self.field(source, f)?;
+                let values = match have.as_array() {
+                    Some(a) => a.iter().filter_map(Value::as_str).collect(),
+                    None => vec![have.as_str()?],
+                };
+                values.iter().any(|v| wildcard(pattern, v)).then_some(1.0)
             }
             "match" => {
                 let (f, v) = body.as_object()?.iter().next()?;
@@ -395,11 +401,16 @@ pub(super) fn search(st: &State, index: &str, req: &Value) -> (u16, Value) {
         + req.get("size").and_then(Value::as_u64).unwrap_or(10)
         > 10_000
     {
-        return error(
-            400,
-            "illegal_argument_exception",
-            "Result window is too large, from + size must be less than or equal to: [10000]",
-        );
+        // A shard failure, wrapped as a node wraps it.
+        let reason =
+            "Result window is too large, from + size must be less than or equal to: [10000]";
+        let (status, mut body) =
+            error(400, "search_phase_execution_exception", "all shards failed");
+        body["error"]["root_cause"] =
+            json!([{"type": "illegal_argument_exception", "reason": reason}]);
+        body["error"]["caused_by"] =
+            json!({"type": "illegal_argument_exception", "reason": reason});
+        return (status, body);
     }
     let q = req
         .get("query")

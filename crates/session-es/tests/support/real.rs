@@ -1,0 +1,115 @@
+//! The real engines the suites run against: an Elasticsearch node at
+//! `ELASTICSEARCH_URL` (default `http://127.0.0.1:9200`) and an OpenSearch
+//! node at `OPENSEARCH_URL` (default `http://127.0.0.1:9201`), both started
+//! by `bash .ci/services`. Each store lives under its own random index
+//! prefix, dropped when the test ends. A node that does not answer skips
+//! the test with a printed reason, and fails it under `CI=true`.
+
+#![allow(dead_code)]
+
+use session_core::SharedClock;
+use session_es::{EsRepository, EsRepositoryBuilder, TextField};
+use session_testkit::TestStore;
+
+/// One of the two engines the backend supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Engine {
+    Elasticsearch,
+    OpenSearch,
+}
+
+impl Engine {
+    /// The variable naming the node's URL.
+    pub(crate) fn var(self) -> &'static str {
+        match self {
+            Self::Elasticsearch => "ELASTICSEARCH_URL",
+            Self::OpenSearch => "OPENSEARCH_URL",
+        }
+    }
+
+    /// The node `.ci/services` starts.
+    pub(crate) fn default_url(self) -> &'static str {
+        match self {
+            Self::Elasticsearch => "http://127.0.0.1:9200",
+            Self::OpenSearch => "http://127.0.0.1:9201",
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Elasticsearch => "elasticsearch",
+            Self::OpenSearch => "opensearch",
+        }
+    }
+
+    /// The node's URL (`http://host:port`, without the `es+`).
+    pub(crate) fn url(self) -> String {
+        let url = std::env::var(self.var()).unwrap_or_else(|_| self.default_url().to_owned());
+        let url = url.strip_prefix("es+").map(str::to_owned).unwrap_or(url);
+        url.trim_end_matches('/').to_owned()
+    }
+
+    /// A builder for the node under a fresh random prefix (`t` + 32 hex digits).
+    pub(crate) fn builder(self) -> EsRepositoryBuilder {
+        EsRepository::builder(self.url()).prefix(format!("t{}", uuid::Uuid::new_v4().simple()))
+    }
+
+    /// Connects `builder`; a node that does not answer skips (fails under `CI=true`).
+    pub(crate) async fn connect(self, builder: EsRepositoryBuilder) -> Option<EsRepository> {
+        match builder.connect().await {
+            Ok(repo) => Some(repo),
+            Err(e) if e.kind() == session_core::ErrorKind::Unavailable => session_testkit::skip(
+                self.name(),
+                &format!(
+                    "no node answers at {}={} ({e}); `bash .ci/services` starts one",
+                    self.var(),
+                    self.url()
+                ),
+                false,
+            ),
+            Err(e) => panic!("{}={} is unusable: {}", self.var(), self.url(), chain(&e)),
+        }
+    }
+
+    /// A store on the node for the shared suites, its indices dropped afterwards.
+    pub(crate) async fn store(
+        self,
+        clock: SharedClock,
+        text_field: TextField,
+    ) -> Option<TestStore> {
+        let repo = self
+            .connect(self.builder().clock(clock).text_field(text_field))
+            .await?;
+        Some(TestStore::new(repo.clone()).with_guard(DropIndices(repo)))
+    }
+}
+
+/// An error and its sources, one after the other.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// Drops the test's indices when the test ends.
+pub(crate) struct DropIndices(pub(crate) EsRepository);
+
+impl Drop for DropIndices {
+    fn drop(&mut self) {
+        let repo = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                let _ = rt.block_on(repo.drop_indices());
+            }
+        })
+        .join();
+    }
+}
