@@ -20,7 +20,7 @@ use reqwest::StatusCode;
 use session_core::{ErrorKind, SessionError};
 use session_wire::Problem;
 
-use crate::BACKEND;
+use crate::backend::BACKEND;
 
 /// The message of an answer the server did not give a problem document.
 #[derive(Debug)]
