@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SessionError};
-use crate::event::SessionEvent;
+use crate::event::{ContextExit, SessionEvent};
 use crate::validate::{MAX_SEQ, MAX_VERSION};
 
 /// One context replace: when, at which version, and what the context became.
@@ -106,16 +106,6 @@ impl ContextChange {
         }
         Ok(())
     }
-}
-
-/// When an event left the context, and which replace took it out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ContextExit {
-    /// When the replace that took it out was written.
-    pub at: DateTime<Utc>,
-    /// The session's version after that replace (one compaction, one version).
-    pub version: u64,
 }
 
 /// A session's context changes, oldest first.

@@ -136,7 +136,17 @@ pub struct SessionEvent {
     /// is in the context (and for events that left before the store kept
     /// context changes). See [`crate::ContextLog`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub left_context: Option<crate::ContextExit>,
+    pub left_context: Option<ContextExit>,
+}
+
+/// When an event left the context, and which replace took it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ContextExit {
+    /// When the replace that took it out was written.
+    pub at: DateTime<Utc>,
+    /// The session's version after that replace (one compaction, one version).
+    pub version: u64,
 }
 
 impl SessionEvent {

@@ -639,7 +639,7 @@ impl SessionQuery {
 
     /// Only the forks made from session `id` (their `forked_from` metadata).
     pub fn forks_of(self, id: &crate::SessionId) -> Self {
-        self.metadata(crate::FORKED_FROM, id.as_str())
+        self.metadata(crate::fork_at::FORKED_FROM, id.as_str())
     }
 
     /// Sets page and page size.

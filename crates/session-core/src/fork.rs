@@ -13,32 +13,15 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::context_log::ContextChange;
+use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::{SessionEvent, REPLACES_KEY};
-use crate::ids::{InvocationId, SessionId};
+use crate::fork_at::{ForkAt, FORKED_AT_SEQ, FORKED_FROM};
+use crate::ids::SessionId;
 use crate::plan::RewindPlan;
-use crate::repository::SessionDump;
 use crate::session::{Session, SessionStatus};
 use crate::state::{SharedState, StateMap};
 use crate::validate::next_version;
-
-/// The metadata key naming the session a fork was made from.
-pub const FORKED_FROM: &str = "forked_from";
-/// The metadata key holding the last seq of the source a fork holds.
-pub const FORKED_AT_SEQ: &str = "forked_at_seq";
-
-/// Where a fork branches off its source.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum ForkAt {
-    /// After the event with this seq: the fork holds it and everything before.
-    Seq(u64),
-    /// Before the first event of this invocation: the point to run that turn again differently.
-    Invocation(InvocationId),
-    /// After the source's latest event: a copy of the whole session.
-    Latest,
-}
 
 /// What a cut needs of an event: its seq and whether it is a summary.
 pub(crate) trait Cut {
@@ -362,7 +345,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{ErrorKind, Message, NewSession, StateMap};
+    use crate::{ErrorKind, InvocationId, Message, NewSession, StateMap};
 
     fn dump() -> SessionDump {
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();

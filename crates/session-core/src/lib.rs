@@ -1,18 +1,23 @@
 #![doc = include_str!("../README.md")]
 
+mod batch;
 mod blocking;
 mod clock;
 mod context;
 mod context_log;
+mod dump;
 mod error;
 mod event;
 mod export;
 mod filter;
 mod fork;
+mod fork_at;
 mod ids;
 pub mod layer;
 mod memory;
 mod message;
+mod outcome;
+mod owner;
 pub mod plan;
 /// The time-zone crate `ResetPolicy::daily_at` takes its zones from.
 pub use jiff;
@@ -29,30 +34,32 @@ mod url;
 mod usage;
 mod validate;
 
+pub use batch::{check_unique_ids, prepare_events};
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
 pub use context::{model_context, pinned_first, remove_unpaired_tool_calls, ContextOptions};
-pub use context_log::{ContextChange, ContextExit, ContextLog};
+pub use context_log::{ContextChange, ContextLog};
+pub use dump::SessionDump;
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
-    split_turns, turn_count, CompactionSource, SessionEvent, SessionEventBuilder, REPLACES_KEY,
-    SUMMARY_PROMPT,
+    split_turns, turn_count, CompactionSource, ContextExit, SessionEvent, SessionEventBuilder,
+    REPLACES_KEY, SUMMARY_PROMPT,
 };
 pub use export::{ExportReader, ExportWriter, EXPORT_FORMAT, EXPORT_VERSION};
 pub use filter::{
     visible_branches, EventFilter, EventMatcher, EventView, Page, SessionQuery, SyntheticFilter,
     Total, DEFAULT_PAGE_SIZE, MAX_METADATA_FILTERS,
 };
-pub use fork::{
-    fork_dump, fork_target, EventOutline, ForkAt, ForkPlan, ForkSource, FORKED_AT_SEQ, FORKED_FROM,
-};
+pub use fork::{fork_dump, fork_target, EventOutline, ForkPlan, ForkSource};
+pub use fork_at::{ForkAt, FORKED_AT_SEQ, FORKED_FROM};
 pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
-pub use repository::{
-    check_unique_ids, prepare_events, AppendOutcome, Capabilities, Erased, ImportOutcome,
-    RewindOutcome, SessionDump, SessionRepository, SessionRepositoryExt,
+pub use outcome::{
+    AppendOutcome, Erased, FilterAction, FilteredEvent, ImportOutcome, RewindOutcome,
 };
+pub use owner::Owner;
+pub use repository::{Capabilities, SessionRepository, SessionRepositoryExt};
 pub use resolution_key::{ResolutionKey, GROUP_SURFACE};
 pub use search::{
     contains_folded, fold_case, page_of_matches, ParsedQuery, RankStats, SearchHit, SearchMode,
@@ -61,8 +68,8 @@ pub use search::{
 pub use service::{
     failed_tool_call_ids, AppendHook, Compacted, Compactor, CreateSessionRequest,
     CreateSessionRequestBuilder, DailyReset, DefaultSessionService, DropFailedToolCalls,
-    DropSystemPrompts, Expiry, FilterAction, FilterFn, FilteredEvent, Owner, PersistFilter,
-    ResetPolicy, ResolveRequest, Resolved, Rewound, SessionService, Verdict, TOOL_ERROR_KEY,
+    DropSystemPrompts, Expiry, FilterFn, PersistFilter, ResetPolicy, ResolveRequest, Resolved,
+    Rewound, SessionService, Verdict, TOOL_ERROR_KEY,
 };
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, ENCRYPTION_RECORD,

@@ -9,18 +9,17 @@ use parking_lot::RwLock;
 
 use crate::clock::{system_clock, SharedClock};
 use crate::context_log::ContextLog;
+use crate::dump::SessionDump;
 use crate::error::Result;
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
+use crate::outcome::{AppendOutcome, Erased, ImportOutcome, RewindOutcome};
 use crate::plan::{
     self, plan_update, readable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
     NewEvent, RewindPlan, RewindTo, StateChanges, Stored,
 };
-use crate::repository::{
-    AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
-    SessionRepository,
-};
+use crate::repository::{Capabilities, SessionRepository};
 use crate::retention::{PrunePlan, Pruned, Standing};
 use crate::search::{
     page_of_first_matches, page_of_matches, read_limit, RankStats, SearchHit, SearchMode,

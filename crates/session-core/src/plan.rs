@@ -24,11 +24,12 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
+use crate::batch::{check_unique_ids, prepare_events};
 use crate::context_log::ContextChange;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::ids::{InvocationId, SessionId};
-use crate::repository::{check_unique_ids, prepare_events, AppendOutcome};
+use crate::outcome::AppendOutcome;
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
 use crate::state::{ScopedDelta, SharedDelta};
 use crate::validate::{check_seq_room, next_version, Limits};

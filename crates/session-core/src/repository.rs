@@ -6,164 +6,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, EventView, Page, SessionQuery};
-use crate::search::{SearchHit, SearchQuery};
-use crate::session::{NewSession, Session, SessionUpdate};
-use serde::{Deserialize, Serialize};
-
+use crate::fork::{fork_dump, fork_target, merge_restored, replaced_by};
+use crate::fork_at::ForkAt;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::outcome::{AppendOutcome, Erased, ImportOutcome, RewindOutcome};
 use crate::plan::RewindTo;
-use crate::state::StateMap;
-use crate::state::{take_temp, SharedState};
-use crate::validate::{Limits, MAX_SEQ, MAX_VERSION};
-
-/// What an append did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct AppendOutcome {
-    /// The session's version after the append (unchanged if nothing new was written).
-    pub version: u64,
-    /// The seq of each event of the batch, in batch order (existing seqs for re-sent ids).
-    pub seqs: Vec<u64>,
-    /// How many events were new.
-    pub written: usize,
-    /// The events of the batch a service's persist filters dropped or
-    /// redacted (`seqs` then holds only the stored ones); always empty
-    /// from a repository.
-    pub filtered: Vec<crate::FilteredEvent>,
-}
-
-/// What a rewind did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RewindOutcome {
-    /// The session's version after the rewind.
-    pub version: u64,
-    /// How many events left the archive.
-    pub removed: usize,
-}
-
-/// Everything a store holds about one session, for export, import and
-/// migration between backends: reproduces ids, seqs, timestamps, the
-/// version, the context and the state exactly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SessionDump {
-    /// The session, counters and version included (state: session scope).
-    pub session: Session,
-    /// The state the session was created with (what rewind replays from).
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub initial_state: StateMap,
-    /// The highest seq ever assigned (seqs are never reused, even after a rewind).
-    pub last_seq: u64,
-    /// The archive, in seq order.
-    pub events: Vec<SessionEvent>,
-    /// The context, as seqs in context order.
-    pub context: Vec<u64>,
-    /// The owner's `app:` and `user:` scopes at export time.
-    pub shared: SharedState,
-    /// The context's history: one change per context replace, oldest
-    /// first (what tells when each archived event left the context).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub context_log: Vec<crate::ContextChange>,
-}
-
-impl SessionDump {
-    /// Each context seq's 1-based position in the context.
-    pub fn context_positions(&self) -> std::collections::HashMap<u64, i64> {
-        self.context
-            .iter()
-            .zip(1i64..)
-            .map(|(seq, pos)| (*seq, pos))
-            .collect()
-    }
-
-    /// The token estimate of the context.
-    pub fn context_tokens(&self) -> u64 {
-        let positions = self.context_positions();
-        self.events
-            .iter()
-            .filter(|e| positions.contains_key(&e.seq))
-            .map(|e| u64::from(e.token_estimate))
-            .sum()
-    }
-
-    /// Checks the dump is self-consistent before a backend writes it.
-    pub fn validate(&self) -> Result<()> {
-        let s = &self.session;
-        if self.last_seq > MAX_SEQ {
-            return Err(SessionError::invalid(
-                "dump",
-                format!(
-                    "last_seq {} is over the maximum of {MAX_SEQ}",
-                    self.last_seq
-                ),
-            ));
-        }
-        if s.version > MAX_VERSION {
-            return Err(SessionError::invalid(
-                "dump",
-                format!("version {} is over the maximum of {MAX_VERSION}", s.version),
-            ));
-        }
-        let mut seqs = std::collections::HashSet::new();
-        let mut last = 0;
-        for e in &self.events {
-            e.validate()?;
-            if e.seq <= last || e.seq > self.last_seq {
-                return Err(SessionError::invalid(
-                    "dump",
-                    format!(
-                        "event seqs must increase and stay within last_seq ({})",
-                        self.last_seq
-                    ),
-                ));
-            }
-            last = e.seq;
-            seqs.insert(e.seq);
-        }
-        check_unique_ids(&self.events)?;
-        if let Some(missing) = self.context.iter().find(|s| !seqs.contains(s)) {
-            return Err(SessionError::invalid(
-                "dump",
-                format!("context names seq {missing}, which is not in the archive"),
-            ));
-        }
-        let mut versions = 0;
-        for c in &self.context_log {
-            c.validate()?;
-            if c.version <= versions || c.version > s.version || c.before_seq > self.last_seq {
-                return Err(SessionError::invalid(
-                    "dump",
-                    "context changes must have increasing versions up to the session's \
-                     and seqs within last_seq",
-                ));
-            }
-            versions = c.version;
-        }
-        let mut in_context = std::collections::HashSet::new();
-        if let Some(twice) = self.context.iter().find(|s| !in_context.insert(**s)) {
-            return Err(SessionError::invalid(
-                "dump",
-                format!("context names seq {twice} twice"),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// What an import did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum ImportOutcome {
-    /// The session was written.
-    Imported,
-    /// The store already held the session at the same or a later version: nothing changed.
-    Unchanged,
-}
+use crate::retention::Pruned;
+use crate::search::{SearchHit, SearchMode, SearchQuery};
+use crate::session::{NewSession, Session, SessionUpdate};
+use crate::state::SharedState;
 
 /// What a backend supports beyond the common contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +27,7 @@ pub enum ImportOutcome {
 pub struct Capabilities {
     /// The backend's short name (`memory`, `sqlite`, ...).
     pub backend: &'static str,
-    /// [`crate::SearchMode::Ranked`] is supported.
+    /// [`SearchMode::Ranked`] is supported.
     pub ranked_search: bool,
     /// Expiry is enforced by the engine itself (key TTLs).
     pub native_ttl: bool,
@@ -221,7 +76,7 @@ impl Capabilities {
     /// The one check of a search against what the backend supports:
     /// `Unsupported` for ranked search on a backend without it.
     pub fn check_search(&self, query: &SearchQuery) -> Result<()> {
-        if query.mode == crate::SearchMode::Ranked && !self.ranked_search {
+        if query.mode == SearchMode::Ranked && !self.ranked_search {
             return Err(SessionError::unsupported(self.backend, "ranked search"));
         }
         Ok(())
@@ -258,10 +113,10 @@ impl Capabilities {
 /// archive, and has its `state_delta` applied in the same atomic step:
 /// plain keys to the session's state, `user:` keys to the (app, user)
 /// scope, `app:` keys to the app scope; `null` removes a key. `temp:` keys
-/// are never stored ([`prepare_events`] strips them). An event whose id the
-/// session already holds writes nothing and reports its existing seq, so a
-/// client that timed out can always retry. Events are checked with
-/// [`prepare_events`] before anything is written.
+/// are never stored ([`crate::prepare_events`] strips them). An event
+/// whose id the session already holds writes nothing and reports its
+/// existing seq, so a client that timed out can always retry. Events are
+/// checked with [`crate::prepare_events`] before anything is written.
 ///
 /// **Views.** The context is what the agent sends its model; the archive is
 /// every event appended, in `seq` order. `replace_context(id, events,
@@ -395,7 +250,7 @@ pub trait SessionRepository: Send + Sync {
         id: &SessionId,
         seqs: &[u64],
         expected_version: u64,
-    ) -> Result<Option<crate::retention::Pruned>>;
+    ) -> Result<Option<Pruned>>;
 
     /// Forks session `source` at `at` into the new session `id` created at
     /// `now` (planned by [`crate::ForkPlan`]) and returns it; the source is
@@ -409,7 +264,7 @@ pub trait SessionRepository: Send + Sync {
     async fn fork_session(
         &self,
         source: &SessionId,
-        at: &crate::ForkAt,
+        at: &ForkAt,
         id: SessionId,
         now: DateTime<Utc>,
     ) -> Result<Session> {
@@ -418,87 +273,15 @@ pub trait SessionRepository: Send + Sync {
             Err(SessionError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
-        if let Some(held) = crate::fork_target(found, source, &id, now)? {
+        if let Some(held) = fork_target(found, source, &id, now)? {
             return Ok(held);
         }
         let dump = self.export_session(source).await?;
-        let fork = crate::fork_dump(dump, at, id, now)?;
+        let fork = fork_dump(dump, at, id, now)?;
         let id = fork.session.id.clone();
         self.import_session(fork).await?;
         self.get(&id).await
     }
-}
-
-/// What [`SessionRepository::erase_user`] removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Erased {
-    /// Sessions removed.
-    pub sessions: u64,
-    /// Events removed with them.
-    pub events: u64,
-    /// Whether the user had `user:` state, now removed.
-    pub user_state: bool,
-}
-
-/// Checks and normalizes an append or replace batch: ids valid, each event
-/// within `limits.max_event_bytes`, batch within `limits.max_batch_events`,
-/// `temp:` keys stripped from state deltas (empty deltas become `None`).
-///
-/// Returns each event's JSON encoding as checked against the size limit
-/// (`seq` and `session_id` are left out while unset), which a backend may
-/// store as is instead of encoding again.
-pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<Vec<String>> {
-    if events.len() > limits.max_batch_events {
-        return Err(SessionError::invalid(
-            "events",
-            format!(
-                "a batch of {} events is over the maximum of {}",
-                events.len(),
-                limits.max_batch_events
-            ),
-        ));
-    }
-    let mut encoded = Vec::with_capacity(events.len());
-    for e in events.iter_mut() {
-        e.validate()?;
-        if let Some(delta) = &mut e.state_delta {
-            take_temp(delta);
-            if delta.is_empty() {
-                e.state_delta = None;
-            }
-        }
-        e.seq = 0;
-        e.session_id.clear();
-        e.left_context = None;
-        let json = e.encode()?;
-        let len = json.len();
-        if len > limits.max_event_bytes {
-            return Err(SessionError::invalid(
-                "event",
-                format!(
-                    "event {} is {len} bytes serialized; the limit is {}",
-                    e.id, limits.max_event_bytes
-                ),
-            ));
-        }
-        encoded.push(json);
-    }
-    Ok(encoded)
-}
-
-/// Rejects a replacement context that names the same event id twice.
-pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
-    let mut seen = std::collections::HashSet::with_capacity(events.len());
-    for e in events {
-        if !seen.insert(e.id.as_str()) {
-            return Err(SessionError::invalid(
-                "context",
-                format!("event id {} appears twice", e.id),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Conveniences over any [`SessionRepository`].
@@ -534,8 +317,7 @@ pub trait SessionRepositoryExt: SessionRepository {
         let out = self.rewind_to(id, to).await?;
         let after = self.all_events(id, EventView::Context).await?;
         let still: HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
-        let wanted =
-            crate::fork::replaced_by(before.iter().filter(|e| !still.contains(e.id.as_str())));
+        let wanted = replaced_by(before.iter().filter(|e| !still.contains(e.id.as_str())));
         if wanted.is_empty() {
             return Ok(out);
         }
@@ -549,7 +331,7 @@ pub trait SessionRepositoryExt: SessionRepository {
         if restored.is_empty() {
             return Ok(out);
         }
-        let context = crate::fork::merge_restored(after, restored);
+        let context = merge_restored(after, restored);
         if self.replace_context(id, context, out.version).await? {
             Ok(RewindOutcome {
                 version: out.version.saturating_add(1),
@@ -564,12 +346,7 @@ pub trait SessionRepositoryExt: SessionRepository {
     /// Forks session `source` at `at` into a new session with a generated
     /// id, created at `now` (see [`SessionRepository::fork_session`]); the
     /// source is never touched.
-    async fn fork(
-        &self,
-        source: &SessionId,
-        at: &crate::ForkAt,
-        now: DateTime<Utc>,
-    ) -> Result<Session> {
+    async fn fork(&self, source: &SessionId, at: &ForkAt, now: DateTime<Utc>) -> Result<Session> {
         self.fork_session(source, at, SessionId::generate(), now)
             .await
     }
@@ -647,7 +424,7 @@ macro_rules! forward_repository {
                 id: &SessionId,
                 seqs: &[u64],
                 expected_version: u64,
-            ) -> Result<Option<crate::retention::Pruned>> {
+            ) -> Result<Option<Pruned>> {
                 (**self).prune_events(id, seqs, expected_version).await
             }
             async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
@@ -656,7 +433,7 @@ macro_rules! forward_repository {
             async fn fork_session(
                 &self,
                 source: &SessionId,
-                at: &crate::ForkAt,
+                at: &ForkAt,
                 id: SessionId,
                 now: DateTime<Utc>,
             ) -> Result<Session> {

@@ -9,6 +9,7 @@ use crate::error::{Result, SessionError};
 use crate::ids::{AppName, Key, SessionId, UserId};
 pub use crate::ids::{DEFAULT_APP, GROUP_USER};
 use crate::state::StateMap;
+use crate::validate::Limits;
 
 /// How long a session lives when no expiry is given: 60 days.
 pub fn default_ttl() -> Duration {
@@ -176,6 +177,25 @@ pub struct NewSession {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub state: StateMap,
+}
+
+// The per-owner quota needs a session; `Limits` itself sits below
+// sessions (validate.rs), so this one check lives here.
+impl Limits {
+    /// `QuotaExceeded` when the owner of `session` already holds `live`
+    /// sessions (expired ones not counted) and the quota allows no more;
+    /// a store calls it with the count it read atomically with the insert.
+    pub fn check_user_sessions(&self, session: &Session, live: u64) -> Result<()> {
+        match self.max_user_sessions {
+            Some(limit) if live >= limit => Err(SessionError::QuotaExceeded {
+                id: format!("{}/{}", session.app, session.user_id),
+                quota: "sessions per user",
+                limit,
+                requested: live.saturating_add(1),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl NewSession {

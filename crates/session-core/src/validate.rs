@@ -224,21 +224,6 @@ impl Limits {
         self
     }
 
-    /// `QuotaExceeded` when the owner of `session` already holds `live`
-    /// sessions (expired ones not counted) and the quota allows no more;
-    /// a store calls it with the count it read atomically with the insert.
-    pub fn check_user_sessions(&self, session: &crate::Session, live: u64) -> Result<()> {
-        match self.max_user_sessions {
-            Some(limit) if live >= limit => Err(SessionError::QuotaExceeded {
-                id: format!("{}/{}", session.app, session.user_id),
-                quota: "sessions per user",
-                limit,
-                requested: live.saturating_add(1),
-            }),
-            _ => Ok(()),
-        }
-    }
-
     /// No size limits: for re-writing data a store already accepted
     /// (encoding an import's bodies, migrations); an import is still held
     /// to the store's own limits by [`crate::plan::ImportPlan`].

@@ -7,15 +7,14 @@ use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
 
+use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
+use crate::outcome::{AppendOutcome, Erased, ImportOutcome, RewindOutcome};
 use crate::plan::RewindTo;
-use crate::repository::{
-    AppendOutcome, Capabilities, Erased, ImportOutcome, RewindOutcome, SessionDump,
-    SessionRepository,
-};
+use crate::repository::{Capabilities, SessionRepository};
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
 use crate::state::SharedState;

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
+use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
-use crate::repository::SessionDump;
 use crate::validate::Limits;
 
 use super::SessionQuota;

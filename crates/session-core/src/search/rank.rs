@@ -2,8 +2,8 @@
 //! process: chronological, or by BM25 relevance.
 
 use super::fold::fold_case;
+use super::query::{SearchHit, SearchMode, SearchQuery, SearchScope};
 use super::terms::ParsedQuery;
-use super::{SearchHit, SearchMode, SearchQuery, SearchScope};
 use crate::event::SessionEvent;
 use crate::filter::{Page, Total};
 

@@ -4,21 +4,24 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::api::SessionService;
 use super::compact::{Compacted, Compactor};
+use super::hook::AppendHook;
 use super::persist_filter::{self, PersistFilter};
-use super::requests::{
-    CreateSessionRequest, Owner, ResetPolicy, ResolveRequest, Resolved, Rewound,
-};
-use super::{AppendHook, SessionService};
+use super::requests::{CreateSessionRequest, ResetPolicy, ResolveRequest, Resolved, Rewound};
 use crate::clock::{system_clock, SharedClock};
 use crate::context::{model_context, ContextOptions};
+use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, EventView, Page, SessionQuery, SyntheticFilter};
+use crate::fork_at::ForkAt;
 use crate::ids::SessionId;
 use crate::message::Message;
+use crate::outcome::{AppendOutcome, Erased};
+use crate::owner::Owner;
 use crate::plan::RewindTo;
-use crate::repository::{AppendOutcome, SessionDump, SessionRepository, SessionRepositoryExt};
+use crate::repository::{SessionRepository, SessionRepositoryExt};
 use crate::retention::{ArchiveRetention, Pruned, RetentionReport, RetentionRules, RETENTION_KEY};
 use crate::search::{SearchHit, SearchQuery, SearchScope};
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};
@@ -320,14 +323,14 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
     }
 
     #[tracing::instrument(skip_all, fields(op = "fork", app = %owner.app, session_id = %id))]
-    async fn fork(&self, owner: &Owner, id: &SessionId, at: &crate::ForkAt) -> Result<Session> {
+    async fn fork(&self, owner: &Owner, id: &SessionId, at: &ForkAt) -> Result<Session> {
         let s = self.owned(owner, id).await?;
         let fork = self.repo.fork(&s.id, at, self.clock.now()).await?;
         self.merged(fork).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "erase_user", app = %owner.app))]
-    async fn erase_user(&self, owner: &Owner) -> Result<crate::Erased> {
+    async fn erase_user(&self, owner: &Owner) -> Result<Erased> {
         self.repo.erase_user(&owner.app, &owner.user).await
     }
 

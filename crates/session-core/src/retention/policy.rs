@@ -1,76 +1,27 @@
-//! Retention inside a live session: an archive policy that removes old
-//! archived events while the session goes on.
-//!
-//! An [`ArchiveRetention`] keeps the latest N events and/or the events
-//! younger than a duration. It works on the oldest end of the archive: an
-//! event goes when it is among the archive's first `event_count - N`
-//! events, or when it and every event before it are older than the
-//! duration. Whatever the policy says, these stay:
-//!
-//! - events in the context (what the agent sends to its model);
-//! - stored system messages (the pinned instructions);
-//! - events that changed session state (rewind and fork replay the state
-//!   from the events' deltas).
-//!
-//! Seqs never move: the archive simply has gaps where events went, the
-//! next append continues after the highest seq ever assigned, search no
-//! longer finds the removed events, and an export holds what is left (and
-//! imports elsewhere as it is). A rewind or fork into the removed part
-//! cannot bring those events back.
-//!
-//! A session's own policy lives in its metadata under [`RETENTION_KEY`];
-//! [`RetentionRules`] add defaults per app and for every app.
-//! [`prune_archive`] runs a policy on one session, [`prune_archives`] on
-//! every session of a store (what `agent-session purge` does), and
-//! [`PruneOnAppend`] after every append.
-//!
-//! ```
-//! use session_core::retention::{prune_archive, ArchiveRetention};
-//! use session_core::{InMemoryRepository, Message, NewSession, SessionEvent, SessionRepository};
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let repo = InMemoryRepository::new();
-//! let now = chrono::Utc::now();
-//! let s = repo.create(NewSession::new("app", "alice", now)?).await?;
-//! for i in 0..5 {
-//!     repo.append(&s.id, vec![SessionEvent::new(Message::user(format!("m{i}")))]).await?;
-//! }
-//! // Keep the context to the last two events, then keep the latest three archived.
-//! let context: Vec<SessionEvent> = repo.events(&s.id, &Default::default()).await?.items;
-//! let v = repo.event_version(&s.id).await?;
-//! repo.replace_context(&s.id, context[3..].to_vec(), v).await?;
-//! let pruned = prune_archive(&repo, &s.id, &ArchiveRetention::keep_latest(3), now).await?;
-//! assert_eq!(pruned.removed, 2);
-//! assert_eq!(repo.get(&s.id).await?.event_count, 3);
-//! # Ok::<(), session_core::SessionError>(())
-//! # }).unwrap();
-//! ```
+//! Retention policies and prune plans: which archived events a policy
+//! lets go, and what a prune writes. Pure: no store is read here; the
+//! runs that read a store are in `run.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Result, SessionError};
+use crate::event::SessionEvent;
+use crate::ids::SessionId;
+use crate::message::Role;
 use crate::plan::Head;
-use crate::service::{AppendHook, Owner};
+use crate::session::Session;
+use crate::state::StateMap;
 use crate::validate::next_version;
-use crate::{
-    AppendOutcome, EventFilter, EventView, Result, Role, Session, SessionError, SessionEvent,
-    SessionId, SessionQuery, SessionRepository, SessionRepositoryExt, SharedClock, StateMap,
-};
 
 /// The metadata key that holds a session's own [`ArchiveRetention`].
 pub const RETENTION_KEY: &str = "retention";
 
 /// The longest age a policy may keep: 100 years.
 const MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// How often a prune planned on a version that moved is planned again.
-const ATTEMPTS: usize = 8;
-
-/// Archived events read per page while planning a prune.
-const PAGE: usize = 500;
 
 /// Which archived events of a session to keep; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,7 +109,7 @@ impl ArchiveRetention {
     }
 
     /// The instant before which events are too old, if an age is set.
-    fn cutoff(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn cutoff(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let secs = i64::try_from(self.max_age_secs?).ok()?;
         now.checked_sub_signed(chrono::TimeDelta::try_seconds(secs)?)
     }
@@ -194,7 +145,12 @@ impl ArchiveRetention {
 
     /// Whether `oldest` (of an archive of `event_count`) reaches far enough
     /// for [`Self::removable`].
-    fn covered(&self, oldest: &[SessionEvent], event_count: u64, now: DateTime<Utc>) -> bool {
+    pub(crate) fn covered(
+        &self,
+        oldest: &[SessionEvent],
+        event_count: u64,
+        now: DateTime<Utc>,
+    ) -> bool {
         let read = u64::try_from(oldest.len()).unwrap_or(u64::MAX);
         let count_done = self
             .keep_latest
@@ -232,7 +188,7 @@ pub struct Pruned {
     pub version: u64,
 }
 
-/// What [`prune_archives`] did over a store.
+/// What [`crate::retention::prune_archives`] did over a store.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RetentionReport {
     /// Sessions with a policy that were looked at.
@@ -287,7 +243,7 @@ pub fn replayed(e: &SessionEvent) -> bool {
 }
 
 /// The plan of a prune, which a store persists with
-/// [`SessionRepository::prune_events`].
+/// [`crate::SessionRepository::prune_events`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrunePlan {
     /// The version after the prune.
@@ -356,64 +312,6 @@ impl PrunePlan {
     }
 }
 
-/// Runs `policy` on session `id` at `now`: reads the context and the
-/// oldest archived events, asks [`ArchiveRetention::removable`], and
-/// removes them with [`SessionRepository::prune_events`] on the version
-/// the plan was made on (planned again if a writer moved the session).
-pub async fn prune_archive<R: SessionRepository + ?Sized>(
-    repo: &R,
-    id: &SessionId,
-    policy: &ArchiveRetention,
-    now: DateTime<Utc>,
-) -> Result<Pruned> {
-    for _ in 0..ATTEMPTS {
-        let session = repo.get(id).await?;
-        let context: HashSet<u64> = repo
-            .all_events(id, EventView::Context)
-            .await?
-            .iter()
-            .map(|e| e.seq)
-            .collect();
-        let oldest = oldest_events(repo, id, policy, session.event_count, now).await?;
-        let seqs = policy.removable(&oldest, session.event_count, &context, now);
-        if seqs.is_empty() {
-            return Ok(Pruned {
-                removed: 0,
-                version: session.version,
-            });
-        }
-        if let Some(pruned) = repo.prune_events(id, &seqs, session.version).await? {
-            return Ok(pruned);
-        }
-    }
-    Err(SessionError::backend(
-        repo.capabilities().backend,
-        format!("session {id} kept moving while its archive was pruned ({ATTEMPTS} attempts)"),
-    ))
-}
-
-/// The archive's oldest events, page by page, until `policy` can decide.
-async fn oldest_events<R: SessionRepository + ?Sized>(
-    repo: &R,
-    id: &SessionId,
-    policy: &ArchiveRetention,
-    event_count: u64,
-    now: DateTime<Utc>,
-) -> Result<Vec<SessionEvent>> {
-    let mut out = Vec::new();
-    let mut filter = EventFilter::archive().page(0, PAGE);
-    while !policy.covered(&out, event_count, now) {
-        let page = repo.events(id, &filter).await?;
-        let next = page.next_after();
-        out.extend(page.items);
-        match next {
-            Some(seq) => filter = filter.after(seq),
-            None => break,
-        }
-    }
-    Ok(out)
-}
-
 /// Which policy applies to which session: its own (in its metadata), else
 /// its app's default, else the default for every app, else none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -445,117 +343,6 @@ impl RetentionRules {
         Ok(ArchiveRetention::of_session(session)?
             .or_else(|| self.apps.get(session.app.as_str()).copied())
             .or(self.every_app))
-    }
-}
-
-/// Runs the policy [`RetentionRules`] give each session of the store (of
-/// `app` only, if given) at `now`. A session whose policy cannot be read,
-/// or that a prune fails on, is logged and skipped; the others go on.
-pub async fn prune_archives<R: SessionRepository + ?Sized>(
-    repo: &R,
-    rules: &RetentionRules,
-    app: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<RetentionReport> {
-    let mut report = RetentionReport::default();
-    let mut query = SessionQuery::default().page(0, 100);
-    query.app = app.map(str::to_owned);
-    loop {
-        let page = repo.list(&query).await?;
-        for s in &page.items {
-            let policy = match rules.policy_for(s) {
-                Ok(Some(p)) => p,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(session_id = %s.id, error = %e, "retention policy unreadable, session skipped");
-                    continue;
-                }
-            };
-            report.sessions = report.sessions.saturating_add(1);
-            match prune_archive(repo, &s.id, &policy, now).await {
-                Ok(p) if p.removed > 0 => {
-                    report.pruned_sessions = report.pruned_sessions.saturating_add(1);
-                    report.removed = report.removed.saturating_add(p.removed);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(session_id = %s.id, error = %e, "archive prune failed, session skipped");
-                }
-            }
-        }
-        if !page.has_more {
-            return Ok(report);
-        }
-        query.page = query.page.saturating_add(1);
-    }
-}
-
-/// An [`AppendHook`] that runs the retention policy of a session after
-/// each append that wrote to it. A failed prune is logged; the append
-/// stands. Cheap when nothing is due: it reads the session and, for an
-/// age policy, the oldest archived event.
-#[derive(Debug, Clone)]
-pub struct PruneOnAppend {
-    rules: RetentionRules,
-    clock: SharedClock,
-}
-
-impl PruneOnAppend {
-    /// Prunes by `rules` on `clock`'s time.
-    pub fn new(rules: RetentionRules, clock: SharedClock) -> Self {
-        Self { rules, clock }
-    }
-}
-
-/// Runs the policy `rules` give session `id` when it is due: the archive
-/// holds more events than the policy keeps, or its oldest event is past
-/// the age. Reads the session and, for an age policy, the oldest event;
-/// prunes only then. What [`PruneOnAppend`] and the service's
-/// prune-on-append run.
-pub async fn prune_if_due<R: SessionRepository + ?Sized>(
-    repo: &R,
-    rules: &RetentionRules,
-    id: &SessionId,
-    now: DateTime<Utc>,
-) -> Result<Pruned> {
-    let session = repo.get(id).await?;
-    let idle = Pruned {
-        removed: 0,
-        version: session.version,
-    };
-    let Some(policy) = rules.policy_for(&session)? else {
-        return Ok(idle);
-    };
-    let over_count = policy.keep_latest.is_some_and(|n| session.event_count > n);
-    let over_age = match policy.cutoff(now) {
-        Some(cutoff) => repo
-            .events(id, &EventFilter::archive().page(0, 1))
-            .await?
-            .items
-            .first()
-            .is_some_and(|e| e.timestamp < cutoff),
-        None => false,
-    };
-    if over_count || over_age {
-        prune_archive(repo, id, &policy, now).await
-    } else {
-        Ok(idle)
-    }
-}
-
-#[async_trait]
-impl AppendHook for PruneOnAppend {
-    async fn after_append(
-        &self,
-        repository: &dyn SessionRepository,
-        _owner: &Owner,
-        session_id: &SessionId,
-        _outcome: &AppendOutcome,
-    ) {
-        let due = prune_if_due(repository, &self.rules, session_id, self.clock.now());
-        if let Err(e) = due.await {
-            tracing::warn!(session_id = %session_id, error = %e, "archive prune after append failed");
-        }
     }
 }
 
