@@ -87,6 +87,11 @@ pub(crate) enum Command {
     /// Searches a session's archive: every word must occur (any order, any
     /// case, accents ignored); "a phrase" in quotes; -word excludes.
     Search(SearchArgs),
+    /// Prints the context a session's next model call gets: the pinned
+    /// system messages first, the view of the agent on --branch, tool calls
+    /// without their results left out (`role: text` lines, or with --json
+    /// the messages in the chat-completions shape, one per line).
+    Context(ContextArgs),
     /// Compacts a session's context now.
     Compact(CompactArgs),
     /// Removes the events of an invocation (or from a seq) and everything
@@ -335,6 +340,16 @@ pub(crate) struct ListArgs {
     pub(crate) all: bool,
 }
 
+// The arguments of `context` (its help is the variant's doc comment).
+#[derive(Debug, Args)]
+pub(crate) struct ContextArgs {
+    /// The session id.
+    pub(crate) session: SessionId,
+    /// The branch of the agent asking (`orch.researcher`).
+    #[arg(long)]
+    pub(crate) branch: Option<String>,
+}
+
 // The arguments of `show` (its help is the variant's doc comment).
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
@@ -394,8 +409,14 @@ pub(crate) struct CompactArgs {
     /// The session id.
     pub(crate) session: SessionId,
     /// The strategy.
-    #[arg(long, value_enum)]
-    pub(crate) strategy: StrategyArg,
+    #[arg(long, value_enum, required_unless_present = "spec")]
+    pub(crate) strategy: Option<StrategyArg>,
+    /// The compaction as every face takes it, as JSON instead of the flags:
+    /// `{"strategy": "summarize" | "structured_summary" | "sliding_window" |
+    /// "turn_window" | "token_budget" | "tool_result_clearing", its
+    /// parameters, "trigger": {"tokens": N, ...}, "summarizer": "openai:MODEL"}`.
+    #[arg(long, conflicts_with = "strategy")]
+    pub(crate) spec: Option<String>,
     /// sliding-window: events to keep.
     #[arg(long)]
     pub(crate) max_events: Option<usize>,
@@ -405,7 +426,7 @@ pub(crate) struct CompactArgs {
     /// token-budget: tokens to keep.
     #[arg(long)]
     pub(crate) max_tokens: Option<u64>,
-    /// summarize: turns kept verbatim; tool-result-clearing: tool results kept verbatim (default 3).
+    /// summarize: turns kept verbatim (default: the 10 newest messages); tool-result-clearing: tool results kept verbatim (default 3).
     #[arg(long)]
     pub(crate) keep: Option<usize>,
     /// summarize: who writes the summary (default: the offline extractive summarizer).

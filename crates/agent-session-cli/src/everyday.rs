@@ -15,21 +15,18 @@ use agent_session::compaction::{
     SummarizerChoice, Trigger,
 };
 use agent_session::{
-    Compactor, CreateSessionRequest, ErrorKind, EventFilter, EventView, ForkAt, Message, Owner,
-    RewindTo, SessionEvent, SessionId, SessionQuery, SessionService, SessionStatus, ToolCall,
+    Compactor, ContextOptions, CreateSessionRequest, ErrorKind, EventFilter, EventView, ForkAt, Message, Owner,
+    RewindTo, SessionError, SessionEvent, SessionId, SessionQuery, SessionService, SessionStatus, ToolCall,
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl, ArgError};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 
 use crate::cli::{
-    AppendArgs, Command, CompactArgs, CreateArgs, ForkArgs, ListArgs, RewindArgs, RoleArg,
-    ShowArgs, StatusArg, StrategyArg, SummarizerArg, ViewArg,
+    AppendArgs, Command, CompactArgs, ContextArgs, CreateArgs, ForkArgs, ListArgs, RewindArgs,
+    RoleArg, ShowArgs, StatusArg, StrategyArg, SummarizerArg, ViewArg,
 };
 use crate::output::{event_json, event_line, report};
-
-/// The turns `compact --strategy summarize` keeps verbatim without `--keep`.
-const SUMMARIZE_KEEP_TURNS: usize = 2;
 
 /// The most events one read of `show` asks the service for.
 const SHOW_PAGE: usize = 1000;
@@ -49,6 +46,7 @@ pub(crate) async fn run(
         Command::Show(a) => show(s, a, json, out).await,
         Command::Watch(a) => crate::watch::run(s, a, json, out).await,
         Command::Search(a) => crate::search_cmd::run(service, a, json, out).await,
+        Command::Context(a) => context(s, a, json, out).await,
         Command::Compact(a) => compact(s, a, json, out).await,
         Command::Rewind(a) => rewind(s, a, json, out).await,
         Command::Fork(a) => fork(s, a, json, out).await,
@@ -324,19 +322,28 @@ fn strategy_spec(a: &CompactArgs) -> Result<StrategySpec> {
             .map(Some)
             .ok_or_else(|| anyhow!("this strategy needs {flag}"))
     }
-    let mut spec = StrategySpec::new(match a.strategy {
+    let strategy = match (&a.spec, a.strategy) {
+        (Some(text), _) => {
+            return serde_json::from_str(text).map_err(|e| {
+                SessionError::invalid_because("--spec", format!("not a compaction spec: {e}"), e)
+                    .into()
+            })
+        }
+        (None, Some(strategy)) => strategy,
+        (None, None) => bail!("give --strategy or --spec"),
+    };
+    let mut spec = StrategySpec::new(match strategy {
         StrategyArg::SlidingWindow => StrategyName::SlidingWindow,
         StrategyArg::TurnWindow => StrategyName::TurnWindow,
         StrategyArg::TokenBudget => StrategyName::TokenBudget,
         StrategyArg::Summarize => StrategyName::Summarize,
         StrategyArg::ToolResultClearing => StrategyName::ToolResultClearing,
     });
-    match a.strategy {
+    match strategy {
         StrategyArg::SlidingWindow => spec.max_events = need(a.max_events, "--max-events")?,
         StrategyArg::TurnWindow => spec.max_turns = need(a.max_turns, "--max-turns")?,
         StrategyArg::TokenBudget => spec.max_tokens = need(a.max_tokens, "--max-tokens")?,
-        StrategyArg::Summarize => spec.keep = Some(a.keep.unwrap_or(SUMMARIZE_KEEP_TURNS)),
-        StrategyArg::ToolResultClearing => spec.keep = a.keep,
+        StrategyArg::Summarize | StrategyArg::ToolResultClearing => spec.keep = a.keep,
     }
     if a.summarizer == SummarizerArg::Openai {
         let model = a
@@ -358,14 +365,45 @@ fn compactor(a: &CompactArgs) -> Result<Arc<dyn Compactor>> {
             let summarizer = SummarizerChoice::openai(model, Some(url.clone()))
                 .map_err(session_error)?
                 .build();
-            let keep = spec.keep.unwrap_or(SUMMARIZE_KEEP_TURNS);
-            let strategy = Arc::new(RecursiveSummarization::new(keep, summarizer));
+            let strategy = Arc::new(match spec.keep {
+                Some(keep) => RecursiveSummarization::new(keep, summarizer),
+                None => RecursiveSummarization::open_astra(summarizer),
+            });
             Ok(Arc::new(CompactionPolicy::new(
                 Trigger::TurnCount(0),
                 strategy,
             )))
         }
         _ => Ok(spec.compactor()?),
+    }
+}
+
+/// `context`: the model-ready context, one message per line.
+async fn context(
+    service: &dyn SessionService,
+    a: ContextArgs,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let owner = owner_of(service, &a.session).await?;
+    let options = ContextOptions { branch: a.branch };
+    for m in service.context(&owner, &a.session, &options).await? {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(&m)?)?;
+        } else {
+            writeln!(out, "{}", message_line(&m))?;
+        }
+    }
+    Ok(())
+}
+
+/// A message as one line: `role: text`, a tool call as `assistant: call NAME`.
+fn message_line(m: &Message) -> String {
+    let calls: Vec<&str> = m.tool_calls().iter().map(|c| c.name.as_str()).collect();
+    if calls.is_empty() {
+        format!("{}: {}", m.role(), m.text())
+    } else {
+        format!("{}: call {}", m.role(), calls.join(","))
     }
 }
 
@@ -562,7 +600,7 @@ mod tests {
     fn the_flags_become_the_spec_every_face_takes() {
         let spec = strategy_spec(&compact_args(&["--strategy", "summarize"])).unwrap();
         assert_eq!(spec.strategy, StrategyName::Summarize);
-        assert_eq!(spec.keep, Some(SUMMARIZE_KEEP_TURNS));
+        assert_eq!(spec.keep, None, "the default every face has: the newest messages");
         assert_eq!(spec.summarizer, None);
         let spec = strategy_spec(&compact_args(&[
             "--strategy",

@@ -43,6 +43,7 @@ pub mod model;
 pub mod process;
 pub mod quota;
 pub mod reserved;
+pub mod same_answer;
 pub mod sealed;
 pub mod stress;
 
