@@ -6,9 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use session_core::{CompactionSource, Message, SessionEvent};
 
+use crate::error::CompactionError;
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
 use crate::summarize::{Summarizer, SummaryPrompts, SummaryRequest};
-use crate::CompactionError;
 
 /// Summarizes the events of one branch (a sub-agent, `orch.researcher`, and
 /// the branches below it) except its newest `keep_last`, without touching

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use serde_json::json;
 use session_core::{Message, SessionEvent};
 
+use crate::error::CompactionError;
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
-use crate::CompactionError;
 
 /// The metadata key a placeholder carries: the seq of the result it stands for.
 pub const CLEARED_SEQ: &str = "cleared_seq";

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use session_core::SessionService;
 
+use crate::error::CompactionError;
 use crate::policy::CompactionPolicy;
 use crate::recall::ToolContext;
-use crate::CompactionError;
 
 /// The `compact_context` tool, next to `conversation_search`: the agent
 /// asks for a compaction of its own context (after finishing a sub-task,

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use session_core::{Message, Session, SessionEvent};
 
+use crate::error::CompactionError;
 use crate::policy::BeforeCompaction;
-use crate::CompactionError;
 
 /// The one tool the flush turn offers.
 pub const MEMORY_WRITE_TOOL: &str = "memory_write";
@@ -93,7 +93,7 @@ impl FlushTurn {
              Use the memory_write tool to save decisions, preferences, facts and strategies worth keeping.",
         )];
         let history: Vec<Message> = context.iter().map(|e| e.message.clone()).collect();
-        messages.extend(crate::remove_unpaired_tool_calls(history, |_| false));
+        messages.extend(session_core::remove_unpaired_tool_calls(history, |_| false));
         messages.push(Message::user(FLUSH_PROMPT));
         messages
     }

@@ -10,9 +10,10 @@ use session_core::{
 };
 
 use crate::calibration::UsageCalibration;
-
+use crate::error::CompactionError;
+use crate::flush::{ChatModel, FlushTurn, MemoryWriter};
 use crate::policy::CompactionPolicy;
-use crate::CompactionError;
+use crate::prompt_log::PromptLog;
 
 /// Metadata key marking a tool result as failed (`true`); such results and
 /// their calls are left out of the history when `drop_failed_tool_calls` is
@@ -69,7 +70,7 @@ pub struct SessionMemory {
     pub(crate) calibration: Arc<UsageCalibration>,
     /// Per session, the estimate of the prompt `prepare` assembled last, and
     /// the sessions whose stored usage was already loaded into `calibration`.
-    pub(crate) prompts: Arc<std::sync::Mutex<crate::usage::PromptLog>>,
+    pub(crate) prompts: Arc<std::sync::Mutex<PromptLog>>,
 }
 
 impl std::fmt::Debug for SessionMemory {
@@ -146,13 +147,13 @@ impl SessionMemory {
     /// set with [`Self::with_compaction`] (call that first; without a
     /// policy there is nothing to flush before): one call of `model` whose
     /// only tool is `memory_write`, at temperature 0.3 and 2,048 tokens,
-    /// saving through `writer` (see [`crate::FlushTurn`]).
+    /// saving through `writer` (see [`FlushTurn`]).
     pub fn with_flush_turn(
         mut self,
-        model: Arc<dyn crate::ChatModel>,
-        writer: Arc<dyn crate::MemoryWriter>,
+        model: Arc<dyn ChatModel>,
+        writer: Arc<dyn MemoryWriter>,
     ) -> Self {
-        let hook = Arc::new(crate::FlushTurn::new(model, writer));
+        let hook = Arc::new(FlushTurn::new(model, writer));
         self.policy = self.policy.map(|p| p.with_before_compaction(hook));
         self
     }

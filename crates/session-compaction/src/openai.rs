@@ -5,8 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::error::CompactionError;
 use crate::summarize::{Summarizer, SummaryRequest};
-use crate::CompactionError;
 
 /// Calls `POST {base_url}/chat/completions` to write summaries.
 ///

@@ -9,10 +9,10 @@ use session_core::{
     SessionRepository, SessionRepositoryExt,
 };
 
+use crate::error::CompactionError;
 use crate::strategy::{
     CompactionNotice, CompactionRequest, CompactionResult, CompactionStrategy, Trigger, NOTICE_KEY,
 };
-use crate::CompactionError;
 
 /// The pre-compaction flush (Open Astra's): sees the context about to be
 /// compacted before the summarizer runs, and may save what matters

@@ -6,7 +6,7 @@ use session_core::{Session, SessionEvent};
 
 use crate::plan::{tokens, Plan};
 
-use crate::CompactionError;
+use crate::error::CompactionError;
 
 /// Everything a strategy needs: the session and its current context.
 #[derive(Debug, Clone)]

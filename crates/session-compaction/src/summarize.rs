@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use session_core::{CompactionSource, Role, SessionEvent, TokenEstimator};
 
+use crate::error::CompactionError;
 use crate::plan::Plan;
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
-use crate::CompactionError;
 
 /// The placeholder a user prompt template is rendered with.
 pub const SESSION_MESSAGES: &str = "${sessionMessages}";

@@ -6,6 +6,8 @@ use atomic::AtomicF64;
 use session_core::TokenEstimator;
 use tiktoken_rs::CoreBPE;
 
+use crate::error::CompactionError;
+
 /// Exact token counts with an OpenAI BPE encoding bundled in the build (no network).
 #[derive(Clone)]
 pub struct BpeEstimator {
@@ -23,26 +25,26 @@ impl std::fmt::Debug for BpeEstimator {
 
 impl BpeEstimator {
     /// `cl100k_base` (GPT-4, GPT-3.5).
-    pub fn cl100k() -> Result<Self, crate::CompactionError> {
+    pub fn cl100k() -> Result<Self, CompactionError> {
         tiktoken_rs::cl100k_base()
             .map(|bpe| Self {
                 name: "cl100k_base",
                 bpe: Arc::new(bpe),
             })
             .map_err(|e| {
-                crate::CompactionError::summarizer_caused_by("loading the cl100k_base tokenizer", e)
+                CompactionError::summarizer_caused_by("loading the cl100k_base tokenizer", e)
             })
     }
 
     /// `o200k_base` (GPT-4o and later).
-    pub fn o200k() -> Result<Self, crate::CompactionError> {
+    pub fn o200k() -> Result<Self, CompactionError> {
         tiktoken_rs::o200k_base()
             .map(|bpe| Self {
                 name: "o200k_base",
                 bpe: Arc::new(bpe),
             })
             .map_err(|e| {
-                crate::CompactionError::summarizer_caused_by("loading the o200k_base tokenizer", e)
+                CompactionError::summarizer_caused_by("loading the o200k_base tokenizer", e)
             })
     }
 
@@ -63,7 +65,7 @@ impl BpeEstimator {
     /// assert!(BpeEstimator::for_model("claude-sonnet-4")?.is_none());
     /// # Ok::<(), session_compaction::CompactionError>(())
     /// ```
-    pub fn for_model(model: &str) -> Result<Option<Self>, crate::CompactionError> {
+    pub fn for_model(model: &str) -> Result<Option<Self>, CompactionError> {
         use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer};
         match get_tokenizer(model) {
             Some(Tokenizer::O200kBase | Tokenizer::O200kHarmony) => Self::o200k().map(Some),
@@ -78,7 +80,7 @@ impl BpeEstimator {
 /// (the offline default). The second value names it, as `stats` shows it.
 pub fn estimator_for_model(
     model: Option<&str>,
-) -> Result<(Arc<dyn TokenEstimator>, String), crate::CompactionError> {
+) -> Result<(Arc<dyn TokenEstimator>, String), CompactionError> {
     match model.map(BpeEstimator::for_model).transpose()?.flatten() {
         Some(bpe) => {
             let name = format!("bpe {}", bpe.encoding());

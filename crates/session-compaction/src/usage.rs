@@ -1,7 +1,6 @@
 //! `SessionMemory` and the provider's usage: recording it with each answer,
 //! and counting the next prompt the way the provider will.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use session_core::{
@@ -9,17 +8,8 @@ use session_core::{
     SessionId, TokenEstimator, UsageReport,
 };
 
-use crate::calibration::{UsageCalibration, MAX_SESSIONS};
+use crate::calibration::UsageCalibration;
 use crate::memory::SessionMemory;
-
-/// What `SessionMemory` remembers between preparing a prompt and recording its answer.
-#[derive(Debug, Default)]
-pub(crate) struct PromptLog {
-    /// Session → the estimate of the prompt prepared last.
-    last_estimate: HashMap<String, u64>,
-    /// Sessions whose stored usage records were loaded into the calibration.
-    loaded: HashSet<String>,
-}
 
 /// A prompt's token count: the estimator's, and the one calibrated by the
 /// provider's reported usage.
@@ -57,16 +47,10 @@ impl SessionMemory {
 
     pub(crate) fn remember_prompt(&self, session_id: &SessionId, messages: &[Message]) {
         let estimated = self.count(messages);
-        let mut log = self
-            .prompts
+        self.prompts
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Bounded like the calibration: past the limit, start over.
-        if log.last_estimate.len() >= MAX_SESSIONS {
-            log.last_estimate.clear();
-            log.loaded.clear();
-        }
-        log.last_estimate.insert(session_id.to_string(), estimated);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remember(session_id, estimated);
     }
 
     fn count(&self, messages: &[Message]) -> u64 {
@@ -105,9 +89,7 @@ impl SessionMemory {
         self.prompts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .last_estimate
-            .get(session_id.as_str())
-            .copied()
+            .last_estimate(session_id)
     }
 
     /// Teaches the calibration the usage stored in the session's recent
@@ -118,16 +100,11 @@ impl SessionMemory {
         owner: &Owner,
         session_id: &SessionId,
     ) -> Result<(), SessionError> {
-        let first = {
-            let mut log = self
-                .prompts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if log.loaded.len() >= MAX_SESSIONS {
-                log.loaded.clear();
-            }
-            log.loaded.insert(session_id.to_string())
-        };
+        let first = self
+            .prompts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .first_load(session_id);
         if !first || self.calibration.knows(session_id) {
             return Ok(());
         }

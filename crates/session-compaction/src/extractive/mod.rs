@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::ops::Range;
 use std::rc::Rc;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -12,14 +13,14 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use session_core::{Message, Role, SessionEvent};
 
+use crate::error::CompactionError;
 use crate::summarize::{Summarizer, SummaryRequest};
-use crate::CompactionError;
 
 mod text;
 
 use text::{
     cues, cut_around, first_sentence, folded_hash, is_path, lower_into, split_text, stopword,
-    term_weight, words_into, Word,
+    term_weight, words_into, Cues, Word,
 };
 
 /// An offline summarizer that needs no model. Deterministic: it cuts the
@@ -90,6 +91,189 @@ enum Kind {
     Fact,
 }
 
+/// The events (and the previous summary's lines) cut into pieces of text,
+/// each with its source label, in conversation order; summaries among the
+/// events are left out.
+fn pieces<'a>(
+    previous: Option<&'a str>,
+    events: &'a [SessionEvent],
+) -> Vec<(Rc<str>, Cow<'a, str>)> {
+    let mut raw: Vec<(Rc<str>, Cow<'a, str>)> = Vec::new();
+    if let Some(p) = previous {
+        let source: Rc<str> = Rc::from("summary");
+        for line in p.lines() {
+            let line = line.trim().trim_start_matches("- ");
+            if !line.is_empty() {
+                raw.push((source.clone(), Cow::Borrowed(line)));
+            }
+        }
+    }
+    for e in events.iter().filter(|e| !e.is_synthetic()) {
+        let source: Rc<str> = match (&e.branch, &e.message) {
+            (Some(b), _) => Rc::from(format!("[{b}] {}", e.role())),
+            (None, Message::Tool { name, .. }) => Rc::from(name.as_deref().unwrap_or("tool")),
+            (None, m) => Rc::from(m.role().as_str()),
+        };
+        split_text(e.message.text(), &mut |piece| {
+            raw.push((source.clone(), piece));
+        });
+        for call in e.message.tool_calls() {
+            let label: Rc<str> = Rc::from(format!("{} call", call.name));
+            split_text(&call.arguments, &mut |piece| {
+                raw.push((label.clone(), piece));
+            });
+        }
+    }
+    raw
+}
+
+/// A distinct piece: its source, its text, its cues, and its range of
+/// [`Interned::words`].
+type Piece<'a> = (Rc<str>, Cow<'a, str>, Cues, Range<usize>);
+
+/// The distinct pieces of a conversation with their words interned.
+struct Interned<'a> {
+    /// Each distinct piece, in conversation order.
+    pieces: Vec<Piece<'a>>,
+    /// Every piece's words, as (term id, word): a piece holds a range of it.
+    words: Vec<(u32, Word)>,
+    /// Term id → the term, lower-cased.
+    vocabulary: Vec<String>,
+    /// Term id → in how many pieces it occurs.
+    df: Vec<usize>,
+}
+
+/// Drops repeated pieces, interns every word once and counts in how many
+/// pieces each occurs.
+fn intern(raw: Vec<(Rc<str>, Cow<'_, str>)>) -> Interned<'_> {
+    let mut seen: HashSet<u64> =
+        HashSet::with_capacity_and_hasher(raw.len(), rustc_hash::FxBuildHasher);
+    let mut ids: HashMap<String, u32> =
+        HashMap::with_capacity_and_hasher(raw.len(), rustc_hash::FxBuildHasher);
+    let mut vocabulary: Vec<String> = Vec::new();
+    let mut df: Vec<usize> = Vec::new();
+    let mut tokenized = Vec::new();
+    let mut buffer = String::new();
+    // Every passage's words in one list (a passage holds a range of
+    // it), and for each term the last passage that counted it.
+    let mut all_words: Vec<(u32, Word)> = Vec::new();
+    let mut scratch: Vec<Word> = Vec::new();
+    let mut counted_in: Vec<usize> = Vec::new();
+    for (source, text) in raw {
+        if !seen.insert(folded_hash(&text)) {
+            continue;
+        }
+        let passage = tokenized.len() + 1;
+        let found = cues(&text);
+        let first = all_words.len();
+        scratch.clear();
+        words_into(&text, &mut scratch);
+        for w in scratch.drain(..) {
+            let key = lower_into(text.get(w.start..w.end).unwrap_or_default(), &mut buffer);
+            let id = if let Some(id) = ids.get(key) {
+                *id
+            } else {
+                let id = u32::try_from(vocabulary.len()).unwrap_or(u32::MAX);
+                ids.insert(key.to_owned(), id);
+                vocabulary.push(key.to_owned());
+                df.push(0);
+                counted_in.push(0);
+                id
+            };
+            // In how many passages: once per passage, however often.
+            if let (Some(n), Some(last)) =
+                (df.get_mut(id as usize), counted_in.get_mut(id as usize))
+            {
+                if *last != passage {
+                    *last = passage;
+                    *n += 1;
+                }
+            }
+            all_words.push((id, w));
+        }
+        tokenized.push((source, text, found, first..all_words.len()));
+    }
+    Interned {
+        pieces: tokenized,
+        words: all_words,
+        vocabulary,
+        df,
+    }
+}
+
+/// What a piece reports, from its cues and its source.
+fn kind_of(found: Cues, source: &str) -> Kind {
+    let is_tool = !matches!(source, "user" | "assistant" | "summary");
+    if found.decision {
+        Kind::Decision
+    } else if found.action {
+        Kind::Action
+    } else if found.done {
+        Kind::Done
+    } else if is_tool {
+        Kind::Finding
+    } else {
+        Kind::Fact
+    }
+}
+
+/// How much a piece's source weighs: people state requirements and
+/// decisions; tool output and tool-call arguments (patches, commands)
+/// mostly carry detail.
+fn source_scale(source: &str) -> f64 {
+    match source {
+        "summary" => 1.3,
+        "user" => 1.2,
+        "assistant" => 1.0,
+        s if s.starts_with('[') => 0.8,
+        s if s.ends_with(" call") => 0.35,
+        _ => 0.5,
+    }
+}
+
+/// The salient terms of a piece of `kind` with `words` of `text`, each
+/// once at its highest weight times `scale`; `lower_case_weight` caches
+/// the weight of terms written in ASCII lower case.
+fn weighted_terms(
+    words: &[(u32, Word)],
+    text: &str,
+    kind: Kind,
+    scale: f64,
+    vocabulary: &[String],
+    df: &[usize],
+    lower_case_weight: &mut [Option<f64>],
+) -> Vec<(u32, f64)> {
+    let mut terms: Vec<(u32, f64)> = Vec::with_capacity(words.len());
+    for (id, w) in words {
+        let count = df.get(*id as usize).copied().unwrap_or(1);
+        let lower = vocabulary.get(*id as usize).map_or("", String::as_str);
+        let original = text.get(w.start..w.end).unwrap_or_default();
+        // ASCII in lower case: no capital anywhere.
+        let plain = original.is_ascii() && original == lower;
+        let slot = lower_case_weight.get_mut(*id as usize);
+        let mut weight = match slot {
+            Some(Some(weight)) if plain => *weight,
+            Some(slot) if plain => {
+                let weight = term_weight(original, lower, w.sentence_start, count);
+                *slot = Some(weight);
+                weight
+            }
+            _ => term_weight(original, lower, w.sentence_start, count),
+        };
+        // What a decision is about matters even in common words.
+        if kind == Kind::Decision && lower.chars().count() >= 4 && !stopword(lower) {
+            weight = weight.max(0.3);
+        }
+        if weight > 0.0 {
+            terms.push((*id, weight * scale));
+        }
+    }
+    // One entry per term, at its highest weight.
+    terms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.total_cmp(&a.1)));
+    terms.dedup_by_key(|t| t.0);
+    terms
+}
+
 impl ExtractiveSummarizer {
     /// A summary of 20 % of the summarized text, between 1,500 and 16,000
     /// characters; passages of at most 220 characters.
@@ -152,138 +336,31 @@ impl ExtractiveSummarizer {
         previous: Option<&'a str>,
         events: &'a [SessionEvent],
     ) -> (Vec<Passage<'a>>, Vec<String>) {
-        let mut raw: Vec<(Rc<str>, Cow<'a, str>)> = Vec::new();
-        if let Some(p) = previous {
-            let source: Rc<str> = Rc::from("summary");
-            for line in p.lines() {
-                let line = line.trim().trim_start_matches("- ");
-                if !line.is_empty() {
-                    raw.push((source.clone(), Cow::Borrowed(line)));
-                }
-            }
-        }
-        for e in events.iter().filter(|e| !e.is_synthetic()) {
-            let source: Rc<str> = match (&e.branch, &e.message) {
-                (Some(b), _) => Rc::from(format!("[{b}] {}", e.role())),
-                (None, Message::Tool { name, .. }) => Rc::from(name.as_deref().unwrap_or("tool")),
-                (None, m) => Rc::from(m.role().as_str()),
-            };
-            split_text(e.message.text(), &mut |piece| {
-                raw.push((source.clone(), piece));
-            });
-            for call in e.message.tool_calls() {
-                let label: Rc<str> = Rc::from(format!("{} call", call.name));
-                split_text(&call.arguments, &mut |piece| {
-                    raw.push((label.clone(), piece));
-                });
-            }
-        }
-        // Intern every word once; count in how many passages each occurs.
-        let mut seen: HashSet<u64> =
-            HashSet::with_capacity_and_hasher(raw.len(), rustc_hash::FxBuildHasher);
-        let mut ids: HashMap<String, u32> =
-            HashMap::with_capacity_and_hasher(raw.len(), rustc_hash::FxBuildHasher);
-        let mut vocabulary: Vec<String> = Vec::new();
-        let mut df: Vec<usize> = Vec::new();
-        let mut tokenized = Vec::new();
-        let mut buffer = String::new();
-        // Every passage's words in one list (a passage holds a range of
-        // it), and for each term the last passage that counted it.
-        let mut all_words: Vec<(u32, Word)> = Vec::new();
-        let mut scratch: Vec<Word> = Vec::new();
-        let mut counted_in: Vec<usize> = Vec::new();
-        for (source, text) in raw {
-            if !seen.insert(folded_hash(&text)) {
-                continue;
-            }
-            let passage = tokenized.len() + 1;
-            let found = cues(&text);
-            let first = all_words.len();
-            scratch.clear();
-            words_into(&text, &mut scratch);
-            for w in scratch.drain(..) {
-                let key = lower_into(text.get(w.start..w.end).unwrap_or_default(), &mut buffer);
-                let id = if let Some(id) = ids.get(key) {
-                    *id
-                } else {
-                    let id = u32::try_from(vocabulary.len()).unwrap_or(u32::MAX);
-                    ids.insert(key.to_owned(), id);
-                    vocabulary.push(key.to_owned());
-                    df.push(0);
-                    counted_in.push(0);
-                    id
-                };
-                // In how many passages: once per passage, however often.
-                if let (Some(n), Some(last)) =
-                    (df.get_mut(id as usize), counted_in.get_mut(id as usize))
-                {
-                    if *last != passage {
-                        *last = passage;
-                        *n += 1;
-                    }
-                }
-                all_words.push((id, w));
-            }
-            tokenized.push((source, text, found, first..all_words.len()));
-        }
+        let Interned {
+            pieces,
+            words,
+            vocabulary,
+            df,
+        } = intern(pieces(previous, events));
         // A word written in ASCII lower case weighs the same wherever it
         // stands (only capitals and their place in the sentence matter):
         // weighed once per term.
         let mut lower_case_weight: Vec<Option<f64>> = vec![None; vocabulary.len()];
-        let passages = tokenized
+        let passages = pieces
             .into_iter()
             .map(|(source, text, found, range)| {
-                let words = all_words.get(range).unwrap_or_default();
-                let is_tool = !matches!(&*source, "user" | "assistant" | "summary");
-                let kind = if found.decision {
-                    Kind::Decision
-                } else if found.action {
-                    Kind::Action
-                } else if found.done {
-                    Kind::Done
-                } else if is_tool {
-                    Kind::Finding
-                } else {
-                    Kind::Fact
-                };
-                // People state requirements and decisions; tool output and
-                // tool-call arguments (patches, commands) mostly carry detail.
-                let scale = match &*source {
-                    "summary" => 1.3,
-                    "user" => 1.2,
-                    "assistant" => 1.0,
-                    s if s.starts_with('[') => 0.8,
-                    s if s.ends_with(" call") => 0.35,
-                    _ => 0.5,
-                };
-                let mut terms: Vec<(u32, f64)> = Vec::with_capacity(words.len());
-                for (id, w) in words {
-                    let count = df.get(*id as usize).copied().unwrap_or(1);
-                    let lower = vocabulary.get(*id as usize).map_or("", String::as_str);
-                    let original = text.get(w.start..w.end).unwrap_or_default();
-                    // ASCII in lower case: no capital anywhere.
-                    let plain = original.is_ascii() && original == lower;
-                    let slot = lower_case_weight.get_mut(*id as usize);
-                    let mut weight = match slot {
-                        Some(Some(weight)) if plain => *weight,
-                        Some(slot) if plain => {
-                            let weight = term_weight(original, lower, w.sentence_start, count);
-                            *slot = Some(weight);
-                            weight
-                        }
-                        _ => term_weight(original, lower, w.sentence_start, count),
-                    };
-                    // What a decision is about matters even in common words.
-                    if kind == Kind::Decision && lower.chars().count() >= 4 && !stopword(lower) {
-                        weight = weight.max(0.3);
-                    }
-                    if weight > 0.0 {
-                        terms.push((*id, weight * scale));
-                    }
-                }
-                // One entry per term, at its highest weight.
-                terms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.total_cmp(&a.1)));
-                terms.dedup_by_key(|t| t.0);
+                let words = words.get(range).unwrap_or_default();
+                let kind = kind_of(found, &source);
+                let scale = source_scale(&source);
+                let mut terms = weighted_terms(
+                    words,
+                    &text,
+                    kind,
+                    scale,
+                    &vocabulary,
+                    &df,
+                    &mut lower_case_weight,
+                );
                 let mut bonus = match kind {
                     Kind::Decision => 1.5,
                     Kind::Action => 1.0,
