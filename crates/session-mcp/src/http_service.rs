@@ -6,7 +6,7 @@ use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::SessionTools;
+use crate::tools::SessionTools;
 
 /// The route `/mcp`: the tools over streamable HTTP, stateless (each
 /// request stands alone, so any server process behind a load balancer
