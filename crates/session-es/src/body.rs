@@ -533,7 +533,13 @@ mod tests {
 
     #[test]
     fn seq_bounds_fit_a_long() {
-        let q = session_events("s", "i", u64::MAX, u64::MAX, &[[u64::MAX - 1, u64::MAX]]);
+        let q = session_events(
+            "s",
+            "i",
+            u64::MAX - 5,
+            u64::MAX,
+            &[[u64::MAX - 1, u64::MAX]],
+        );
         let (filter, must_not) = &q[0];
         assert_eq!(filter[2]["range"]["seq"]["gt"], json!(i64::MAX));
         assert_eq!(must_not[0]["range"]["seq"]["lte"], json!(i64::MAX));

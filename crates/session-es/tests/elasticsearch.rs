@@ -3,9 +3,11 @@
 //! .ci/services` starts 8.19 from its test distribution, which has no
 //! `wildcard` field type and no `_delete_by_query`, so the backend's
 //! `keyword` text field and its deletes by id are what run here). Under
-//! `CI=true` a node that does not answer fails every test.
+//! `CI=true` a node that does not answer fails every test. The model and
+//! stress suites run smaller here (see `support/real.rs`).
 
 #[path = "support/real.rs"]
+#[macro_use]
 mod real;
 
 use session_core::SharedClock;
@@ -18,6 +20,4 @@ async fn es_store(clock: SharedClock) -> Option<TestStore> {
         .await
 }
 
-session_testkit::conformance_suite!(es_store);
-session_testkit::model_suite!(es_store);
-session_testkit::stress_suite!(es_store);
+real_node_suites!(es_store);

@@ -11,6 +11,57 @@ use session_core::SharedClock;
 use session_es::{EsRepository, EsRepositoryBuilder, TextField};
 use session_testkit::TestStore;
 
+/// Random histories of the model suite on a real node (`MODEL_CASES`
+/// overrides): each creates three indices, which a node does in tenths of a
+/// second, so the 256 of the in-process stores would take most of a CI run.
+pub(crate) const MODEL_CASES: u32 = 24;
+
+/// Appends per writer of the stress suite on a real node (`STRESS_APPENDS`
+/// overrides; 500 elsewhere): 16 writers on each of 4 sessions, every
+/// append a refreshed write of the head and of the events.
+pub(crate) const STRESS_APPENDS: &str = "8";
+
+/// Sets `STRESS_APPENDS` to [`STRESS_APPENDS`] unless it is set.
+pub(crate) fn scale_stress() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("STRESS_APPENDS").is_none() {
+            std::env::set_var("STRESS_APPENDS", STRESS_APPENDS);
+        }
+    });
+}
+
+/// The suites on one engine's store factory: conformance, model (on
+/// [`MODEL_CASES`] histories) and stress (at [`STRESS_APPENDS`]).
+#[macro_export]
+macro_rules! real_node_suites {
+    ($factory:path) => {
+        session_testkit::conformance_suite!($factory);
+
+        #[test]
+        fn behaves_like_the_reference_on_random_histories() {
+            session_testkit::model::run_model($factory, real::MODEL_CASES);
+        }
+
+        #[test]
+        fn stress_writers_on_four_sessions_lose_nothing() {
+            real::scale_stress();
+            session_testkit::run_case(
+                $factory,
+                session_testkit::stress::writers_on_four_sessions_lose_nothing,
+            );
+        }
+
+        #[test]
+        fn stress_compaction_racing_appends_keeps_every_event() {
+            session_testkit::run_case(
+                $factory,
+                session_testkit::stress::compaction_racing_appends_keeps_every_event,
+            );
+        }
+    };
+}
+
 /// One of the two engines the backend supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Engine {
