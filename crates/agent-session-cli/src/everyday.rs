@@ -15,8 +15,9 @@ use agent_session::compaction::{
     SummarizerChoice, Trigger,
 };
 use agent_session::{
-    Compactor, ContextOptions, CreateSessionRequest, ErrorKind, EventFilter, EventView, ForkAt, Message, Owner,
-    RewindTo, SessionError, SessionEvent, SessionId, SessionQuery, SessionService, SessionStatus, ToolCall,
+    Compactor, ContextOptions, CreateSessionRequest, ErrorKind, EventFilter, EventView, ForkAt,
+    Message, Owner, RewindTo, SessionError, SessionEvent, SessionId, SessionQuery, SessionService,
+    SessionStatus, ToolCall,
 };
 use agent_session_cli::args::{parse_pairs, parse_ttl, ArgError};
 use anyhow::{anyhow, bail, Context, Result};
@@ -50,9 +51,9 @@ pub(crate) async fn run(
         Command::Compact(a) => compact(s, a, json, out).await,
         Command::Rewind(a) => rewind(s, a, json, out).await,
         Command::Fork(a) => fork(s, a, json, out).await,
-        Command::End { session } => end(s, &session, json, out).await,
-        Command::Reopen { session } => reopen(s, &session, json, out).await,
-        Command::Delete { session } => delete(s, &session, json, out).await,
+        Command::End { session } => lifecycle(s, &session, Lifecycle::End, json, out).await,
+        Command::Reopen { session } => lifecycle(s, &session, Lifecycle::Reopen, json, out).await,
+        Command::Delete { session } => lifecycle(s, &session, Lifecycle::Delete, json, out).await,
         Command::EraseUser { app, user } => erase_user(s, &app, &user, json, out).await,
         Command::Stats {
             session: Some(id),
@@ -493,54 +494,34 @@ async fn fork(
     Ok(())
 }
 
-/// `end`: archives a session.
-async fn end(
-    service: &dyn SessionService,
-    session: &SessionId,
-    json: bool,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let owner = owner_of(service, session).await?;
-    service.end(&owner, session).await?;
-    say(
-        out,
-        json,
-        &json!({ "ended": session }),
-        &format!("ended {session}"),
-    )
+/// What `end`, `reopen` and `delete` do to a session.
+#[derive(Clone, Copy)]
+enum Lifecycle {
+    End,
+    Reopen,
+    Delete,
 }
 
-/// `reopen`: makes an ended session writable again.
-async fn reopen(
+/// `end` (archives a session), `reopen` (makes it writable again) and
+/// `delete` (removes it and all its events); prints what was done.
+async fn lifecycle(
     service: &dyn SessionService,
     session: &SessionId,
+    step: Lifecycle,
     json: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
     let owner = owner_of(service, session).await?;
-    service.reopen(&owner, session).await?;
+    let done = match step {
+        Lifecycle::End => service.end(&owner, session).await.map(|_| "ended"),
+        Lifecycle::Reopen => service.reopen(&owner, session).await.map(|_| "reopened"),
+        Lifecycle::Delete => service.delete(&owner, session).await.map(|()| "deleted"),
+    }?;
     say(
         out,
         json,
-        &json!({ "reopened": session }),
-        &format!("reopened {session}"),
-    )
-}
-
-/// `delete`: a session and all its events.
-async fn delete(
-    service: &dyn SessionService,
-    session: &SessionId,
-    json: bool,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let owner = owner_of(service, session).await?;
-    service.delete(&owner, session).await?;
-    say(
-        out,
-        json,
-        &json!({ "deleted": session }),
-        &format!("deleted {session}"),
+        &json!({ done: session }),
+        &format!("{done} {session}"),
     )
 }
 
@@ -600,7 +581,10 @@ mod tests {
     fn the_flags_become_the_spec_every_face_takes() {
         let spec = strategy_spec(&compact_args(&["--strategy", "summarize"])).unwrap();
         assert_eq!(spec.strategy, StrategyName::Summarize);
-        assert_eq!(spec.keep, None, "the default every face has: the newest messages");
+        assert_eq!(
+            spec.keep, None,
+            "the default every face has: the newest messages"
+        );
         assert_eq!(spec.summarizer, None);
         let spec = strategy_spec(&compact_args(&[
             "--strategy",

@@ -45,12 +45,7 @@ impl Compactor for CompactionPolicy {
         repository: &dyn SessionRepository,
         session: Session,
     ) -> Result<Compacted, SessionError> {
-        let at = Start::of(&session);
-        let outcome = self
-            .run(repository, session, None)
-            .await
-            .map_err(session_error)?;
-        at.report(self, repository, outcome).await
+        compact_with(self, None, repository, session).await
     }
 }
 
@@ -61,14 +56,25 @@ impl Compactor for WhenTriggered {
         repository: &dyn SessionRepository,
         session: Session,
     ) -> Result<Compacted, SessionError> {
-        let at = Start::of(&session);
-        let outcome = self
-            .policy
-            .if_triggered(repository, session, self.factor)
-            .await
-            .map_err(session_error)?;
-        at.report(&self.policy, repository, outcome).await
+        compact_with(&self.policy, Some(self.factor), repository, session).await
     }
+}
+
+/// Runs `policy` on `session` (only when its trigger fires for the token
+/// count scaled by `trigger_factor`, when given) and reports what it did.
+async fn compact_with(
+    policy: &CompactionPolicy,
+    trigger_factor: Option<f64>,
+    repository: &dyn SessionRepository,
+    session: Session,
+) -> Result<Compacted, SessionError> {
+    let at = Start::of(&session);
+    let outcome = match trigger_factor {
+        None => policy.run(repository, session, None).await,
+        Some(factor) => policy.if_triggered(repository, session, factor).await,
+    }
+    .map_err(session_error)?;
+    at.report(policy, repository, outcome).await
 }
 
 /// The session as the compaction found it.
