@@ -9,7 +9,7 @@ use session_core::{
     MAX_VERSION,
 };
 
-use crate::{user, Fixture, APP};
+use crate::fixture::{user, Fixture, APP};
 
 fn obj(v: &serde_json::Value) -> session_core::StateMap {
     v.as_object().cloned().unwrap()

@@ -21,7 +21,7 @@ use session_core::{
     SessionStatus, SessionUpdate,
 };
 
-use crate::{user, Fixture, APP};
+use crate::fixture::{user, Fixture, APP};
 
 /// One owner-scoped call of the service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use session_core::{
     SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository, SessionRepositoryExt,
 };
 
-use crate::{texts, user};
+use crate::fixture::{texts, user};
 
 /// The events a session may hold in [`quota_limits`].
 pub const MAX_SESSION_EVENTS: u64 = 5;

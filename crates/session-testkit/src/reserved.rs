@@ -11,7 +11,7 @@ use session_core::{
     SessionRepository as _, SessionService as _, SessionUpdate, StateMap, GROUP_USER,
 };
 
-use crate::{Fixture, APP};
+use crate::fixture::{Fixture, APP};
 
 fn kind<T: std::fmt::Debug>(r: Result<T, SessionError>) -> ErrorKind {
     r.expect_err("expected an error").kind()

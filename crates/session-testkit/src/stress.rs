@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use session_core::{EventFilter, EventView, SessionRepository, SessionRepositoryExt};
 
-use crate::{assistant, user, Fixture};
+use crate::fixture::{assistant, user, Fixture};
 
 /// Writers per session in [`writers_on_four_sessions_lose_nothing`].
 pub const WRITERS: usize = 16;

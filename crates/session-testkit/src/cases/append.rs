@@ -9,8 +9,8 @@ use session_core::{
     SessionEvent, SessionService, ToolCall, Verdict, TOOL_ERROR_KEY,
 };
 
-use super::{kind, numbered, owner};
-use crate::{assistant, sid, texts, user, Fixture};
+use super::support::{kind, numbered, owner};
+use crate::fixture::{assistant, sid, texts, user, Fixture};
 
 /// Seqs start at 1 and are strictly increasing and gapless across calls and batches.
 pub async fn append_assigns_gapless_increasing_seqs(fx: Fixture) {

@@ -4,8 +4,8 @@
 
 use session_core::{ErrorKind, SearchMode, SearchQuery};
 
-use super::kind;
-use crate::{user, Fixture};
+use super::support::kind;
+use crate::fixture::{user, Fixture};
 
 /// Whether the backend under test declares a capability; prints the skip
 /// reason when it does not, so a gated case never passes silently.

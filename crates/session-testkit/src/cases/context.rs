@@ -8,8 +8,8 @@ use session_core::{
     SessionRepository, SessionRepositoryExt, SessionService,
 };
 
-use super::{kind, numbered, owner};
-use crate::{assistant, iid, texts, user, Fixture, APP};
+use super::support::{kind, numbered, owner};
+use crate::fixture::{assistant, iid, texts, user, Fixture, APP};
 
 /// A replace with the current version succeeds: the context is exactly the
 /// new list in order (summary first), the version bumps, token totals follow.

@@ -3,7 +3,7 @@
 use session_core::retention::{prune_archive, ArchiveRetention};
 use session_core::{Clock as _, Message, RewindTo, SessionEvent, SessionId};
 
-use crate::{assistant, user, Fixture};
+use crate::fixture::{assistant, user, Fixture};
 
 /// A session's `event_bytes` counts what its archive holds as stored: 0
 /// when created; an append adds at least its events' encodings (a store

@@ -7,8 +7,8 @@ use session_core::{
     Message, Role, SessionEvent, SyntheticFilter, ToolCall,
 };
 
-use super::{kind, numbered};
-use crate::{assistant, texts, user, Fixture};
+use super::support::{kind, numbered};
+use crate::fixture::{assistant, texts, user, Fixture};
 
 /// The context is what compaction left plus later appends; the archive keeps everything.
 pub async fn events_context_and_archive_views(fx: Fixture) {

@@ -6,8 +6,8 @@ use session_core::{
     SessionService,
 };
 
-use super::{kind, owner};
-use crate::{assistant, user, Fixture, APP};
+use super::support::{kind, owner};
+use crate::fixture::{assistant, user, Fixture, APP};
 
 /// A dumped session re-imported into an empty store is identical: ids, seqs
 /// (gaps after a rewind included), timestamps, version, context order,

@@ -6,8 +6,8 @@ use session_core::{
     SessionRepository,
 };
 
-use super::numbered;
-use crate::{user, Fixture};
+use super::support::numbered;
+use crate::fixture::{user, Fixture};
 
 /// Each event's `left_context` in the archive view, by text.
 async fn exits(fx: &Fixture, id: &session_core::SessionId) -> Vec<(String, Option<ContextExit>)> {

@@ -11,8 +11,8 @@ use session_core::{
     SessionUpdate, FORKED_AT_SEQ, FORKED_FROM,
 };
 
-use super::{kind, map, owner, service_session};
-use crate::{app_name, assistant, iid, texts, user, user_id, Fixture, APP};
+use super::support::{kind, map, owner, service_session};
+use crate::fixture::{app_name, assistant, iid, texts, user, user_id, Fixture, APP};
 
 /// After `end`, appends, context replaces, rewinds and state or metadata
 /// updates are `SessionEnded` and write nothing; a retried append of an

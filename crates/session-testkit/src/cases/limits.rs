@@ -7,8 +7,8 @@ use session_core::{
     SearchQuery, SessionEvent, SessionQuery, SessionService,
 };
 
-use super::{kind, numbered, owner};
-use crate::{texts, user, Fixture, APP};
+use super::support::{kind, numbered, owner};
+use crate::fixture::{texts, user, Fixture, APP};
 
 /// An event over the size limit is `InvalidInput` and nothing is written.
 pub async fn oversize_event_is_rejected(fx: Fixture) {

@@ -3,8 +3,8 @@
 use serde_json::json;
 use session_core::{Clock as _, ErrorKind, NewSession, SessionQuery, SessionUpdate, StateMap};
 
-use super::kind;
-use crate::{Fixture, APP};
+use super::support::kind;
+use crate::fixture::{Fixture, APP};
 
 fn map(v: serde_json::Value) -> StateMap {
     match v {

@@ -2,11 +2,8 @@
 //!
 //! The cases are grouped by behaviour in private submodules and re-exported
 //! here, so every case is `cases::<name>` (the path the suite macros expand to).
-
-use serde_json::Value;
-use session_core::{
-    CreateSessionRequest, ErrorKind, Owner, SessionError, SessionEvent, SessionService, StateMap,
-};
+//!
+//! [`Fixture`]: crate::Fixture
 
 mod append;
 mod capabilities;
@@ -25,6 +22,7 @@ mod retention;
 mod search;
 mod sessions;
 mod state;
+mod support;
 
 pub use append::{
     an_append_that_adds_nothing_changes_nothing, append_assigns_gapless_increasing_seqs,
@@ -106,33 +104,3 @@ pub use crate::isolation::isolation_matrix_every_service_call;
 pub use crate::reserved::{
     expiry_at_the_latest_accepted_date_is_stored, reserved_owner_names_never_collide_with_real_ones,
 };
-
-use crate::{user, Fixture, APP};
-
-fn kind<T: std::fmt::Debug>(r: Result<T, SessionError>) -> ErrorKind {
-    r.expect_err("expected an error").kind()
-}
-
-fn map(v: &Value) -> StateMap {
-    v.as_object().cloned().unwrap()
-}
-
-fn numbered(prefix: &str, n: usize) -> Vec<SessionEvent> {
-    (1..=n).map(|i| user(&format!("{prefix} {i}"))).collect()
-}
-
-fn owner() -> Owner {
-    Owner::parse(APP, "alice").unwrap()
-}
-
-async fn service_session(fx: &Fixture, owner: &Owner) -> session_core::Session {
-    fx.service()
-        .create(
-            CreateSessionRequest::builder(&owner.user)
-                .app(&owner.app)
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap()
-}

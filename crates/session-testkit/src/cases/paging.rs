@@ -5,8 +5,8 @@ use session_core::{
     SessionRepositoryExt,
 };
 
-use super::numbered;
-use crate::{assistant, texts, user, Fixture};
+use super::support::numbered;
+use crate::fixture::{assistant, texts, user, Fixture};
 
 /// Reads a whole view through `filter` page by page, each page starting
 /// after the previous page's last event ([`session_core::Page::next_after`]).

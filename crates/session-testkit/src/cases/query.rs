@@ -9,8 +9,8 @@ use session_core::{
 };
 
 use super::capabilities::requires;
-use super::kind;
-use crate::{assistant, user, Fixture};
+use super::support::kind;
+use crate::fixture::{assistant, user, Fixture};
 
 /// Every hit of `q`, page after page (page size 7), and the first page's total.
 async fn all_pages(fx: &Fixture, q: &SearchQuery) -> (Vec<(String, u64, String)>, Option<Total>) {

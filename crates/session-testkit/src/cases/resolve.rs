@@ -6,8 +6,8 @@ use session_core::{
     SessionStatus, GROUP_USER,
 };
 
-use super::{kind, owner};
-use crate::{texts, Fixture, APP};
+use super::support::{kind, owner};
+use crate::fixture::{texts, Fixture, APP};
 
 /// `resolve` creates a session for a new key (`is_new`), then returns it (`!is_new`).
 pub async fn resolve_returns_fresh_session(fx: Fixture) {

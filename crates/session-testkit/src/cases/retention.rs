@@ -12,7 +12,7 @@ use session_core::{
     SessionStatus, SessionUpdate, StateMap,
 };
 
-use crate::{assistant, iid, texts, user, Fixture, APP};
+use crate::fixture::{assistant, iid, texts, user, Fixture, APP};
 
 fn seqs(events: &[SessionEvent]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()

@@ -5,8 +5,8 @@ use session_core::{
     Clock as _, CompactionSource, ErrorKind, Message, ParsedQuery, SearchQuery, SessionEvent,
 };
 
-use super::kind;
-use crate::{assistant, user, Fixture};
+use super::support::kind;
+use crate::fixture::{assistant, user, Fixture};
 
 /// Search is a case-insensitive substring over the archive, synthetic summaries included.
 pub async fn search_is_case_insensitive_over_the_archive(fx: Fixture) {

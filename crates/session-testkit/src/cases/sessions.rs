@@ -7,8 +7,8 @@ use session_core::{
     SessionQuery, SessionService, SessionStatus, SessionUpdate, StateMap, GROUP_USER,
 };
 
-use super::{kind, map, numbered, owner};
-use crate::{sid, texts, user, Fixture, APP};
+use super::support::{kind, map, numbered, owner};
+use crate::fixture::{sid, texts, user, Fixture, APP};
 
 /// A session created with a caller-chosen id is stored under that id with
 /// its owner, key, metadata and initial state, at version 0.

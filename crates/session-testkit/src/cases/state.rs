@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 use session_core::{CreateSessionRequest, Message, Owner, SessionEvent, SessionService};
 
-use super::{map, owner, service_session};
-use crate::{user, Fixture, APP};
+use super::support::{map, owner, service_session};
+use crate::fixture::{user, Fixture, APP};
 
 /// Unprefixed keys are session scope: applied with the event, not shared.
 pub async fn state_session_scope(fx: Fixture) {
