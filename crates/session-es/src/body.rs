@@ -176,6 +176,33 @@ pub(crate) fn literal_text(text: &str, text_field: TextField) -> (Value, bool) {
     )
 }
 
+/// [`literal_text`] for search, whose hits are checked with the reference
+/// matcher afterwards: a backslash is looked for as `?` (any one
+/// character), since OpenSearch's `wildcard` field mishandles an escaped
+/// backslash (opensearch-project/OpenSearch#19719, still so in 2.19.1), so
+/// a term holding one gives a superset, marked not exact.
+pub(crate) fn search_literal(text: &str, text_field: TextField) -> (Value, bool) {
+    let folded = fold_case(text);
+    let (needle, _) = text_field.needle(&folded);
+    if !needle.contains('\\') {
+        return literal_text(text, text_field);
+    }
+    let mut pattern = String::with_capacity(needle.len().saturating_add(2));
+    pattern.push('*');
+    for c in needle.chars() {
+        match c {
+            '\\' => pattern.push('?'),
+            '*' | '?' => {
+                pattern.push('\\');
+                pattern.push(c);
+            }
+            _ => pattern.push(c),
+        }
+    }
+    pattern.push('*');
+    (json!({"wildcard": {"text_lc": {"value": pattern}}}), false)
+}
+
 /// The most terms one `terms` query of the backend holds: the default
 /// `index.max_terms_count` of Elasticsearch and OpenSearch.
 pub(crate) const MAX_TERMS: usize = 65_536;
@@ -529,6 +556,16 @@ mod tests {
         assert!(r.get("from").is_none());
         let r = search_request(&q, &sort, 100, None, &json!(false));
         assert!(r.get("search_after").is_none());
+    }
+
+    #[test]
+    fn search_looks_for_a_backslash_as_any_character() {
+        let (q, exact) = search_literal("C:\\Path*", TextField::Wildcard);
+        assert!(!exact);
+        assert_eq!(q["wildcard"]["text_lc"]["value"], r"*c:?path\**");
+        let (q, exact) = search_literal("plain", TextField::Wildcard);
+        assert!(exact);
+        assert_eq!(q["wildcard"]["text_lc"]["value"], "*plain*");
     }
 
     #[test]

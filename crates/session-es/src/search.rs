@@ -270,7 +270,7 @@ impl EsRepository {
         let mut exact = true;
         let mut must: Vec<Value> = Vec::with_capacity(parsed.include().len().saturating_add(2));
         for t in parsed.include() {
-            let (clause, whole) = body::literal_text(t, text_field);
+            let (clause, whole) = body::search_literal(t, text_field);
             exact &= whole;
             must.push(clause);
         }
@@ -284,7 +284,7 @@ impl EsRepository {
         }
         let mut must_not: Vec<Value> = Vec::with_capacity(parsed.exclude().len());
         for t in parsed.exclude() {
-            match body::literal_text(t, text_field) {
+            match body::search_literal(t, text_field) {
                 (clause, true) => must_not.push(clause),
                 (_, false) => exact = false,
             }
