@@ -35,10 +35,14 @@ use crate::state::{ScopedDelta, SharedDelta};
 use crate::validate::{check_seq_room, next_version, Limits};
 use crate::StateMap;
 
+mod change;
 mod head;
 mod import;
-pub use head::{Head, SessionQuota};
+mod window;
+pub use change::{ContextTokens, HeadChange, NewEvent, StateChanges};
+pub use head::{Head, OwnerQuota, SessionQuota};
 pub use import::ImportPlan;
+pub use window::ReadWindow;
 
 /// Whether a session read for a write may be written: `NotFound` when
 /// there is none, `Expired` when its expiry is at or before `now`.
@@ -131,47 +135,6 @@ impl EventBatch {
     }
 }
 
-/// One new event of a plan: its index in the batch and the seq it gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NewEvent {
-    /// Index into [`EventBatch::events`] and [`EventBatch::bodies`].
-    pub index: usize,
-    /// The seq assigned to it.
-    pub seq: u64,
-}
-
-/// State changes of a write, merged over its new events in order: a later
-/// value for a key wins and `null` stays, so that applying the merge once
-/// equals applying each event's delta in turn.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StateChanges {
-    /// Session-scope keys.
-    pub session: StateMap,
-    /// `app:` and `user:` keys.
-    pub shared: SharedDelta,
-}
-
-impl StateChanges {
-    fn add(&mut self, delta: Option<&StateMap>) {
-        if let Some(delta) = delta {
-            let split = ScopedDelta::split(delta);
-            for (k, v) in split.session {
-                self.session.insert(k, v);
-            }
-            self.shared.add(&ScopedDelta {
-                session: StateMap::new(),
-                user: split.user,
-                app: split.app,
-            });
-        }
-    }
-
-    /// Whether no scope changes.
-    pub fn is_empty(&self) -> bool {
-        self.session.is_empty() && self.shared.is_empty()
-    }
-}
-
 /// What an append writes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppendPlan {
@@ -256,6 +219,19 @@ impl AppendPlan {
         self.new.is_empty()
     }
 
+    /// What the append changes in the session's head: new events join the
+    /// end of the context, so its token estimate grows by theirs.
+    pub fn head_change(&self) -> HeadChange<'_> {
+        HeadChange {
+            version: self.version,
+            last_seq: self.last_seq,
+            context_tokens: ContextTokens::Add(self.added_tokens),
+            new: &self.new,
+            added_bytes: self.added_bytes,
+            state: &self.state,
+        }
+    }
+
     /// What the append reports to its caller.
     pub fn outcome(&self) -> AppendOutcome {
         AppendOutcome {
@@ -337,6 +313,19 @@ impl ContextPlan {
         }
         plan.added_bytes = batch.added_bytes(&plan.new);
         Ok(Some(plan))
+    }
+
+    /// What the replace changes in the session's head: the context's token
+    /// estimate is the new context's.
+    pub fn head_change(&self) -> HeadChange<'_> {
+        HeadChange {
+            version: self.version,
+            last_seq: self.last_seq,
+            context_tokens: ContextTokens::Set(self.context_tokens),
+            new: &self.new,
+            added_bytes: self.added_bytes,
+            state: &self.state,
+        }
     }
 
     /// The record of this replace in the session's context history, written

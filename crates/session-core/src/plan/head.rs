@@ -3,7 +3,7 @@
 
 use crate::error::{Result, SessionError};
 use crate::ids::SessionId;
-use crate::session::SessionStatus;
+use crate::session::{Session, SessionStatus};
 use crate::validate::Limits;
 
 /// What a store read about a session before writing to it.
@@ -110,6 +110,54 @@ impl SessionQuota {
             }
         }
         Ok(())
+    }
+}
+
+/// The sessions-per-user quota ([`Limits::max_user_sessions`]) a create,
+/// fork or import of a new session is checked against. A store counts its
+/// owner's live sessions only when there is one (`OwnerQuota::of` is
+/// `Some`), in the step that writes the session, and the decision is this:
+///
+/// ```
+/// use session_core::plan::OwnerQuota;
+/// use session_core::{Limits, NewSession};
+/// let s = NewSession::new("app", "ada", chrono::Utc::now()).unwrap().to_session(chrono::Utc::now());
+/// assert!(OwnerQuota::of(&Limits::default()).is_none());
+/// let limits = Limits::default().with_max_user_sessions(2);
+/// let quota = OwnerQuota::of(&limits).unwrap();
+/// assert!(quota.check(&s, 1).is_ok());
+/// assert!(quota.check(&s, 2).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerQuota<'a> {
+    limits: &'a Limits,
+}
+
+impl<'a> OwnerQuota<'a> {
+    /// The quota of `limits`; `None` when there is none (nothing to count).
+    pub fn of(limits: &'a Limits) -> Option<Self> {
+        limits.max_user_sessions.map(|_| Self { limits })
+    }
+
+    /// `QuotaExceeded` when the owner of the new `session` already holds
+    /// `live` live sessions (as the store counted them) and one more would
+    /// pass the quota.
+    pub fn check(&self, session: &Session, live: u64) -> Result<()> {
+        self.limits.check_user_sessions(session, live)
+    }
+
+    /// Checks the new `session` against the quota of `limits`, counting its
+    /// owner's live sessions with `count` only when there is a quota (for a
+    /// store whose count is a blocking call).
+    pub fn check_counted<E: From<SessionError>>(
+        limits: &Limits,
+        session: &Session,
+        count: impl FnOnce() -> std::result::Result<u64, E>,
+    ) -> std::result::Result<(), E> {
+        match OwnerQuota::of(limits) {
+            Some(quota) => Ok(quota.check(session, count()?)?),
+            None => Ok(()),
+        }
     }
 }
 
