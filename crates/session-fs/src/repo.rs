@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use session_core::plan::{
-    self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent,
-    RewindPlan, Stored,
+    self, plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, HeadChange, ImportPlan,
+    NewEvent, OwnerQuota, RewindPlan, Stored,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::state::apply_delta;
@@ -165,12 +165,7 @@ impl Inner {
         let lines = log::encode(numbered(&mut batch, &plan.new))?;
         let written = log::append(&dir, &lines, self.sync)?;
         file.log_bytes = file.log_bytes.saturating_add(written);
-        file.last_seq = plan.last_seq;
-        let s = &mut file.session;
-        s.event_count = s.event_count.saturating_add(count(plan.new.len()));
-        s.event_bytes = s.event_bytes.saturating_add(plan.added_bytes);
-        s.context_tokens = s.context_tokens.saturating_add(plan.added_tokens);
-        apply_delta(&mut s.state, &plan.state.session);
+        advance(&mut file, &plan.head_change());
         self.commit(&dir, &mut file, plan.version)?;
         ids.extend(id, log::Extent::of(&file), held(&batch, &plan.new));
         drop(ids);
@@ -198,17 +193,12 @@ impl Inner {
         let lines = log::encode(numbered(&mut batch, &plan.new))?;
         let written = log::append(&dir, &lines, self.sync)?;
         file.log_bytes = file.log_bytes.saturating_add(written);
-        file.last_seq = plan.last_seq;
+        advance(&mut file, &plan.head_change());
         file.context_changes.push(plan.change(self.now()));
         file.context = ContextFile {
             seqs: plan.context,
             through: plan.last_seq,
         };
-        let s = &mut file.session;
-        s.event_count = s.event_count.saturating_add(count(plan.new.len()));
-        s.event_bytes = s.event_bytes.saturating_add(plan.added_bytes);
-        s.context_tokens = plan.context_tokens;
-        apply_delta(&mut s.state, &plan.state.session);
         self.commit(&dir, &mut file, plan.version)?;
         self.ids.lock().forget(id);
         self.search_indexes.lock().forget(id);
@@ -447,15 +437,14 @@ impl Inner {
     /// The sessions-per-user quota for a new `session`: its owner's live
     /// sessions, counted under the create lock every create and import holds.
     fn check_owner_quota(&self, session: &Session, now: DateTime<Utc>) -> Result<()> {
-        if self.limits.max_user_sessions.is_none() {
-            return Ok(());
-        }
-        let live = self
-            .readable_sessions()?
-            .iter()
-            .filter(|f| f.session.counts_for_owner_of(session, now))
-            .count();
-        self.limits.check_user_sessions(session, count(live))
+        OwnerQuota::check_counted(&self.limits, session, || {
+            let live = self
+                .readable_sessions()?
+                .iter()
+                .filter(|f| f.session.counts_for_owner_of(session, now))
+                .count();
+            Ok(count(live))
+        })
     }
 
     fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
@@ -517,6 +506,17 @@ impl Inner {
             session: file.session,
         })
     }
+}
+
+/// Writes what an append or a context replace changes in the session's
+/// head into its file (the log's extent and the context aside).
+fn advance(file: &mut SessionFile, change: &HeadChange<'_>) {
+    file.last_seq = change.last_seq;
+    let s = &mut file.session;
+    s.event_count = s.event_count.saturating_add(change.added_count());
+    s.event_bytes = s.event_bytes.saturating_add(change.added_bytes);
+    s.context_tokens = change.context_tokens.after(s.context_tokens);
+    apply_delta(&mut s.state, &change.state.session);
 }
 
 #[async_trait]

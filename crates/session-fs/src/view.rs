@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use session_core::plan::ReadWindow;
 use session_core::{EventFilter, EventView, Page, SessionEvent};
 
 use crate::error::Result;
@@ -27,14 +28,15 @@ pub(crate) fn page(
     file: &SessionFile,
     filter: &EventFilter,
 ) -> Result<Page<SessionEvent>> {
-    let Some(offset) = filter.page.checked_mul(filter.page_size) else {
-        return Ok(Page::empty(filter.page, filter.page_size));
-    };
+    let window = ReadWindow::of(filter);
+    if window == ReadWindow::Empty {
+        return Ok(ReadWindow::empty_page(filter));
+    }
     let path = log::path(dir);
     let id = &file.session.id;
     let m = filter.matcher();
     let (explicit, tail_after) = parts(file, filter)?;
-    if let Some(n) = filter.last_n {
+    if let ReadWindow::Last(n) = window {
         let mut newest = Vec::new();
         log_read::backwards(&path, file.log_bytes, id, |e| {
             if e.seq <= tail_after {
@@ -65,7 +67,10 @@ pub(crate) fn page(
         newest.reverse();
         return Ok(Page::paginate(newest, filter.page, filter.page_size));
     }
-    let wanted = offset.saturating_add(filter.page_size).saturating_add(1);
+    let ReadWindow::Page { offset, limit } = window else {
+        return Ok(ReadWindow::empty_page(filter));
+    };
+    let wanted = offset.saturating_add(limit);
     let mut found = Vec::new();
     'explicit: for chunk in explicit.chunks(CHUNK) {
         for e in by_seq(&path, file, chunk)? {

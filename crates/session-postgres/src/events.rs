@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use deadpool_postgres::{Client, Transaction};
-use session_core::plan::Stored;
+use session_core::plan::{ReadWindow, Stored};
 use session_core::state::{decode_state, encode_state};
 use session_core::{
     fold_case, stored_counter, visible_branches, EventFilter, EventView, Page, SessionError,
@@ -13,7 +13,7 @@ use tokio_postgres::{Row, Statement};
 
 use crate::error::{BACKEND, R};
 use crate::quiet::Quiet;
-use crate::sql::{count, like_pattern, micros, offset, sql_int, Conditions};
+use crate::sql::{count, like_pattern, micros, sql_int, Conditions};
 use crate::tables::Tables;
 
 /// The text the trigram and full-text indexes hold: the search text,
@@ -414,28 +414,27 @@ pub(crate) async fn read(
     // SQL filters exactly, except a keyword holding NUL (indexed as a space):
     // then Rust re-checks every row and SQL must not cut the result short.
     let exact = filter.keyword.as_ref().is_none_or(|k| !k.contains('\0'));
-    if let Some(n) = filter.last_n {
-        w.sql.push_str(&format!(" ORDER BY {order} DESC"));
-        if exact {
-            w.sql.push_str(&format!(" LIMIT {n}"));
+    let (offset, limit) = match ReadWindow::of(filter) {
+        ReadWindow::Empty => return Ok(ReadWindow::empty_page(filter)),
+        ReadWindow::Last(n) => {
+            w.sql.push_str(&format!(" ORDER BY {order} DESC"));
+            if exact {
+                w.sql.push_str(&format!(" LIMIT {n}"));
+            }
+            let mut recent = decode(c.fetch(&w.sql, &w.params()).await?)?;
+            recent.truncate(n);
+            recent.reverse();
+            return Ok(Page::paginate(recent, filter.page, filter.page_size));
         }
-        let mut recent = decode(c.fetch(&w.sql, &w.params()).await?)?;
-        recent.truncate(n);
-        recent.reverse();
-        return Ok(Page::paginate(recent, filter.page, filter.page_size));
-    }
+        ReadWindow::Page { offset, limit } => (offset, limit),
+    };
     if !exact {
         w.sql.push_str(&format!(" ORDER BY {order}"));
         let all = decode(c.fetch(&w.sql, &w.params()).await?)?;
         return Ok(Page::paginate(all, filter.page, filter.page_size));
     }
-    let Some(offset) = offset(filter.page, filter.page_size) else {
-        return Ok(Page::empty(filter.page, filter.page_size));
-    };
-    w.sql.push_str(&format!(
-        " ORDER BY {order} LIMIT {} OFFSET {offset}",
-        filter.page_size + 1
-    ));
+    w.sql
+        .push_str(&format!(" ORDER BY {order} LIMIT {limit} OFFSET {offset}"));
     let items = decode(c.fetch(&w.sql, &w.params()).await?)?;
     Ok(Page::from_overfetch(items, filter.page, filter.page_size))
 }

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use futures::try_join;
 use session_core::plan::{
-    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, NewEvent, RewindPlan,
-    StateChanges, Stored,
+    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, HeadChange, ImportPlan, NewEvent,
+    RewindPlan, Stored,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
@@ -24,7 +24,7 @@ use crate::error::{retryable, settle, BACKEND, R};
 use crate::events::{self, NewRow};
 use crate::quiet::Quiet;
 use crate::repository::PostgresRepository;
-use crate::sessions::{self, Advance, Locked, Tokens};
+use crate::sessions::{self, Locked};
 use crate::sql::{sql_int, sql_len};
 use crate::tables::Tables;
 use crate::{history, search, shared};
@@ -150,15 +150,15 @@ async fn persist(
     id: &SessionId,
     locked: &mut Locked,
     rows: &[NewRow<'_>],
-    state: &StateChanges,
-    mut advance: Advance,
+    change: &HeadChange<'_>,
+    next_ctx_pos: i64,
     now: DateTime<Utc>,
 ) -> R<()> {
-    advance.state = locked.changed_state(&state.session)?;
+    let state = locked.changed_state(&change.state.session)?;
     try_join!(
         events::insert(tx, t, id, rows),
-        sessions::advance(tx, t, id, &advance, now),
-        shared::merge(tx, t, &locked.app, &locked.user_id, &state.shared),
+        sessions::advance(tx, t, id, state.as_deref(), change, next_ctx_pos, now),
+        shared::merge(tx, t, &locked.app, &locked.user_id, &change.state.shared),
     )?;
     Ok(())
 }
@@ -177,16 +177,17 @@ async fn append(
     }
     let (first, next_ctx_pos) = locked.positions(plan.new.len())?;
     let rows = new_rows(batch, &plan.new, Some(first));
-    let advance = Advance {
-        state: None,
-        version: plan.version,
-        last_seq: plan.last_seq,
+    persist(
+        tx,
+        t,
+        id,
+        &mut locked,
+        &rows,
+        &plan.head_change(),
         next_ctx_pos,
-        added: plan.new.len(),
-        added_bytes: plan.added_bytes,
-        tokens: Tokens::Add(plan.added_tokens),
-    };
-    persist(tx, t, id, &mut locked, &rows, &plan.state, advance, now).await?;
+        now,
+    )
+    .await?;
     Ok(plan.outcome())
 }
 
@@ -218,17 +219,18 @@ async fn replace_context(
     for row in &mut rows {
         row.ctx_pos = position.get(&row.seq).copied();
     }
-    let advance = Advance {
-        state: None,
-        version: plan.version,
-        last_seq: plan.last_seq,
-        next_ctx_pos,
-        added: plan.new.len(),
-        added_bytes: plan.added_bytes,
-        tokens: Tokens::Set(plan.context_tokens),
-    };
     // After the context is cleared and placed, the rest is as for an append.
-    persist(tx, t, id, &mut locked, &rows, &plan.state, advance, now).await?;
+    persist(
+        tx,
+        t,
+        id,
+        &mut locked,
+        &rows,
+        &plan.head_change(),
+        next_ctx_pos,
+        now,
+    )
+    .await?;
     history::record(tx, t, id, &[plan.change(now)]).await?;
     Ok(true)
 }

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, Transaction};
-use session_core::plan::{self, Head};
+use session_core::plan::{self, ContextTokens, Head, HeadChange, OwnerQuota};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
     stored_counter, stored_id, Erased, Limits, Page, Session, SessionError, SessionId,
@@ -399,40 +399,21 @@ pub(crate) async fn update(
     decode_session(&row)
 }
 
-/// How a write changes the context's token count.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Tokens {
-    /// New events joined the end of the context.
-    Add(u64),
-    /// The context was replaced.
-    Set(u64),
-}
-
-/// The session-row side of an append or context replace.
-pub(crate) struct Advance {
-    /// The new session-scope state JSON, if it changed.
-    pub(crate) state: Option<String>,
-    pub(crate) version: u64,
-    pub(crate) last_seq: u64,
-    pub(crate) next_ctx_pos: i64,
-    /// Events added to the archive.
-    pub(crate) added: usize,
-    /// Their stored bytes.
-    pub(crate) added_bytes: u64,
-    pub(crate) tokens: Tokens,
-}
-
-/// Moves the locked session row forward after an append or context replace.
+/// Moves the locked session row forward after an append or context
+/// replace: `state` is the new session-scope state JSON, if it changed, and
+/// `next_ctx_pos` the next free context position.
 pub(crate) async fn advance(
     tx: &Transaction<'_>,
     t: &Tables,
     id: &SessionId,
-    a: &Advance,
+    state: Option<&str>,
+    a: &HeadChange<'_>,
+    next_ctx_pos: i64,
     now: DateTime<Utc>,
 ) -> R<()> {
-    let (tokens_sql, tokens) = match a.tokens {
-        Tokens::Add(n) => ("context_tokens + $6", n),
-        Tokens::Set(n) => ("$6", n),
+    let (tokens_sql, tokens) = match a.context_tokens {
+        ContextTokens::Add(n) => ("context_tokens + $6", n),
+        ContextTokens::Set(n) => ("$6", n),
     };
     let stmt = tx
         .prepare_cached(&format!(
@@ -446,12 +427,12 @@ pub(crate) async fn advance(
         &stmt,
         &[
             &id.as_str(),
-            &a.state,
+            &state,
             &sql_int(a.version),
             &sql_int(a.last_seq),
-            &a.next_ctx_pos,
+            &next_ctx_pos,
             &sql_int(tokens),
-            &sql_len(a.added),
+            &sql_len(a.added()),
             &micros(now),
             &sql_int(a.added_bytes),
         ],
@@ -615,9 +596,9 @@ pub(crate) async fn check_owner_quota(
     s: &Session,
     now: DateTime<Utc>,
 ) -> R<()> {
-    if limits.max_user_sessions.is_some() {
+    if let Some(quota) = OwnerQuota::of(limits) {
         let live = lock_owner_and_count(tx, t, &s.app, &s.user_id, now).await?;
-        limits.check_user_sessions(s, live)?;
+        quota.check(s, live)?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
-use session_core::plan::Stored;
+use session_core::plan::{ReadWindow, Stored};
 use session_core::state::{decode_state, encode_state};
 use session_core::{
     stored_counter, visible_branches, EventFilter, EventView, Page, SessionEvent, StateMap,
@@ -410,27 +410,25 @@ pub(crate) fn read(
         }
         Ok((out, more))
     };
-    if let Some(n) = filter.last_n {
-        sql.push_str(&format!(" ORDER BY {order} DESC"));
-        if !checked_in_rust {
-            sql.push_str(&format!(" LIMIT {n}"));
+    let (offset, limit) = match ReadWindow::of(filter) {
+        ReadWindow::Empty => return Ok(ReadWindow::empty_page(filter)),
+        ReadWindow::Last(n) => {
+            sql.push_str(&format!(" ORDER BY {order} DESC"));
+            if !checked_in_rust {
+                sql.push_str(&format!(" LIMIT {n}"));
+            }
+            let mut stmt = conn.prepare_cached(&sql).sql()?;
+            let (mut recent, _) = decode_all(&mut stmt, values, Some(n), 0)?;
+            recent.reverse();
+            return Ok(Page::paginate(recent, filter.page, filter.page_size));
         }
-        let mut stmt = conn.prepare_cached(&sql).sql()?;
-        let (mut recent, _) = decode_all(&mut stmt, values, Some(n), 0)?;
-        recent.reverse();
-        return Ok(Page::paginate(recent, filter.page, filter.page_size));
-    }
-    let Some(offset) = filter.page.checked_mul(filter.page_size) else {
-        return Ok(Page::empty(filter.page, filter.page_size));
+        ReadWindow::Page { offset, limit } => (offset, limit),
     };
     sql.push_str(&format!(" ORDER BY {order}"));
     let skip = if checked_in_rust {
         offset
     } else {
-        let Ok(off) = i64::try_from(offset) else {
-            return Ok(Page::empty(filter.page, filter.page_size));
-        };
-        sql.push_str(&format!(" LIMIT {} OFFSET {off}", filter.page_size + 1));
+        sql.push_str(&format!(" LIMIT {limit} OFFSET {offset}"));
         0
     };
     let mut stmt = conn.prepare_cached(&sql).sql()?;

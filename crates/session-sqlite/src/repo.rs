@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Transaction;
 use session_core::plan::{
-    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
-    StateChanges,
+    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, HeadChange, ImportPlan,
+    OwnerQuota, RewindPlan,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
@@ -17,7 +17,7 @@ use session_core::{
 
 use crate::error::{Result, BACKEND};
 use crate::repository::{Inner, Location, SqliteRepository};
-use crate::sessions::{Advance, SessionHead, Tokens};
+use crate::sessions::SessionHead;
 use crate::sql::next_position;
 use crate::{events, history, search, sessions, shared};
 
@@ -26,13 +26,13 @@ use crate::{events, history, search, sessions, shared};
 fn write_head(
     tx: &Transaction<'_>,
     h: &mut SessionHead,
-    state: &StateChanges,
-    advance: &Advance,
+    change: &HeadChange<'_>,
+    next_ctx_pos: i64,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    let json = h.state_after(&state.session)?;
-    sessions::advance(tx, &h.head.id, json.as_deref(), advance, now)?;
-    shared::apply(tx, &h.app, &h.user_id, &state.shared)
+    let json = h.state_after(&change.state.session)?;
+    sessions::advance(tx, &h.head.id, json.as_deref(), change, next_ctx_pos, now)?;
+    shared::apply(tx, &h.app, &h.user_id, &change.state.shared)
 }
 
 /// The sessions-per-user quota for a new `session`, counted in the
@@ -43,12 +43,9 @@ fn check_owner_quota(
     session: &Session,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<()> {
-    let limits = &inner.limits;
-    if limits.max_user_sessions.is_none() {
-        return Ok(());
-    }
-    let live = sessions::live_of_owner(tx, &session.app, &session.user_id, now)?;
-    limits.check_user_sessions(session, live)
+    OwnerQuota::check_counted(&inner.limits, session, || {
+        sessions::live_of_owner(tx, &session.app, &session.user_id, now)
+    })
 }
 
 #[async_trait]
@@ -139,15 +136,7 @@ impl SessionRepository for SqliteRepository {
                 events::insert(tx, &id, n.seq, Some(pos), event, body)?;
                 pos = next_position(pos)?;
             }
-            let advance = Advance {
-                version: plan.version,
-                last_seq: plan.last_seq,
-                next_ctx_pos: pos,
-                added: plan.new.len(),
-                added_bytes: plan.added_bytes,
-                tokens: Tokens::Add(plan.added_tokens),
-            };
-            write_head(tx, &mut h, &plan.state, &advance, now)?;
+            write_head(tx, &mut h, &plan.head_change(), pos, now)?;
             inner.indexing().after_insert(tx)?;
             Ok(plan.outcome())
         })
@@ -207,15 +196,7 @@ impl SessionRepository for SqliteRepository {
                 }
                 pos = next_position(pos)?;
             }
-            let advance = Advance {
-                version: plan.version,
-                last_seq: plan.last_seq,
-                next_ctx_pos: pos,
-                added: plan.new.len(),
-                added_bytes: plan.added_bytes,
-                tokens: Tokens::Set(plan.context_tokens),
-            };
-            write_head(tx, &mut h, &plan.state, &advance, now)?;
+            write_head(tx, &mut h, &plan.head_change(), pos, now)?;
             if !plan.new.is_empty() {
                 inner.indexing().after_insert(tx)?;
             }

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
-use session_core::plan::{self, Head};
+use session_core::plan::{self, ContextTokens, Head, HeadChange};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
     stored_counter, stored_id, Erased, Page, Session, SessionError, SessionId, SessionQuery,
@@ -375,48 +375,25 @@ pub(crate) fn insert(
     Ok(())
 }
 
-/// How a write changes the context token count.
-#[derive(Clone, Copy)]
-pub(crate) enum Tokens {
-    /// New events joined the end of the context.
-    Add(u64),
-    /// The context was replaced; this is its new count.
-    Set(u64),
-}
-
-/// A session row after an append or a context replace.
-pub(crate) struct Advance {
-    /// The planned version.
-    pub(crate) version: u64,
-    /// The planned last seq.
-    pub(crate) last_seq: u64,
-    /// The next free context position.
-    pub(crate) next_ctx_pos: i64,
-    /// Events added to the archive.
-    pub(crate) added: usize,
-    /// Their stored bytes.
-    pub(crate) added_bytes: u64,
-    /// The context token change.
-    pub(crate) tokens: Tokens,
-}
-
 /// Writes the head of a session after an append or a context replace;
-/// `state` is the new session-state JSON, if it changed.
+/// `state` is the new session-state JSON, if it changed, and
+/// `next_ctx_pos` the next free context position.
 pub(crate) fn advance(
     tx: &Transaction<'_>,
     id: &str,
     state: Option<&str>,
-    a: &Advance,
+    a: &HeadChange<'_>,
+    next_ctx_pos: i64,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    let (sql, tokens) = match a.tokens {
-        Tokens::Add(n) => (
+    let (sql, tokens) = match a.context_tokens {
+        ContextTokens::Add(n) => (
             "UPDATE sessions SET state = COALESCE(?2, state), version = ?3, last_seq = ?4, \
              next_ctx_pos = ?5, event_count = event_count + ?6, context_tokens = context_tokens + ?7, \
              updated_at = MAX(updated_at, ?8), event_bytes = event_bytes + ?9 WHERE id = ?1",
             n,
         ),
-        Tokens::Set(n) => (
+        ContextTokens::Set(n) => (
             "UPDATE sessions SET state = COALESCE(?2, state), version = ?3, last_seq = ?4, \
              next_ctx_pos = ?5, event_count = event_count + ?6, context_tokens = ?7, \
              updated_at = MAX(updated_at, ?8), event_bytes = event_bytes + ?9 WHERE id = ?1",
@@ -430,8 +407,8 @@ pub(crate) fn advance(
             state,
             sql_int(a.version),
             sql_int(a.last_seq),
-            a.next_ctx_pos,
-            i64::try_from(a.added).unwrap_or(i64::MAX),
+            next_ctx_pos,
+            i64::try_from(a.added()).unwrap_or(i64::MAX),
             sql_int(tokens),
             micros(now),
             sql_int(a.added_bytes),
