@@ -50,17 +50,3 @@ pub fn prepare_events(events: &mut [SessionEvent], limits: &Limits) -> Result<Ve
     }
     Ok(encoded)
 }
-
-/// Rejects a replacement context that names the same event id twice.
-pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
-    let mut seen = std::collections::HashSet::with_capacity(events.len());
-    for e in events {
-        if !seen.insert(e.id.as_str()) {
-            return Err(SessionError::invalid(
-                "context",
-                format!("event id {} appears twice", e.id),
-            ));
-        }
-    }
-    Ok(())
-}

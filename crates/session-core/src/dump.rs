@@ -3,10 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::batch::check_unique_ids;
 use crate::context_log::ContextChange;
 use crate::error::{Result, SessionError};
-use crate::event::SessionEvent;
+use crate::event::{check_unique_ids, SessionEvent};
 use crate::session::Session;
 use crate::state::{SharedState, StateMap};
 use crate::validate::{MAX_SEQ, MAX_VERSION};

@@ -8,7 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::clock::truncate_micros;
-use crate::error::Result;
+use crate::error::{Result, SessionError};
 use crate::message::{Message, Role};
 use crate::state::StateMap;
 use crate::tokens::{HeuristicEstimator, TokenEstimator};
@@ -452,6 +452,20 @@ pub fn split_turns(events: &[SessionEvent]) -> Vec<&[SessionEvent]> {
         out.push(&events[start..]);
     }
     out
+}
+
+/// Rejects a replacement context that names the same event id twice.
+pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(events.len());
+    for e in events {
+        if !seen.insert(e.id.as_str()) {
+            return Err(SessionError::invalid(
+                "context",
+                format!("event id {} appears twice", e.id),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ mod memory;
 mod message;
 mod outcome;
 mod owner;
+mod persist_filter;
 pub mod plan;
 /// The time-zone crate `ResetPolicy::daily_at` takes its zones from.
 pub use jiff;
@@ -34,7 +35,7 @@ mod url;
 mod usage;
 mod validate;
 
-pub use batch::{check_unique_ids, prepare_events};
+pub use batch::prepare_events;
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
 pub use context::{model_context, pinned_first, remove_unpaired_tool_calls, ContextOptions};
@@ -42,8 +43,8 @@ pub use context_log::{ContextChange, ContextLog};
 pub use dump::SessionDump;
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};
 pub use event::{
-    split_turns, turn_count, CompactionSource, ContextExit, SessionEvent, SessionEventBuilder,
-    REPLACES_KEY, SUMMARY_PROMPT,
+    check_unique_ids, split_turns, turn_count, CompactionSource, ContextExit, SessionEvent,
+    SessionEventBuilder, REPLACES_KEY, SUMMARY_PROMPT,
 };
 pub use export::{ExportReader, ExportWriter, EXPORT_FORMAT, EXPORT_VERSION};
 pub use filter::{
@@ -55,21 +56,22 @@ pub use fork_at::{ForkAt, FORKED_AT_SEQ, FORKED_FROM};
 pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
-pub use outcome::{
-    AppendOutcome, Erased, FilterAction, FilteredEvent, ImportOutcome, RewindOutcome,
-};
+pub use outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
 pub use owner::Owner;
-pub use repository::{Capabilities, SessionRepository, SessionRepositoryExt};
+pub use persist_filter::{
+    failed_tool_call_ids, DropFailedToolCalls, DropSystemPrompts, FilterAction, FilterFn,
+    FilteredEvent, PersistFilter, Verdict, TOOL_ERROR_KEY,
+};
+pub use repository::{Capabilities, Erased, SessionRepository, SessionRepositoryExt};
 pub use resolution_key::{ResolutionKey, GROUP_SURFACE};
 pub use search::{
     contains_folded, fold_case, page_of_matches, ParsedQuery, RankStats, SearchHit, SearchMode,
     SearchQuery, SearchScope, TrigramIndex,
 };
 pub use service::{
-    failed_tool_call_ids, AppendHook, Compacted, Compactor, CreateSessionRequest,
-    CreateSessionRequestBuilder, DailyReset, DefaultSessionService, DropFailedToolCalls,
-    DropSystemPrompts, Expiry, FilterFn, PersistFilter, ResetPolicy, ResolveRequest, Resolved,
-    Rewound, SessionService, Verdict, TOOL_ERROR_KEY,
+    AppendHook, Compacted, Compactor, CreateSessionRequest, CreateSessionRequestBuilder,
+    DailyReset, DefaultSessionService, Expiry, ResetPolicy, ResolveRequest, Resolved, Rewound,
+    SessionService,
 };
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, ENCRYPTION_RECORD,

@@ -14,12 +14,12 @@ use crate::error::Result;
 use crate::event::SessionEvent;
 use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::ids::{AppName, SessionId, UserId};
-use crate::outcome::{AppendOutcome, Erased, ImportOutcome, RewindOutcome};
+use crate::outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
 use crate::plan::{
     self, plan_update, readable, AppendPlan, ContextPlan, CreatePlan, EventBatch, Head, ImportPlan,
     NewEvent, RewindPlan, RewindTo, StateChanges, Stored,
 };
-use crate::repository::{Capabilities, SessionRepository};
+use crate::repository::{Capabilities, Erased, SessionRepository};
 use crate::retention::{PrunePlan, Pruned, Standing};
 use crate::search::{
     page_of_first_matches, page_of_matches, read_limit, RankStats, SearchHit, SearchMode,

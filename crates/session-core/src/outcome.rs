@@ -1,7 +1,9 @@
-//! What the writes of a store answer: appends, rewinds, imports, erasures,
-//! and what a service's persist filters did to an append's events.
+//! What the writes of a store answer: appends (with what a service's
+//! persist filters did to their events), rewinds and imports.
 
 use serde::{Deserialize, Serialize};
+
+use crate::persist_filter::FilteredEvent;
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,39 +40,4 @@ pub enum ImportOutcome {
     Imported,
     /// The store already held the session at the same or a later version: nothing changed.
     Unchanged,
-}
-
-/// What [`crate::SessionRepository::erase_user`] removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Erased {
-    /// Sessions removed.
-    pub sessions: u64,
-    /// Events removed with them.
-    pub events: u64,
-    /// Whether the user had `user:` state, now removed.
-    pub user_state: bool,
-}
-
-/// What a filter did to an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum FilterAction {
-    /// The event was not stored.
-    Dropped,
-    /// A changed event was stored in its place.
-    Redacted,
-}
-
-/// One event of an append that a [`crate::PersistFilter`] dropped or redacted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct FilteredEvent {
-    /// The event's id.
-    pub event_id: String,
-    /// The filter's [`crate::PersistFilter::name`].
-    pub filter: String,
-    /// What it did.
-    pub action: FilterAction,
 }

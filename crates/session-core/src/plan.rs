@@ -24,10 +24,10 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::batch::{check_unique_ids, prepare_events};
+use crate::batch::prepare_events;
 use crate::context_log::ContextChange;
 use crate::error::{Result, SessionError};
-use crate::event::SessionEvent;
+use crate::event::{check_unique_ids, SessionEvent};
 use crate::ids::{InvocationId, SessionId};
 use crate::outcome::AppendOutcome;
 use crate::session::{NewSession, Session, SessionStatus, SessionUpdate};

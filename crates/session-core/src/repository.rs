@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
@@ -13,7 +14,7 @@ use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::fork::{fork_dump, fork_target, merge_restored, replaced_by};
 use crate::fork_at::ForkAt;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
-use crate::outcome::{AppendOutcome, Erased, ImportOutcome, RewindOutcome};
+use crate::outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
 use crate::plan::RewindTo;
 use crate::retention::Pruned;
 use crate::search::{SearchHit, SearchMode, SearchQuery};
@@ -282,6 +283,18 @@ pub trait SessionRepository: Send + Sync {
         self.import_session(fork).await?;
         self.get(&id).await
     }
+}
+
+/// What [`SessionRepository::erase_user`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Erased {
+    /// Sessions removed.
+    pub sessions: u64,
+    /// Events removed with them.
+    pub events: u64,
+    /// Whether the user had `user:` state, now removed.
+    pub user_state: bool,
 }
 
 /// Conveniences over any [`SessionRepository`].

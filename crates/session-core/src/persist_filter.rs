@@ -6,9 +6,10 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::event::SessionEvent;
 use crate::message::{Message, Role};
-use crate::outcome::{FilterAction, FilteredEvent};
 
 /// Metadata key marking a tool result as failed (`true`).
 pub const TOOL_ERROR_KEY: &str = "tool_error";
@@ -42,6 +43,29 @@ pub trait PersistFilter: Send + Sync + fmt::Debug {
     fn check_batch(&self, batch: &[SessionEvent]) -> Vec<Verdict> {
         batch.iter().map(|e| self.check(e, batch)).collect()
     }
+}
+
+/// What a filter did to an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum FilterAction {
+    /// The event was not stored.
+    Dropped,
+    /// A changed event was stored in its place.
+    Redacted,
+}
+
+/// One event of an append that a [`PersistFilter`] dropped or redacted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FilteredEvent {
+    /// The event's id.
+    pub event_id: String,
+    /// The filter's [`PersistFilter::name`].
+    pub filter: String,
+    /// What it did.
+    pub action: FilterAction,
 }
 
 /// Applies `filters` to `batch`: the events to store and what was filtered.
