@@ -7,6 +7,7 @@
 //! end, for `last_n`) until the page is full, so it reads no further than
 //! the matches it needs.
 
+use session_core::plan::ReadWindow;
 use session_core::{EventFilter, EventView, Page, SessionEvent, SyntheticFilter};
 
 use crate::error::map_err;
@@ -29,14 +30,12 @@ impl RedisRepository {
         id: &str,
         filter: &EventFilter,
     ) -> session_core::Result<Page<SessionEvent>> {
-        // Redis takes a LIMIT offset up to i64::MAX; a page past it is empty.
-        let Some(offset) = filter
-            .page
-            .checked_mul(filter.page_size)
-            .filter(|o| i64::try_from(*o).is_ok())
-        else {
-            return Ok(Page::empty(filter.page, filter.page_size));
-        };
+        // Redis takes a LIMIT offset up to i64::MAX; a page past it is
+        // empty (the window says so), and no cursor is looked up for it.
+        let window = ReadWindow::of(filter);
+        if window == ReadWindow::Empty {
+            return Ok(ReadWindow::empty_page(filter));
+        }
         let range = self.range_past_cursor(id, filter).await?;
         let plain = filter.branch.is_none()
             && filter.from.is_none()
@@ -45,22 +44,26 @@ impl RedisRepository {
             && filter.synthetic == SyntheticFilter::Include
             && filter.keyword.is_none()
             && filter.invocation_id.is_none();
-        if let Some(n) = filter.last_n {
-            let newest = if plain {
-                let mut seqs = self.by_score(&range, true, 0, n).await?;
-                seqs.reverse();
-                self.fetch(id, &seqs).await?
-            } else {
-                let seqs = self.by_score(&range, false, 0, usize::MAX).await?;
-                let mut found = self.matching(id, filter, seqs.rchunks(CHUNK), n).await?;
-                found.reverse();
-                found
-            };
-            return Ok(Page::paginate(newest, filter.page, filter.page_size));
-        }
-        let wanted = offset.saturating_add(filter.page_size).saturating_add(1);
+        let (offset, limit) = match window {
+            ReadWindow::Empty => return Ok(ReadWindow::empty_page(filter)),
+            ReadWindow::Page { offset, limit } => (offset, limit),
+            ReadWindow::Last(n) => {
+                let newest = if plain {
+                    let mut seqs = self.by_score(&range, true, 0, n).await?;
+                    seqs.reverse();
+                    self.fetch(id, &seqs).await?
+                } else {
+                    let seqs = self.by_score(&range, false, 0, usize::MAX).await?;
+                    let mut found = self.matching(id, filter, seqs.rchunks(CHUNK), n).await?;
+                    found.reverse();
+                    found
+                };
+                return Ok(Page::paginate(newest, filter.page, filter.page_size));
+            }
+        };
+        let wanted = offset.saturating_add(limit);
         let mut items = if plain {
-            let seqs = self.by_score(&range, false, offset, filter.page_size.saturating_add(1));
+            let seqs = self.by_score(&range, false, offset, limit);
             self.fetch(id, &seqs.await?).await?
         } else {
             let seqs = self.by_score(&range, false, 0, usize::MAX).await?;

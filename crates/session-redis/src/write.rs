@@ -6,7 +6,7 @@
 //! again and re-plan.
 
 use chrono::{DateTime, Utc};
-use session_core::plan::{AppendPlan, ContextPlan, EventBatch, NewEvent, StateChanges};
+use session_core::plan::{AppendPlan, ContextPlan, EventBatch, HeadChange, NewEvent};
 use session_core::state::ScopedDelta;
 use session_core::{Session, SessionEvent, SessionId, SessionUpdate, SharedDelta, StateMap};
 
@@ -110,40 +110,24 @@ fn session_fields(
     ])
 }
 
-/// The context token estimate after a write.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Tokens {
-    /// The stored estimate plus this.
-    Added(u64),
-    /// This.
-    Total(u64),
-}
-
 /// What an append or a context replace writes, from its plan.
 #[derive(Debug)]
 pub(crate) struct EventsPlan<'a> {
-    new: &'a [NewEvent],
+    /// What the plan changes in the head.
+    change: HeadChange<'a>,
     /// `None`: the new events join the end of the context; else the whole new context.
     context: Option<&'a [u64]>,
     /// The replace, recorded in the context's history (`None` for an append).
     replace: Option<&'a ContextPlan>,
-    last_seq: u64,
-    version: u64,
-    state: &'a StateChanges,
-    tokens: Tokens,
     touch: Touch,
 }
 
 impl<'a> From<&'a AppendPlan> for EventsPlan<'a> {
     fn from(p: &'a AppendPlan) -> Self {
         Self {
-            new: &p.new,
+            change: p.head_change(),
             context: None,
             replace: None,
-            last_seq: p.last_seq,
-            version: p.version,
-            state: &p.state,
-            tokens: Tokens::Added(p.added_tokens),
             // Appends refresh the keys' TTL every 64th version only.
             touch: if p.version % 64 == 1 {
                 Touch::Refresh
@@ -157,13 +141,9 @@ impl<'a> From<&'a AppendPlan> for EventsPlan<'a> {
 impl<'a> From<&'a ContextPlan> for EventsPlan<'a> {
     fn from(p: &'a ContextPlan) -> Self {
         Self {
-            new: &p.new,
+            change: p.head_change(),
             context: Some(&p.context),
             replace: Some(p),
-            last_seq: p.last_seq,
-            version: p.version,
-            state: &p.state,
-            tokens: Tokens::Total(p.context_tokens),
             touch: Touch::Refresh,
         }
     }
@@ -215,32 +195,28 @@ impl RedisRepository {
     ) -> session_core::Result<Option<HeadFields>> {
         let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let next_pos = read.counter(id, "next_ctx_pos", u64::MAX)?;
+        let change = &plan.change;
         let (reset, joining): (bool, Vec<u64>) = match plan.context {
-            None => (false, plan.new.iter().map(|n| n.seq).collect()),
+            None => (false, change.new.iter().map(|n| n.seq).collect()),
             Some(context) => (true, context.to_vec()),
         };
         let events = read.counter(id, "event_count", u64::MAX)?;
-        let bytes = read
-            .event_bytes(id)?
-            .saturating_add(batch.added_bytes(plan.new));
-        let tokens = match plan.tokens {
-            Tokens::Added(n) => read
-                .counter(id, "context_tokens", u64::MAX)?
-                .saturating_add(n),
-            Tokens::Total(n) => n,
-        };
+        let bytes = read.event_bytes(id)?.saturating_add(change.added_bytes);
+        let tokens = change
+            .context_tokens
+            .after(read.counter(id, "context_tokens", u64::MAX)?);
         let updated = read.updated_micros(id)?.max(micros(now));
         let head = [
-            ("last_seq", plan.last_seq.to_string()),
+            ("last_seq", change.last_seq.to_string()),
             (
                 "next_ctx_pos",
                 next_pos.saturating_add(count(joining.len())).to_string(),
             ),
             (
                 "event_count",
-                events.saturating_add(count(plan.new.len())).to_string(),
+                events.saturating_add(change.added_count()).to_string(),
             ),
-            ("version", plan.version.to_string()),
+            ("version", change.version.to_string()),
             ("updated_at", updated.to_string()),
             ("context_tokens", tokens.to_string()),
             ("event_bytes", bytes.to_string()),
@@ -256,16 +232,16 @@ impl RedisRepository {
         call.begin(now, read.every_field())
             .arg(id.as_str())
             .owner(self.script_owner(&owner))
-            .events(&new_records(batch, plan.new)?)
+            .events(&new_records(batch, change.new)?)
             .context(reset, &context)
             .changes(&changes)
-            .kv(&plan.state.session)?;
+            .kv(&change.state.session)?;
         if self.cluster {
             // Written by the client after the script.
             call.kv(&StateMap::new())?.kv(&StateMap::new())?;
         } else {
-            call.kv(&plan.state.shared.user)?
-                .kv(&plan.state.shared.app)?;
+            call.kv(&change.state.shared.user)?
+                .kv(&change.state.shared.app)?;
         }
         call.fields(&head)
             .index(updated, ExpiryIndex::Keep)
@@ -273,7 +249,7 @@ impl RedisRepository {
         if matches!(call.run::<i64>(&self.conn, "append").await?, MOVED | HELD) {
             return Ok(None);
         }
-        self.follow_up(id, &owner, &plan.state.shared, updated, ExpiryIndex::Keep)
+        self.follow_up(id, &owner, &change.state.shared, updated, ExpiryIndex::Keep)
             .await?;
         Ok(Some(read.after(&head)))
     }
