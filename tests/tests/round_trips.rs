@@ -140,7 +140,7 @@ async fn a_state_patch_costs_three_store_calls() {
 async fn a_compaction_reads_the_session_once_and_the_context_once() {
     let spec = StrategySpec::new(StrategyName::Summarize);
     let w = world(25).await;
-    let fork = w
+    let first_page = w
         .repo
         .events(&w.id, &agent_session::EventFilter::context())
         .await
