@@ -65,9 +65,7 @@ impl Cli {
         };
         match &e.message {
             Message::Tool {
-                tool_call_id,
-                name,
-                ..
+                tool_call_id, name, ..
             } => {
                 flag("tool-result", tool_call_id.clone());
                 if let Some(name) = name {
