@@ -8,18 +8,10 @@ use session_core::plan::Stored;
 use session_core::state::SharedDelta;
 
 use crate::body;
-use crate::client::BACKEND;
+use crate::error::BACKEND;
 use crate::events::u64_field;
 use crate::head::{Head, Loaded};
-use crate::EsRepository;
-
-/// Writers of one session in one process queue on one of these locks, so
-/// compare-and-swap conflicts only happen between processes.
-pub(crate) const LOCK_STRIPES: usize = 64;
-
-/// What a lock stripe remembers: the last pending batch this process indexed
-/// (session, incarnation, highest seq), so its next write need not index it again.
-pub(crate) type Memo = Option<(String, String, u64)>;
+use crate::repository::{EsRepository, Memo, LOCK_STRIPES};
 
 /// The memo of `head`'s pending batch (`None` when it has none).
 fn batch_key(head: &Head) -> Option<(String, String, u64)> {

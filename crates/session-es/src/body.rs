@@ -321,7 +321,7 @@ pub(crate) fn filter_clauses(
         let (clause, exact) = literal_text(k, text_field);
         if !exact {
             return Err(SessionError::Unsupported {
-                backend: crate::client::BACKEND,
+                backend: crate::error::BACKEND,
                 operation: "a keyword filter longer than 4,001 characters on an events index \
                             whose text field is a keyword (no wildcard field type)",
             });

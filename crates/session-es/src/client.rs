@@ -10,8 +10,6 @@ use session_core::SessionError;
 
 use crate::error::{transport_error, EsError};
 
-pub(crate) const BACKEND: &str = "elasticsearch";
-
 /// An answer: its status and its parsed body (`Null` when empty).
 #[derive(Debug)]
 pub(crate) struct Reply {

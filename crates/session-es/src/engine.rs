@@ -5,11 +5,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use elasticsearch::http::Method;
 use serde_json::Value;
-use session_core::SessionError;
-
-use crate::EsRepository;
 
 /// The field type of the case-folded text that literal search matches
 /// (`text_lc` in the events index).
@@ -138,7 +134,7 @@ impl TextFieldCell {
         }
     }
 
-    fn set(&self, field: TextField) {
+    pub(crate) fn set(&self, field: TextField) {
         self.found.store(field.code(), Ordering::Relaxed);
     }
 }
@@ -162,48 +158,6 @@ pub(crate) fn lacks_wildcard_type(status: u16, body: &Value) -> bool {
         err = e.get("caused_by");
     }
     false
-}
-
-impl EsRepository {
-    /// Reads the type of `text_lc` from the events index's mapping and
-    /// writes for it from now on. An index that does not exist yet leaves
-    /// the type asked for.
-    pub(crate) async fn read_text_field(&self) -> session_core::Result<TextField> {
-        let index = self.index("events");
-        let reply = self
-            .client
-            .send(Method::Get, &format!("{index}/_mapping"), &[], None)
-            .await?;
-        if reply.status == 404 {
-            return Ok(self.text_field.get());
-        }
-        let body = reply.success("")?;
-        let found = body
-            .as_object()
-            .and_then(|m| m.values().next())
-            .and_then(|i| i.pointer("/mappings/properties/text_lc/type"))
-            .and_then(Value::as_str);
-        let field = match found {
-            Some("wildcard") => TextField::Wildcard,
-            Some("keyword") => TextField::Keyword,
-            other => {
-                return Err(SessionError::serialization(
-                    format!("index {index} mapping"),
-                    format!("text_lc is {other:?}, expected wildcard or keyword"),
-                ))
-            }
-        };
-        if self.text_field.asked() != TextField::Detect && self.text_field.asked() != field {
-            tracing::warn!(
-                index = %index,
-                asked = ?self.text_field.asked(),
-                found = ?field,
-                "the events index keeps the text field type it was created with"
-            );
-        }
-        self.text_field.set(field);
-        Ok(field)
-    }
 }
 
 #[cfg(test)]

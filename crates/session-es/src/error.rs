@@ -5,7 +5,8 @@ use std::fmt;
 use serde_json::Value;
 use session_core::SessionError;
 
-use crate::client::BACKEND;
+/// The backend's name in errors and capabilities.
+pub(crate) const BACKEND: &str = "elasticsearch";
 
 /// An error answer from Elasticsearch: the status, the error type and its reason.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,10 @@ use session_core::{SessionError, SessionEvent};
 use crate::body;
 use crate::client::{bulk_items, ItemResult};
 use crate::head::Head;
-use crate::search::CHUNK;
-use crate::EsRepository;
+use crate::repository::EsRepository;
+
+/// Hits fetched per `_search` round trip while collecting results.
+pub(crate) const CHUNK: usize = 1000;
 
 /// Largest `_bulk` body sent at once (well under the default 100 MB `http.max_content_length`).
 const BULK_BYTES: usize = 16 * 1024 * 1024;
@@ -131,7 +133,7 @@ impl EsRepository {
             .map(|s| body::event_doc_id(session_id, inc, *s))
             .collect();
         if let Err(e) = self.delete_ids("events", &ids, session_id).await {
-            tracing::warn!(backend = crate::client::BACKEND, error = %e, "cleanup of pruned documents failed; they stay hidden");
+            tracing::warn!(backend = crate::error::BACKEND, error = %e, "cleanup of pruned documents failed; they stay hidden");
         }
     }
 

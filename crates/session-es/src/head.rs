@@ -23,9 +23,8 @@ use session_core::{Session, SessionError, SessionEvent, SessionId, SharedClock, 
 
 use crate::body::{micros, DocOwner};
 use crate::client::Client;
-use crate::config::Refresh;
 use crate::index::doc_path;
-use crate::EsRepository;
+use crate::repository::{EsRepository, Refresh};
 
 /// One event of the pending batch, as committed in the head.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -6,10 +6,10 @@ use serde_json::{json, Value};
 use session_core::SessionError;
 
 use crate::body;
-use crate::client::{bulk_items, ItemResult, Reply, BACKEND};
+use crate::client::{bulk_items, ItemResult, Reply};
 use crate::engine::{lacks_wildcard_type, TextField};
-use crate::error::EsError;
-use crate::EsRepository;
+use crate::error::{EsError, BACKEND};
+use crate::repository::EsRepository;
 
 /// The path of one document, its id percent-encoded (ids may hold `:` and `|`).
 pub(crate) fn doc_path(index: &str, id: &str) -> String {
@@ -223,6 +223,48 @@ fn deleted_items(answer: &Value) -> usize {
                 .filter(|i| i.pointer("/delete/result").and_then(Value::as_str) == Some("deleted"))
                 .count()
         })
+}
+
+impl EsRepository {
+    /// Reads the type of `text_lc` from the events index's mapping and
+    /// writes for it from now on. An index that does not exist yet leaves
+    /// the type asked for.
+    pub(crate) async fn read_text_field(&self) -> session_core::Result<TextField> {
+        let index = self.index("events");
+        let reply = self
+            .client
+            .send(Method::Get, &format!("{index}/_mapping"), &[], None)
+            .await?;
+        if reply.status == 404 {
+            return Ok(self.text_field.get());
+        }
+        let body = reply.success("")?;
+        let found = body
+            .as_object()
+            .and_then(|m| m.values().next())
+            .and_then(|i| i.pointer("/mappings/properties/text_lc/type"))
+            .and_then(Value::as_str);
+        let field = match found {
+            Some("wildcard") => TextField::Wildcard,
+            Some("keyword") => TextField::Keyword,
+            other => {
+                return Err(SessionError::serialization(
+                    format!("index {index} mapping"),
+                    format!("text_lc is {other:?}, expected wildcard or keyword"),
+                ))
+            }
+        };
+        if self.text_field.asked() != TextField::Detect && self.text_field.asked() != field {
+            tracing::warn!(
+                index = %index,
+                asked = ?self.text_field.asked(),
+                found = ?field,
+                "the events index keeps the text field type it was created with"
+            );
+        }
+        self.text_field.set(field);
+        Ok(field)
+    }
 }
 
 #[cfg(test)]

@@ -1,57 +1,32 @@
 #![doc = include_str!("../README.md")]
+//!
+//! # Layout
+//!
+//! - `repository.rs`: [`EsRepository`], its options ([`EsRepositoryBuilder`],
+//!   [`Refresh`]), `es+http://` URLs and connecting;
+//! - `client.rs`: the HTTP layer; `error.rs`: answers and transport failures
+//!   as `SessionError`s;
+//! - `repo.rs`: the `SessionRepository` impl;
+//! - `engine.rs`: the literal-search text field ([`TextField`]); `index.rs`:
+//!   the indices, their mappings and document paths; `body.rs`: documents and
+//!   queries;
+//! - `head.rs`, `events.rs`, `batch.rs`, `state.rs`, `search.rs`, `view.rs`:
+//!   session heads, event documents, writing a batch, shared state, searches
+//!   and reads.
 
 mod batch;
 mod body;
 mod client;
-mod config;
 mod engine;
 mod error;
 mod events;
 mod head;
 mod index;
 mod repo;
+mod repository;
 mod search;
 mod state;
 mod view;
 
-use std::sync::Arc;
-
-use chrono::{DateTime, Utc};
-use session_core::{Limits, SharedClock};
-
-use crate::batch::Memo;
-use crate::client::Client;
-
-pub use config::{EsRepositoryBuilder, Refresh};
 pub use engine::TextField;
-
-/// A [`SessionRepository`](session_core::SessionRepository) on Elasticsearch 8 (or OpenSearch 2.15+).
-///
-/// See the crate docs for the document layout and consistency model.
-#[derive(Clone)]
-pub struct EsRepository {
-    locks: Arc<[tokio::sync::Mutex<Memo>]>,
-    client: Client,
-    prefix: String,
-    refresh: Refresh,
-    clock: SharedClock,
-    limits: Limits,
-    /// The field type of the literal search text, as the events index has it.
-    text_field: Arc<engine::TextFieldCell>,
-}
-
-impl std::fmt::Debug for EsRepository {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EsRepository")
-            .field("prefix", &self.prefix)
-            .field("refresh", &self.refresh)
-            .field("text_field", &self.text_field.get())
-            .finish_non_exhaustive()
-    }
-}
-
-impl EsRepository {
-    fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
-    }
-}
+pub use repository::{EsRepository, EsRepositoryBuilder, Refresh};

@@ -17,9 +17,9 @@ use session_core::{
 };
 
 use crate::body;
-use crate::client::BACKEND;
+use crate::error::BACKEND;
 use crate::head::{backoff, Head};
-use crate::EsRepository;
+use crate::repository::EsRepository;
 
 #[async_trait]
 impl SessionRepository for EsRepository {

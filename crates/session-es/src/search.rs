@@ -12,12 +12,10 @@ use session_core::{
 };
 
 use crate::body::{self, micros};
-use crate::events::decode_event;
+use crate::events::{decode_event, CHUNK};
 use crate::head::Head;
-use crate::EsRepository;
+use crate::repository::EsRepository;
 
-/// Hits fetched per `_search` round trip while collecting results.
-pub(crate) const CHUNK: usize = 1000;
 /// Sort values fetched per round trip while skipping to a deep page.
 const SKIP_CHUNK: usize = 10_000;
 

@@ -7,7 +7,7 @@ use session_core::{SessionError, StateMap};
 
 use crate::head::backoff;
 use crate::index::doc_path;
-use crate::EsRepository;
+use crate::repository::EsRepository;
 
 impl EsRepository {
     /// `u|app|user` or `a|app`, with `|` inside a name escaped as `%7C`

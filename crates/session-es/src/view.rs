@@ -8,7 +8,7 @@ use session_core::{EventFilter, EventView, Page, SessionEvent};
 use crate::body;
 use crate::events::decode_event;
 use crate::head::Head;
-use crate::EsRepository;
+use crate::repository::EsRepository;
 
 /// A view segment whose events come from searches: one query per
 /// consecutive seq window (see [`body::session_events`]), in seq order.

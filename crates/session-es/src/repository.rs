@@ -1,16 +1,50 @@
-//! Connection options: the builder, `es+http://` URLs and the refresh policy.
+//! [`EsRepository`]: its connection options (the builder, `es+http://` URLs,
+//! the refresh policy), connecting, and the state its clones share.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use elasticsearch::auth::Credentials;
 use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
 use session_core::{system_clock, Limits, SessionError, SharedClock};
 
-use crate::batch::LOCK_STRIPES;
 use crate::client::Client;
 use crate::engine::{TextField, TextFieldCell};
 use crate::error::build_error;
-use crate::EsRepository;
+
+/// Writers of one session in one process queue on one of these locks, so
+/// compare-and-swap conflicts only happen between processes.
+pub(crate) const LOCK_STRIPES: usize = 64;
+
+/// What a lock stripe remembers: the last pending batch this process indexed
+/// (session, incarnation, highest seq), so its next write need not index it again.
+pub(crate) type Memo = Option<(String, String, u64)>;
+
+/// A [`SessionRepository`](session_core::SessionRepository) on Elasticsearch 8 (or OpenSearch 2.15+).
+///
+/// See the crate docs for the document layout and consistency model.
+#[derive(Clone)]
+pub struct EsRepository {
+    pub(crate) locks: Arc<[tokio::sync::Mutex<Memo>]>,
+    pub(crate) client: Client,
+    pub(crate) prefix: String,
+    pub(crate) refresh: Refresh,
+    pub(crate) clock: SharedClock,
+    pub(crate) limits: Limits,
+    /// The field type of the literal search text, as the events index has it.
+    pub(crate) text_field: Arc<TextFieldCell>,
+}
+
+impl std::fmt::Debug for EsRepository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsRepository")
+            .field("prefix", &self.prefix)
+            .field("refresh", &self.refresh)
+            .field("text_field", &self.text_field.get())
+            .finish_non_exhaustive()
+    }
+}
 
 /// When writes become visible to searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -178,7 +212,7 @@ impl EsRepositoryBuilder {
             refresh: self.refresh,
             clock: self.clock,
             limits: self.limits,
-            text_field: std::sync::Arc::new(TextFieldCell::new(self.text_field)),
+            text_field: Arc::new(TextFieldCell::new(self.text_field)),
         };
         if self.migrate {
             repo.migrate().await?;
@@ -327,6 +361,10 @@ impl EsRepository {
     /// The index prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 }
 
