@@ -16,7 +16,13 @@ pub struct Fixture {
     pub repo: Arc<dyn SessionRepository>,
     /// The clock the repository reads; advance it to test expiry and resets.
     pub clock: Arc<ManualClock>,
+    /// Appends each of the 16 writers of the concurrency cases makes
+    /// ([`DEFAULT_APPENDS_PER_WRITER`] unless the store asks for fewer).
+    pub appends_per_writer: u64,
 }
+
+/// Appends per writer in the concurrency cases: 16 × 250 = 4,000 events.
+pub const DEFAULT_APPENDS_PER_WRITER: u64 = 250;
 
 impl std::fmt::Debug for Fixture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -32,7 +38,17 @@ pub const APP: &str = "app";
 impl Fixture {
     /// Wraps a repository and its clock.
     pub fn new(repo: Arc<dyn SessionRepository>, clock: Arc<ManualClock>) -> Self {
-        Self { repo, clock }
+        Self {
+            repo,
+            clock,
+            appends_per_writer: DEFAULT_APPENDS_PER_WRITER,
+        }
+    }
+
+    /// The same fixture whose concurrency cases make `n` appends per writer.
+    pub fn with_appends_per_writer(mut self, n: u64) -> Self {
+        self.appends_per_writer = n;
+        self
     }
 
     /// A service over the repository, on the same clock.

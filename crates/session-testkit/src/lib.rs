@@ -46,7 +46,9 @@ pub mod same_answer;
 pub mod sealed;
 pub mod stress;
 
-pub use fixture::{app_name, assistant, iid, sid, texts, user, user_id, Fixture, APP};
+pub use fixture::{
+    app_name, assistant, iid, sid, texts, user, user_id, Fixture, APP, DEFAULT_APPENDS_PER_WRITER,
+};
 #[doc(hidden)]
 pub use tempfile;
 
@@ -55,6 +57,7 @@ pub use tempfile;
 pub struct TestStore {
     repo: Arc<dyn SessionRepository>,
     guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+    appends_per_writer: Option<u64>,
 }
 
 impl TestStore {
@@ -63,6 +66,7 @@ impl TestStore {
         Self {
             repo: Arc::new(repo),
             guard: None,
+            appends_per_writer: None,
         }
     }
 
@@ -79,6 +83,15 @@ impl TestStore {
     /// Keeps `guard` alive for the test's duration (e.g. a `tempfile::TempDir`).
     pub fn with_guard(mut self, guard: impl std::any::Any + Send + Sync) -> Self {
         self.guard = Some(Box::new(guard));
+        self
+    }
+
+    /// Scales the concurrency cases down to `n` appends per writer (16
+    /// writers on one session), for an engine where each contended append
+    /// is a network round trip and a refresh: the contention stays, the
+    /// run stays short.
+    pub fn with_appends_per_writer(mut self, n: u64) -> Self {
+        self.appends_per_writer = Some(n);
         self
     }
 }
@@ -117,7 +130,11 @@ where
     rt.block_on(async move {
         let clock = Arc::new(ManualClock::new());
         if let Some(store) = factory(clock.clone()).await {
-            case(Fixture::new(store.repo.clone(), clock)).await;
+            let mut fixture = Fixture::new(store.repo.clone(), clock);
+            if let Some(n) = store.appends_per_writer {
+                fixture = fixture.with_appends_per_writer(n);
+            }
+            case(fixture).await;
             drop(store.guard);
         }
     });

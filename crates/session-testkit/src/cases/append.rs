@@ -127,10 +127,13 @@ pub async fn append_to_unknown_session_is_not_found(fx: Fixture) {
 
 // ---------------------------------------------------------------- concurrency
 
-/// 16 tasks × 250 appends to one session: 4,000 events, seqs 1..=4000, no
+/// 16 tasks × 250 appends to one session (fewer where the store asks:
+/// [`Fixture::appends_per_writer`]): 4,000 events, seqs 1..=4000, no
 /// duplicates, every version 1..=4000 handed out once, and a concurrent
 /// reader never sees the version go down.
 pub async fn concurrent_appends_lose_nothing(fx: Fixture) {
+    let per_writer = fx.appends_per_writer;
+    let total = 16 * per_writer;
     let s = fx.session("alice").await;
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
@@ -155,8 +158,8 @@ pub async fn concurrent_appends_lose_nothing(fx: Fixture) {
         let repo = fx.repo.clone();
         let id = s.id.clone();
         writers.push(tokio::spawn(async move {
-            let mut versions = Vec::with_capacity(250);
-            for i in 0..250 {
+            let mut versions = Vec::new();
+            for i in 0..per_writer {
                 let out = repo
                     .append(&id, vec![user(&format!("t{t} e{i}"))])
                     .await
@@ -173,12 +176,12 @@ pub async fn concurrent_appends_lose_nothing(fx: Fixture) {
     done.store(true, Ordering::Relaxed);
     assert!(reader.await.unwrap() > 0);
     versions.sort_unstable();
-    assert_eq!(versions, (1..=4000).collect::<Vec<u64>>());
+    assert_eq!(versions, (1..=total).collect::<Vec<u64>>());
     let archive = fx.archive(&s.id).await;
     let seqs: Vec<u64> = archive.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=4000).collect::<Vec<u64>>());
+    assert_eq!(seqs, (1..=total).collect::<Vec<u64>>());
     let unique: HashSet<&str> = archive.iter().map(|e| e.message.text()).collect();
-    assert_eq!(unique.len(), 4000);
+    assert_eq!(u64::try_from(unique.len()).unwrap(), total);
     // Each writer's events are in its own order.
     for t in 0..16 {
         let prefix = format!("t{t} ");
@@ -187,10 +190,10 @@ pub async fn concurrent_appends_lose_nothing(fx: Fixture) {
             .map(|e| e.message.text())
             .filter(|x| x.starts_with(&prefix))
             .collect();
-        let want: Vec<String> = (0..250).map(|i| format!("t{t} e{i}")).collect();
+        let want: Vec<String> = (0..per_writer).map(|i| format!("t{t} e{i}")).collect();
         assert_eq!(mine, want);
     }
-    assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 4000);
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, total);
 }
 
 /// Persist filters on the service (Sentinel's pre-filtering) run before
