@@ -32,6 +32,6 @@ mod tools;
 pub use http_service::streamable_http;
 pub use stdio::serve_stdio;
 pub use tools::{
-    AppendArgs, AppendRole, CompactArgs, ContextArgs, CrossSearchArgs, OwnerArgs, SearchArgs,
-    SessionTools,
+    AppendArgs, AppendRole, CompactArgs, ContextArgs, CrossSearchArgs, OwnerArgs, QueryArgs,
+    SearchArgs, SessionArgs, SessionTools,
 };

@@ -53,29 +53,45 @@ pub struct OwnerArgs {
     pub user_id: Option<String>,
 }
 
-/// `conversation_search`'s arguments.
+/// The session a tool call acts on, and whose it is where the API key
+/// does not fix it.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SearchArgs {
-    /// The session to search (its whole archive, summaries included).
+pub struct SessionArgs {
+    /// The session.
     pub session_id: String,
-    /// Keywords: every word must occur, any order; "a phrase"; -excluded.
-    pub query: String,
-    /// Zero-based page of 10 hits.
-    #[serde(default)]
-    pub page: Option<u32>,
     /// Whose session (when the API key does not fix it).
     #[serde(flatten)]
     pub owner: OwnerArgs,
 }
 
-/// `cross_session_search`'s arguments.
+/// A keyword query and the page of hits wanted.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct CrossSearchArgs {
+pub struct QueryArgs {
     /// Keywords: every word must occur, any order; "a phrase"; -excluded.
     pub query: String,
     /// Zero-based page of 10 hits.
     #[serde(default)]
     pub page: Option<u32>,
+}
+
+/// `conversation_search`'s arguments: the session (its whole archive,
+/// summaries included) and the query.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SearchArgs {
+    /// The session searched.
+    #[serde(flatten)]
+    pub session: SessionArgs,
+    /// What to look for.
+    #[serde(flatten)]
+    pub query: QueryArgs,
+}
+
+/// `cross_session_search`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CrossSearchArgs {
+    /// What to look for.
+    #[serde(flatten)]
+    pub query: QueryArgs,
     /// Whose sessions (when the API key does not fix it).
     #[serde(flatten)]
     pub owner: OwnerArgs,
@@ -84,22 +100,21 @@ pub struct CrossSearchArgs {
 /// `get_context`'s arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ContextArgs {
-    /// The session.
-    pub session_id: String,
+    /// The session read.
+    #[serde(flatten)]
+    pub session: SessionArgs,
     /// The branch of the agent asking (`orch.researcher`): it sees root
     /// events, its ancestors' and its own, not its peers'.
     #[serde(default)]
     pub branch: Option<String>,
-    /// Whose session (when the API key does not fix it).
-    #[serde(flatten)]
-    pub owner: OwnerArgs,
 }
 
 /// `compact_context`'s arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CompactArgs {
-    /// The session.
-    pub session_id: String,
+    /// The session compacted.
+    #[serde(flatten)]
+    pub session: SessionArgs,
     /// How to compact, instead of the server's default: `{"strategy":
     /// "summarize" | "structured_summary" | "sliding_window" | "turn_window" |
     /// "token_budget" | "tool_result_clearing", its parameters (`keep`,
@@ -108,9 +123,13 @@ pub struct CompactArgs {
     /// ("extractive" or "openai:MODEL")}`.
     #[serde(default)]
     pub spec: Option<Value>,
-    /// Whose session (when the API key does not fix it).
-    #[serde(flatten)]
-    pub owner: OwnerArgs,
+}
+
+impl QueryArgs {
+    /// The arguments as the search tools of `session_compaction` take them.
+    fn as_json(&self) -> Value {
+        json!({"query": self.query, "page": self.page})
+    }
 }
 
 /// Who wrote an appended message.
@@ -128,15 +147,13 @@ pub enum AppendRole {
 /// `append_message`'s arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct AppendArgs {
-    /// The session.
-    pub session_id: String,
+    /// The session written to.
+    #[serde(flatten)]
+    pub session: SessionArgs,
     /// Who wrote it.
     pub role: AppendRole,
     /// The text.
     pub content: String,
-    /// Whose session (when the API key does not fix it).
-    #[serde(flatten)]
-    pub owner: OwnerArgs,
 }
 
 /// A failed call as the tool's answer: the error's kind and message, for
@@ -233,6 +250,16 @@ impl SessionTools {
             }
         }
     }
+
+    /// The owner and the session a call names.
+    fn session(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        named: SessionArgs,
+    ) -> Result<(Owner, SessionId), SessionError> {
+        let owner = self.owner(ctx, &named.owner)?;
+        Ok((owner, SessionId::new(named.session_id)?))
+    }
 }
 
 #[tool_router]
@@ -249,13 +276,10 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, &args.owner)?;
-            let tool_ctx = ToolContext {
-                owner,
-                session_id: SessionId::new(args.session_id)?,
-            };
+            let (owner, session_id) = self.session(&ctx, args.session)?;
+            let tool_ctx = ToolContext { owner, session_id };
             ConversationSearch::new(self.service.clone())
-                .call(&tool_ctx, &json!({"query": args.query, "page": args.page}))
+                .call(&tool_ctx, &args.query.as_json())
                 .await
         }
         .await;
@@ -276,7 +300,7 @@ impl SessionTools {
         let result = async {
             let owner = self.owner(&ctx, &args.owner)?;
             CrossSessionSearch::new(self.service.clone(), owner)
-                .call(&json!({"query": args.query, "page": args.page}))
+                .call(&args.query.as_json())
                 .await
         }
         .await;
@@ -295,8 +319,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, &args.owner)?;
-            let id = SessionId::new(args.session_id)?;
+            let (owner, id) = self.session(&ctx, args.session)?;
             let options = ContextOptions {
                 branch: args.branch,
             };
@@ -318,13 +341,12 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, &args.owner)?;
+            let (owner, id) = self.session(&ctx, args.session)?;
             let message = match args.role {
                 AppendRole::User => Message::user(args.content),
                 AppendRole::Assistant => Message::assistant(args.content),
                 AppendRole::System => Message::system(args.content),
             };
-            let id = SessionId::new(args.session_id)?;
             let outcome = self.service.append_message(&owner, &id, message).await?;
             Ok(json!({"seq": outcome.seqs.first(), "version": outcome.version}).to_string())
         }
@@ -345,8 +367,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, &args.owner)?;
-            let id = SessionId::new(args.session_id)?;
+            let (owner, id) = self.session(&ctx, args.session)?;
             let chosen = match args.spec {
                 Some(spec) => serde_json::from_value::<StrategySpec>(spec)
                     .map_err(|e| SessionError::invalid_because("spec", e.to_string(), e))?

@@ -48,13 +48,41 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
     });
     let client = ClientConfig::default().serve(client_io).await.unwrap();
 
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let listed = client.list_all_tools().await.unwrap();
+    let names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
+    // The model sees every argument as a top-level property of the tool's
+    // input schema, the shared session and owner arguments included.
+    for (tool, wanted) in [
+        (
+            "conversation_search",
+            &["session_id", "query", "page", "app", "user_id"][..],
+        ),
+        (
+            "cross_session_search",
+            &["query", "page", "app", "user_id"][..],
+        ),
+        (
+            "get_context",
+            &["session_id", "branch", "app", "user_id"][..],
+        ),
+        (
+            "append_message",
+            &["session_id", "role", "content", "app", "user_id"][..],
+        ),
+        (
+            "compact_context",
+            &["session_id", "spec", "app", "user_id"][..],
+        ),
+    ] {
+        let schema = &listed.iter().find(|t| t.name == tool).unwrap().input_schema;
+        let properties = schema.get("properties").and_then(Value::as_object).unwrap();
+        for name in wanted {
+            assert!(
+                properties.contains_key(*name),
+                "{tool} lacks {name}: {schema:?}"
+            );
+        }
+    }
     for tool in [
         "conversation_search",
         "cross_session_search",
