@@ -2,33 +2,48 @@
 //!
 //! # Modules
 //!
+//! [`RedisRepository`] is composed of parts, each owning the connection
+//! handle, keys and scripts it needs:
+//!
+//! - `heads`: the session heads (head hashes, what a write plans from, the
+//!   heads this repository's appends left, in `remembered`);
+//! - `events`: the event log (bodies, archive and context sets, pages,
+//!   the context's history, the initial state);
+//! - `indexes`: the activity and expiry indexes;
+//! - `shared`: the `user:` and `app:` shared scopes;
+//! - `search_index`: the per-session trigram index, and search through it;
+//! - `write`: the writer, running one Lua script per plan (and cluster
+//!   mode's follow-up writes);
+//! - `gate`: per-session write turns and paced compare-and-swap retries.
+//!
+//! Then the composition and the shared pieces:
+//!
 //! - `repository`: [`RedisRepository`], its builder and connection;
 //! - `repo`: the [`SessionRepository`](session_core::SessionRepository)
-//!   implementation — read the head, plan in [`session_core::plan`], persist;
-//! - `read`: the reads (the head a write plans from, events, state, indexes);
+//!   implementation — read the head, plan in [`session_core::plan`],
+//!   persist, each step delegated to a part;
 //! - `head_fields`: the head fields a write plans from and checks unchanged;
-//! - `write`: the arguments of each write script, and cluster follow-ups;
+//! - `decode`: sessions and state scopes decoded from their hashes;
 //! - `scripts`: the Lua scripts of `lua/` and their argument lists;
-//! - `search`: search and listings;
-//! - `search_index`: the per-session trigram index search builds and reads;
 //! - `keys`: key names (one hash tag per session) and the `app/user` escaping;
 //! - `conn`: the standalone or cluster connection;
-//! - `gate`: per-session write turns and paced compare-and-swap retries;
 //! - `error`: Redis errors onto the contract's kinds.
 
 mod conn;
+mod decode;
 mod error;
+mod events;
 mod gate;
 mod head_fields;
 mod heads;
+mod indexes;
 mod keys;
-mod read;
+mod remembered;
 mod repo;
 mod repository;
 mod scripts;
-mod search;
 mod search_index;
-mod view;
+mod shared;
 mod write;
 
 pub use repository::{RedisRepository, RedisRepositoryBuilder};

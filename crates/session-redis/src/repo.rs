@@ -20,18 +20,17 @@ use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::{
     prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
-    SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
-    SessionUpdate, SharedDelta, SharedState, StateMap, UserId, MAX_SEQ, MAX_VERSION,
+    SearchQuery, SearchScope, Session, SessionDump, SessionEvent, SessionId, SessionQuery,
+    SessionRepository, SessionUpdate, SharedDelta, SharedState, StateMap, UserId, MAX_SEQ,
+    MAX_VERSION,
 };
 
-use crate::error::{map_err, too_contended, BACKEND};
+use crate::error::{too_contended, BACKEND};
 use crate::gate::{Attempts, ATTEMPTS};
 use crate::head_fields::HeadFields;
-use crate::keys::INITIAL;
-use crate::read::decode_state;
+use crate::repository::RedisRepository;
 use crate::scripts::MOVED;
 use crate::write::{stored_records, WholeSession};
-use crate::RedisRepository;
 
 /// The head fields of a session a write may change: `NotFound` when
 /// there is none, `Expired` when it has expired.
@@ -59,10 +58,27 @@ impl RedisRepository {
         tokens: bool,
         now: DateTime<Utc>,
     ) -> session_core::Result<(HeadFields, Head, HashMap<String, Stored>)> {
-        let read = self.read_for_write(id, ids, tokens).await?;
+        let read = self.heads.read_for_write(id, ids, tokens).await?;
         let fields = writable(read.fields, id, now)?;
         let head = fields.head(id)?;
         Ok((fields, head, read.stored))
+    }
+
+    /// The sessions a search reads, with their event counts: the one
+    /// session it names (live), or the live sessions of an owner.
+    async fn in_scope(&self, scope: &SearchScope) -> session_core::Result<Vec<(String, u64)>> {
+        Ok(match scope {
+            SearchScope::Session(id) => {
+                let id = SessionId::new(id.as_str())?;
+                let (_, s) = self.heads.live(&id).await?;
+                vec![(id.into_string(), s.event_count)]
+            }
+            SearchScope::User { app, user_id } => {
+                let now = self.now();
+                let ids = self.indexes.owned(app, user_id).await?;
+                self.heads.owned_by(ids, app, user_id, now).await?
+            }
+        })
     }
 }
 
@@ -81,7 +97,7 @@ impl SessionRepository for RedisRepository {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let read = self.read_for_write(&new.id, &[], false).await?.fields;
+            let read = self.heads.read_for_write(&new.id, &[], false).await?.fields;
             let existing = if read.exists() {
                 Some(read.expires_at(&new.id)?)
             } else {
@@ -98,7 +114,7 @@ impl SessionRepository for RedisRepository {
                 changes: Vec::new(),
                 new_session: true,
             };
-            if self.persist_session(&read, whole, now).await? {
+            if self.writer.persist_session(&read, whole, now).await? {
                 return Ok(plan.session);
             }
         }
@@ -106,7 +122,7 @@ impl SessionRepository for RedisRepository {
     }
 
     async fn get(&self, id: &SessionId) -> session_core::Result<Session> {
-        Ok(self.live(id).await?.1)
+        Ok(self.heads.live(id).await?.1)
     }
 
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> session_core::Result<Session> {
@@ -116,12 +132,13 @@ impl SessionRepository for RedisRepository {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let found = self.find_session(id).await?;
+            let found = self.heads.find_session(id).await?;
             let (fields, mut session) = plan::writable(found, id, now)?;
             let read = HeadFields::from_map(&fields);
             plan_update(&read.head(id)?, &update)?;
             update.clone().apply_to(&mut session, now)?;
             if self
+                .writer
                 .persist_update(id, &read, &update, &session, now)
                 .await?
             {
@@ -140,11 +157,11 @@ impl SessionRepository for RedisRepository {
         self.heads.forget(id);
         let mut attempts = Attempts::default();
         while attempts.next().await {
-            let read = self.read_for_write(id, &[], false).await?.fields;
+            let read = self.heads.read_for_write(id, &[], false).await?.fields;
             if !read.exists() {
                 return Ok(false);
             }
-            match self.persist_delete(id, &read, self.now()).await? {
+            match self.writer.persist_delete(id, &read, self.now()).await? {
                 MOVED => {}
                 n => return Ok(n == 1),
             }
@@ -153,19 +170,11 @@ impl SessionRepository for RedisRepository {
     }
 
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> session_core::Result<Erased> {
-        let mut c = self.conn.clone();
-        let index = self.keys.index_owner(app.as_str(), user_id.as_str());
-        let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(&index)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut c)
-            .await
-            .map_err(map_err)?;
+        let ids = self.indexes.owned(app, user_id).await?;
         let mut erased = Erased::default();
         for id in ids {
             let id = SessionId::new(&id)?;
-            let fields = self.read_for_write(&id, &[], false).await?.fields;
+            let fields = self.heads.read_for_write(&id, &[], false).await?.fields;
             if !fields.exists() {
                 continue;
             }
@@ -177,51 +186,29 @@ impl SessionRepository for RedisRepository {
                 erased.events = erased.events.saturating_add(events);
             }
         }
-        let user_state = self.keys.user_state(app.as_str(), user_id.as_str());
         // Two commands, not a pipeline: the keys live in different cluster slots.
-        let removed: u64 = redis::cmd("DEL")
-            .arg(&user_state)
-            .query_async(&mut c)
-            .await
-            .map_err(map_err)?;
-        redis::cmd("DEL")
-            .arg(&index)
-            .query_async::<u64>(&mut c)
-            .await
-            .map_err(map_err)?;
-        erased.user_state = removed > 0;
+        erased.user_state = self.shared.erase_user(app, user_id).await?;
+        self.indexes.drop_owner(app, user_id).await?;
         Ok(erased)
     }
 
     async fn list(&self, query: &SessionQuery) -> session_core::Result<Page<Session>> {
         query.check(&self.limits)?;
-        self.list_sessions(query).await
+        let now = self.now();
+        let ids = self.indexes.listed(query).await?;
+        self.heads.list(ids, query, now).await
     }
 
     async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
-        let mut c = self.conn.clone();
-        let index = self.keys.index_expiry();
-        let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(&index)
-            .arg("-inf")
-            .arg(now.timestamp_micros())
-            .query_async(&mut c)
-            .await
-            .map_err(map_err)?;
         let mut n = 0;
-        for id in ids {
+        for id in self.indexes.expired(now).await? {
             // An entry that is no session id was never written by a session.
             if let Ok(sid) = SessionId::new(id.as_str()) {
                 if self.delete(&sid).await? {
                     n += 1;
                 }
             }
-            redis::cmd("ZREM")
-                .arg(&index)
-                .arg(&id)
-                .query_async::<()>(&mut c)
-                .await
-                .map_err(map_err)?;
+            self.indexes.unexpire(&id).await?;
         }
         Ok(n)
     }
@@ -235,8 +222,8 @@ impl SessionRepository for RedisRepository {
         let ids = batch.ids();
         let _turn = self.gates.enter(id).await;
         // First from the head this repository's last append left, if any
-        // (see `heads`); the script refuses a wrong guess and the loop reads.
-        if let Some(fields) = self.heads.take(id) {
+        // (see `remembered`); the script refuses a wrong guess and the loop reads.
+        if let Some(fields) = self.heads.take_remembered(id) {
             let now = self.now();
             let guess = writable(fields, id, now).and_then(|fields| {
                 let head = fields.head(id)?;
@@ -246,6 +233,7 @@ impl SessionRepository for RedisRepository {
             // below answers it from the stored head.
             if let Some((plan, fields)) = guess.ok().filter(|(plan, _)| !plan.is_noop()) {
                 if let Some(left) = self
+                    .writer
                     .persist_events(id, &fields, &batch, (&plan).into(), now)
                     .await?
                 {
@@ -263,6 +251,7 @@ impl SessionRepository for RedisRepository {
                 return Ok(plan.outcome());
             }
             if let Some(left) = self
+                .writer
                 .persist_events(id, &fields, &batch, (&plan).into(), now)
                 .await?
             {
@@ -279,16 +268,16 @@ impl SessionRepository for RedisRepository {
         filter: &EventFilter,
     ) -> session_core::Result<Page<SessionEvent>> {
         filter.check(&self.limits)?;
-        self.live(id).await?;
-        let mut page = self.events_page(id, filter).await?;
+        self.heads.live(id).await?;
+        let mut page = self.events.page(id, filter).await?;
         if filter.view == EventView::Archive {
-            self.context_log(id).await?.annotate(&mut page.items);
+            self.events.context_log(id).await?.annotate(&mut page.items);
         }
         Ok(page)
     }
 
     async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {
-        Ok(self.live(id).await?.1.version)
+        Ok(self.heads.live(id).await?.1.version)
     }
 
     async fn replace_context(
@@ -309,6 +298,7 @@ impl SessionRepository for RedisRepository {
             };
             // A head that moved is read again: the plan then says `false`.
             if let Some(left) = self
+                .writer
                 .persist_events(id, &fields, &batch, (&plan).into(), now)
                 .await?
             {
@@ -330,7 +320,7 @@ impl SessionRepository for RedisRepository {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let read = self.read_for_prune(id, seqs).await?;
+            let read = self.heads.read_for_prune(id, seqs).await?;
             if read.moved {
                 continue;
             }
@@ -340,6 +330,7 @@ impl SessionRepository for RedisRepository {
                 return Ok(None);
             };
             if let Some(removed) = self
+                .writer
                 .persist_prune(id, &fields, &plan.seqs, plan.version, now)
                 .await?
             {
@@ -364,7 +355,7 @@ impl SessionRepository for RedisRepository {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let read = self.read_for_rewind(id, invocation).await?;
+            let read = self.heads.read_for_rewind(id, invocation).await?;
             let fields = writable(read.fields, id, now)?;
             let plan = RewindPlan::new(&fields.head(id)?, to, read.first_seq)?;
             let mut kept: Vec<(u64, StateMap)> = Vec::new();
@@ -382,6 +373,7 @@ impl SessionRepository for RedisRepository {
             kept.sort_by_key(|(seq, _)| *seq);
             let state = RewindPlan::state(&read.initial, kept.iter().map(|(_, d)| d));
             if let Some(removed) = self
+                .writer
                 .persist_rewind(id, &fields, plan.from_seq, plan.version, &state, now)
                 .await?
             {
@@ -397,7 +389,9 @@ impl SessionRepository for RedisRepository {
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
         query.check(&self.limits)?;
         self.capabilities().check_search(query)?;
-        self.search_archives(query).await
+        let parsed = query.parsed()?;
+        let sessions = self.in_scope(&query.scope).await?;
+        self.search.search(query, &parsed, &sessions).await
     }
 
     async fn shared_state(
@@ -405,23 +399,20 @@ impl SessionRepository for RedisRepository {
         app: &AppName,
         user_id: &UserId,
     ) -> session_core::Result<SharedState> {
-        Ok(SharedState {
-            app: self.read_state(&self.keys.app_state(app)).await?,
-            user: self.read_state(&self.keys.user_state(app, user_id)).await?,
-        })
+        self.shared.read(app, user_id).await
     }
 
     async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {
-        let (fields, session) = self.live(id).await?;
+        let (fields, session) = self.heads.live(id).await?;
         let last_seq = HeadFields::from_map(&fields).counter(id, "last_seq", MAX_SEQ)?;
-        let initial = self.hash(self.keys.session(id).get(INITIAL)).await?;
-        let initial_state = decode_state(initial, &format!("session {id} initial state"))?;
+        let initial_state = self.events.initial_state(id).await?;
         let events = self
-            .fetch(id, &self.seqs(id, EventView::Archive).await?)
+            .events
+            .fetch(id, &self.events.seqs(id, EventView::Archive).await?)
             .await?;
-        let context = self.seqs(id, EventView::Context).await?;
-        let shared = self.shared_state(&session.app, &session.user_id).await?;
-        let context_log = self.context_log(id).await?.into_changes();
+        let context = self.events.seqs(id, EventView::Context).await?;
+        let shared = self.shared.read(&session.app, &session.user_id).await?;
+        let context_log = self.events.context_log(id).await?.into_changes();
         Ok(SessionDump {
             session,
             initial_state,
@@ -440,7 +431,7 @@ impl SessionRepository for RedisRepository {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let now = self.now();
-            let read = self.read_for_write(&id, &[], false).await?.fields;
+            let read = self.heads.read_for_write(&id, &[], false).await?.fields;
             let existing = if read.exists() {
                 match (
                     read.counter(&id, "version", MAX_VERSION),
@@ -487,7 +478,7 @@ impl SessionRepository for RedisRepository {
                     .collect::<session_core::Result<_>>()?,
                 new_session: existing.is_none(),
             };
-            if self.persist_session(&read, whole, now).await? {
+            if self.writer.persist_session(&read, whole, now).await? {
                 return Ok(ImportOutcome::Imported);
             }
             dump = plan.dump;

@@ -1,5 +1,7 @@
-//! [`RedisRepository`]: its connection and the state its writes share, and
+//! [`RedisRepository`]: the parts it is composed of, and
 //! [`RedisRepositoryBuilder`], the options it connects with.
+
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
@@ -7,10 +9,15 @@ use session_core::{system_clock, Limits, SessionError, SharedClock};
 
 use crate::conn::Conn;
 use crate::error::{bad_url, map_err};
+use crate::events::EventLog;
 use crate::gate::Gates;
 use crate::heads::Heads;
+use crate::indexes::Indexes;
 use crate::keys::KeySpace;
 use crate::scripts::Scripts;
+use crate::search_index::SearchIndex;
+use crate::shared::SharedScopes;
+use crate::write::Writer;
 
 /// A [`SessionRepository`](session_core::SessionRepository) on Redis, standalone or cluster.
 ///
@@ -21,22 +28,29 @@ use crate::scripts::Scripts;
 /// first checks the head is unchanged (compare-and-swap; on a standalone
 /// server the script also writes the shared scopes and the activity
 /// indexes). Expiry maps to `PEXPIREAT` on every key of the session.
+///
+/// It is a composition of parts, each owning the connection handle, keys
+/// and scripts it needs: the session heads, the event log, the activity
+/// and expiry indexes, the shared scopes, the search index, the writer
+/// that runs the write scripts, and the per-session write turns.
 #[derive(Clone)]
 pub struct RedisRepository {
-    pub(crate) conn: Conn,
-    pub(crate) keys: KeySpace,
+    pub(crate) heads: Heads,
+    pub(crate) events: EventLog,
+    pub(crate) indexes: Indexes,
+    pub(crate) shared: SharedScopes,
+    pub(crate) search: SearchIndex,
+    pub(crate) writer: Writer,
+    pub(crate) gates: Arc<Gates>,
     pub(crate) cluster: bool,
     pub(crate) clock: SharedClock,
     pub(crate) limits: Limits,
-    pub(crate) scripts: std::sync::Arc<Scripts>,
-    pub(crate) gates: std::sync::Arc<Gates>,
-    pub(crate) heads: std::sync::Arc<Heads>,
 }
 
 impl std::fmt::Debug for RedisRepository {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisRepository")
-            .field("prefix", &self.keys.prefix())
+            .field("prefix", &self.heads.prefix())
             .field("cluster", &self.cluster)
             .finish_non_exhaustive()
     }
@@ -113,22 +127,47 @@ impl RedisRepositoryBuilder {
                     .map_err(map_err)?,
             )
         };
-        let repo = RedisRepository {
-            conn,
-            keys: KeySpace::new(self.prefix),
-            cluster: self.cluster,
-            clock: self.clock,
-            limits: self.limits,
-            scripts: std::sync::Arc::new(Scripts::load()),
-            gates: std::sync::Arc::default(),
-            heads: std::sync::Arc::default(),
-        };
-        let mut c = repo.conn.clone();
+        let mut c = conn.clone();
         redis::cmd("PING")
             .query_async::<String>(&mut c)
             .await
             .map_err(map_err)?;
-        Ok(repo)
+        let keys = KeySpace::new(self.prefix);
+        let scripts = Arc::new(Scripts::load());
+        let events = EventLog::new(conn.clone(), keys.clone());
+        let indexes = Indexes::new(conn.clone(), keys.clone());
+        let shared = SharedScopes::new(conn.clone(), keys.clone());
+        Ok(RedisRepository {
+            heads: Heads::new(
+                conn.clone(),
+                keys.clone(),
+                scripts.clone(),
+                self.clock.clone(),
+            ),
+            search: SearchIndex::new(
+                conn.clone(),
+                keys.clone(),
+                scripts.clone(),
+                self.clock.clone(),
+                events.clone(),
+            ),
+            writer: Writer::new(
+                conn,
+                keys,
+                scripts,
+                self.cluster,
+                &self.limits,
+                indexes.clone(),
+                shared.clone(),
+            ),
+            events,
+            indexes,
+            shared,
+            gates: Arc::default(),
+            cluster: self.cluster,
+            clock: self.clock,
+            limits: self.limits,
+        })
     }
 }
 

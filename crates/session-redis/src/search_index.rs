@@ -11,16 +11,23 @@
 //! lookup. The trigram keys expire with the session (see `index_expiry.lua`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use redis::Value;
 use session_core::search::{
-    intersect_all, push_varint, read_varint, trigrams_of, trigrams_of_folded, Trigram,
+    intersect_all, page_of_first_matches, push_varint, read_limit, read_varint, trigrams_of,
+    trigrams_of_folded, Trigram,
 };
-use session_core::{ParsedQuery, SessionEvent};
+use session_core::{
+    page_of_matches, EventView, Page, ParsedQuery, RankStats, SearchHit, SearchQuery, SessionEvent,
+    SharedClock,
+};
 
+use crate::conn::Conn;
 use crate::error::{bad_reply, map_err};
-use crate::keys::{ARCHIVE, EVENTS, HEAD, SEARCH_MARK, SEARCH_TRIGRAMS};
-use crate::RedisRepository;
+use crate::events::{EventLog, CHUNK};
+use crate::keys::{KeySpace, ARCHIVE, EVENTS, HEAD, SEARCH_MARK, SEARCH_TRIGRAMS};
+use crate::scripts::Scripts;
 
 /// Events indexed per script call.
 const BATCH: usize = 500;
@@ -37,16 +44,91 @@ fn decode(mut bytes: &[u8]) -> Vec<u64> {
 }
 
 /// Candidates of one session and, per required term, how many events hold its rarest trigrams.
-pub(crate) struct Candidates {
+struct Candidates {
     /// `None`: no term long enough to narrow (every event is a candidate).
-    pub(crate) seqs: Option<Vec<u64>>,
+    seqs: Option<Vec<u64>>,
     /// Per required term (in query order): an upper bound of the events holding it, if known.
-    pub(crate) doc_freq: Vec<Option<u64>>,
+    doc_freq: Vec<Option<u64>>,
 }
 
-impl RedisRepository {
+/// The search index of every session: built on demand, read by searches.
+#[derive(Clone)]
+pub(crate) struct SearchIndex {
+    conn: Conn,
+    keys: KeySpace,
+    scripts: Arc<Scripts>,
+    clock: SharedClock,
+    events: EventLog,
+}
+
+impl SearchIndex {
+    /// The search index over `conn`, under `keys`, built with `scripts`
+    /// from the bodies `events` reads.
+    pub(crate) fn new(
+        conn: Conn,
+        keys: KeySpace,
+        scripts: Arc<Scripts>,
+        clock: SharedClock,
+        events: EventLog,
+    ) -> Self {
+        Self {
+            conn,
+            keys,
+            scripts,
+            clock,
+            events,
+        }
+    }
+
+    /// Search of the archives of `sessions` (id, event count): per session,
+    /// candidates from its trigram index (brought up to date first),
+    /// checked with the reference matcher.
+    pub(crate) async fn search(
+        &self,
+        query: &SearchQuery,
+        parsed: &ParsedQuery,
+        sessions: &[(String, u64)],
+    ) -> session_core::Result<Page<SearchHit>> {
+        let mut matches = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut stats = RankStats::for_query(parsed);
+        let limit = read_limit(query, sessions.len());
+        let (in_order, enough) = (limit.is_some(), limit.unwrap_or(usize::MAX));
+        let mut complete = true;
+        for (id, events) in sessions {
+            let found = self.candidates(id, parsed).await?;
+            stats.docs = stats.docs.saturating_add(*events);
+            for (df, n) in stats.doc_freq.iter_mut().zip(&found.doc_freq) {
+                *df = df.saturating_add(n.unwrap_or(0));
+            }
+            let seqs = match found.seqs {
+                Some(seqs) => seqs,
+                None => self.events.seqs(id, EventView::Archive).await?,
+            };
+            let mut chunks = seqs.chunks(CHUNK);
+            while matches.len() < enough {
+                let Some(chunk) = chunks.next() else { break };
+                let (events, bad) = self.events.fetch_existing(id, chunk).await?;
+                unreadable.extend(bad);
+                matches.extend(
+                    events
+                        .into_iter()
+                        .filter(|e| parsed.matches(&e.message.search_text())),
+                );
+            }
+            complete &= chunks.next().is_none();
+        }
+        let mut page = if in_order {
+            page_of_first_matches(query, parsed, matches, complete)
+        } else {
+            page_of_matches(query, parsed, matches, Some(&stats))
+        };
+        page.unreadable = unreadable;
+        Ok(page)
+    }
+
     /// Brings session `id`'s index up to its archive.
-    pub(crate) async fn index_session(&self, id: &str) -> session_core::Result<()> {
+    async fn index_session(&self, id: &str) -> session_core::Result<()> {
         let keys = self.keys.session(id);
         let (head, mark, set) = (
             keys.get(HEAD),
@@ -54,7 +136,7 @@ impl RedisRepository {
             keys.get(SEARCH_TRIGRAMS),
         );
         let mut c = self.conn.clone();
-        let now_ms = self.now().timestamp_millis();
+        let now_ms = self.clock.now().timestamp_millis();
         let _: i64 = self
             .scripts
             .index_expiry
@@ -117,11 +199,7 @@ impl RedisRepository {
     }
 
     /// The candidate seqs of `query` in session `id` (indexed first).
-    pub(crate) async fn candidates(
-        &self,
-        id: &str,
-        query: &ParsedQuery,
-    ) -> session_core::Result<Candidates> {
+    async fn candidates(&self, id: &str, query: &ParsedQuery) -> session_core::Result<Candidates> {
         self.index_session(id).await?;
         let terms: Vec<Vec<Trigram>> = query
             .index_terms()
@@ -187,29 +265,6 @@ impl RedisRepository {
             .collect();
         let seqs = intersect_all(per_term.into_iter().flatten());
         Ok(Candidates { seqs, doc_freq })
-    }
-
-    /// The events at `seqs` that still exist (a rewound seq is skipped), in
-    /// chunks, and the `session/seq` names of those that do not decode.
-    pub(crate) async fn fetch_existing(
-        &self,
-        id: &str,
-        seqs: &[u64],
-    ) -> session_core::Result<(Vec<SessionEvent>, Vec<String>)> {
-        let bodies = self.bodies(id, seqs).await?;
-        let mut out = Vec::with_capacity(seqs.len());
-        let mut unreadable = Vec::new();
-        for (seq, body) in seqs.iter().zip(bodies) {
-            let Some(body) = body else { continue };
-            match SessionEvent::decode_stored(id, *seq, &body) {
-                Ok(e) => out.push(e),
-                Err(err) => {
-                    tracing::warn!(session_id = %id, seq, kind = ?err.kind(), "unreadable event left out of search results");
-                    unreadable.push(format!("{id}/{seq}"));
-                }
-            }
-        }
-        Ok((out, unreadable))
     }
 }
 

@@ -5,16 +5,23 @@
 //! script found the head moved since it was read, for the caller to read
 //! again and re-plan.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use session_core::plan::{AppendPlan, ContextPlan, EventBatch, HeadChange, NewEvent};
 use session_core::state::ScopedDelta;
-use session_core::{Session, SessionEvent, SessionId, SessionUpdate, SharedDelta, StateMap};
+use session_core::{
+    Limits, Session, SessionEvent, SessionId, SessionUpdate, SharedDelta, StateMap,
+};
 
-use crate::error::map_err;
+use crate::conn::Conn;
 use crate::head_fields::HeadFields;
-use crate::keys::OwnerKeys;
-use crate::scripts::{json, Call, EventRecord, ExpiryIndex, Touch, HELD, MOVED, OVER_QUOTA};
-use crate::RedisRepository;
+use crate::indexes::Indexes;
+use crate::keys::{KeySpace, OwnerKeys};
+use crate::scripts::{
+    json, Call, EventRecord, ExpiryIndex, Scripts, Touch, HELD, MOVED, OVER_QUOTA,
+};
+use crate::shared::SharedScopes;
 
 fn micros(t: DateTime<Utc>) -> i64 {
     t.timestamp_micros()
@@ -170,7 +177,44 @@ pub(crate) struct WholeSession<'a> {
     pub(crate) new_session: bool,
 }
 
-impl RedisRepository {
+/// The writer: persists core's plans, each with one Lua script under the
+/// session's hash tag, and in cluster mode writes the shared scopes and
+/// indexes the script could not.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    conn: Conn,
+    keys: KeySpace,
+    scripts: Arc<Scripts>,
+    cluster: bool,
+    max_user_sessions: Option<u64>,
+    indexes: Indexes,
+    shared: SharedScopes,
+}
+
+impl Writer {
+    /// The writer over `conn`, under `keys`, with the sessions-per-user
+    /// quota of `limits`; in `cluster` mode it follows each script up
+    /// through `indexes` and `shared`.
+    pub(crate) fn new(
+        conn: Conn,
+        keys: KeySpace,
+        scripts: Arc<Scripts>,
+        cluster: bool,
+        limits: &Limits,
+        indexes: Indexes,
+        shared: SharedScopes,
+    ) -> Self {
+        Self {
+            conn,
+            keys,
+            scripts,
+            cluster,
+            max_user_sessions: limits.max_user_sessions,
+            indexes,
+            shared,
+        }
+    }
+
     /// The owner keys a script writes: none in cluster mode (the client writes them).
     fn script_owner<'k>(&self, keys: &'k OwnerKeys) -> Option<&'k OwnerKeys> {
         (!self.cluster).then_some(keys)
@@ -386,7 +430,7 @@ impl RedisRepository {
             .saturating_add(1);
         let keys = self.keys.session(id);
         let mut call = Call::new(&self.scripts.create, &keys);
-        let quota = match self.limits.max_user_sessions {
+        let quota = match self.max_user_sessions {
             Some(limit) if w.new_session => i64::try_from(limit).unwrap_or(i64::MAX),
             _ => -1,
         };
@@ -412,7 +456,7 @@ impl RedisRepository {
         match call.run::<i64>(&self.conn, "create").await? {
             MOVED => return Ok(false),
             OVER_QUOTA => {
-                let limit = self.limits.max_user_sessions.unwrap_or(0);
+                let limit = self.max_user_sessions.unwrap_or(0);
                 return Err(session_core::SessionError::QuotaExceeded {
                     id: format!("{}/{}", s.app, s.user_id),
                     quota: "sessions per user",
@@ -424,7 +468,7 @@ impl RedisRepository {
         }
         if self.cluster {
             if let Some(old) = old.filter(|o| o.owner != owner.owner || o.key != owner.key) {
-                self.unindex(id, &old).await?;
+                self.indexes.unindex(id, &old).await?;
             }
         }
         self.follow_up(
@@ -453,7 +497,7 @@ impl RedisRepository {
             .owner(self.script_owner(&owner));
         let out = call.run::<i64>(&self.conn, "delete").await?;
         if out == 1 && self.cluster {
-            self.unindex(id, &owner).await?;
+            self.indexes.unindex(id, &owner).await?;
         }
         Ok(out)
     }
@@ -471,58 +515,8 @@ impl RedisRepository {
         if !self.cluster {
             return Ok(());
         }
-        let mut c = self.conn.clone();
-        for (hash, map) in [
-            (&owner.user_state, &shared.user),
-            (&owner.app_state, &shared.app),
-        ] {
-            if map.is_empty() {
-                continue;
-            }
-            // One hash, one slot: one pipeline.
-            let mut pipe = redis::pipe();
-            for (k, v) in map {
-                if v.is_null() {
-                    pipe.cmd("HDEL").arg(hash).arg(k).ignore();
-                } else {
-                    pipe.cmd("HSET").arg(hash).arg(k).arg(json(v)?).ignore();
-                }
-            }
-            pipe.query_async::<()>(&mut c).await.map_err(map_err)?;
-        }
-        for index in owner.activity() {
-            redis::cmd("ZADD")
-                .arg(index)
-                .arg(-activity)
-                .arg(id)
-                .query_async::<()>(&mut c)
-                .await
-                .map_err(map_err)?;
-        }
-        let cmd = match expiry {
-            ExpiryIndex::Keep => return Ok(()),
-            ExpiryIndex::Set(at) => redis::cmd("ZADD")
-                .arg(&owner.expiry)
-                .arg(at)
-                .arg(id)
-                .clone(),
-            ExpiryIndex::Remove => redis::cmd("ZREM").arg(&owner.expiry).arg(id).clone(),
-        };
-        cmd.query_async::<()>(&mut c).await.map_err(map_err)
-    }
-
-    /// Cluster mode: removes a session from an owner's indexes.
-    async fn unindex(&self, id: &str, owner: &OwnerKeys) -> session_core::Result<()> {
-        let mut c = self.conn.clone();
-        for index in owner.activity().chain([owner.expiry.as_str()]) {
-            redis::cmd("ZREM")
-                .arg(index)
-                .arg(id)
-                .query_async::<()>(&mut c)
-                .await
-                .map_err(map_err)?;
-        }
-        Ok(())
+        self.shared.apply(owner, shared).await?;
+        self.indexes.touch(id, owner, activity, expiry).await
     }
 }
 

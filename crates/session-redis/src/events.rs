@@ -1,4 +1,7 @@
-//! Reading a view: pages and tails straight from a view's sorted set.
+//! The event log: each session's event bodies by seq, its archive and
+//! context sets, its context's history and its initial state.
+//!
+//! A view's pages and tails are read straight from its sorted set.
 //!
 //! The archive set scores each seq by itself and the context set by its
 //! position, so a keyset cursor ([`EventFilter::after`]) is a score range
@@ -7,14 +10,24 @@
 //! end, for `last_n`) until the page is full, so it reads no further than
 //! the matches it needs.
 
-use session_core::plan::ReadWindow;
-use session_core::{EventFilter, EventView, Page, SessionEvent, SyntheticFilter};
+use std::collections::HashMap;
 
-use crate::error::map_err;
-use crate::RedisRepository;
+use session_core::plan::ReadWindow;
+use session_core::{
+    ContextChange, ContextLog, EventFilter, EventView, Page, SessionEvent, SessionId, StateMap,
+    SyntheticFilter,
+};
+
+use crate::conn::Conn;
+use crate::decode::decode_state;
+use crate::error::{corrupt, map_err};
+use crate::keys::{KeySpace, ARCHIVE, CONTEXT, CONTEXT_CHANGES, EVENTS, INITIAL};
+
+/// Events fetched per round trip when a read scans a session.
+pub(crate) const CHUNK: usize = 500;
 
 /// Bodies fetched per round trip by a filtered read.
-const CHUNK: usize = 256;
+const FILTER_CHUNK: usize = 256;
 
 /// The score range of a view past an optional cursor: `ZRANGE … BYSCORE` bounds.
 struct Range {
@@ -23,9 +36,137 @@ struct Range {
     min: String,
 }
 
-impl RedisRepository {
+/// The event log: reads of each session's events, views and context history.
+#[derive(Clone)]
+pub(crate) struct EventLog {
+    conn: Conn,
+    keys: KeySpace,
+}
+
+impl EventLog {
+    /// The event log over `conn`, under `keys`.
+    pub(crate) fn new(conn: Conn, keys: KeySpace) -> Self {
+        Self { conn, keys }
+    }
+
+    /// The stored bodies of the events at `seqs` (`None` where absent), in bounded chunks.
+    async fn bodies(&self, id: &str, seqs: &[u64]) -> session_core::Result<Vec<Option<String>>> {
+        let keys = self.keys.session(id);
+        let mut c = self.conn.clone();
+        let mut out = Vec::with_capacity(seqs.len());
+        for chunk in seqs.chunks(CHUNK) {
+            let bodies: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(keys.get(EVENTS))
+                .arg(chunk)
+                .query_async(&mut c)
+                .await
+                .map_err(map_err)?;
+            out.extend(bodies);
+        }
+        Ok(out)
+    }
+
+    /// Events by seq, fetched in bounded chunks; a missing body is corrupt data.
+    pub(crate) async fn fetch(
+        &self,
+        id: &str,
+        seqs: &[u64],
+    ) -> session_core::Result<Vec<SessionEvent>> {
+        let bodies = self.bodies(id, seqs).await?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for (seq, body) in seqs.iter().zip(bodies) {
+            let body = body
+                .ok_or_else(|| corrupt(id, &format!("seq {seq}"), "the event body is missing"))?;
+            out.push(SessionEvent::decode_stored(id, *seq, &body)?);
+        }
+        Ok(out)
+    }
+
+    /// The sorted set of a view.
+    fn view_key(&self, id: &str, view: EventView) -> String {
+        let keys = self.keys.session(id);
+        match view {
+            EventView::Archive => keys.get(ARCHIVE).to_owned(),
+            EventView::Context => keys.get(CONTEXT).to_owned(),
+        }
+    }
+
+    /// Every seq of a view, in view order.
+    pub(crate) async fn seqs(&self, id: &str, view: EventView) -> session_core::Result<Vec<u64>> {
+        self.range(&self.view_key(id, view), 0, -1).await
+    }
+
+    /// `ZRANGE key start stop`.
+    async fn range<T: redis::FromRedisValue>(
+        &self,
+        key: &str,
+        start: i64,
+        stop: i64,
+    ) -> session_core::Result<Vec<T>> {
+        let mut c = self.conn.clone();
+        redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(start)
+            .arg(stop)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)
+    }
+
+    /// The context's history of session `id`: a corrupt entry is a
+    /// `Serialization` error naming the session.
+    pub(crate) async fn context_log(&self, id: &SessionId) -> session_core::Result<ContextLog> {
+        let mut c = self.conn.clone();
+        let entries: Vec<String> = redis::cmd("LRANGE")
+            .arg(self.keys.session(id).get(CONTEXT_CHANGES))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        let changes = entries
+            .iter()
+            .map(|json| ContextChange::decode(id, json))
+            .collect::<session_core::Result<_>>()?;
+        Ok(ContextLog::new(changes))
+    }
+
+    /// The events at `seqs` that still exist (a rewound seq is skipped), in
+    /// chunks, and the `session/seq` names of those that do not decode.
+    pub(crate) async fn fetch_existing(
+        &self,
+        id: &str,
+        seqs: &[u64],
+    ) -> session_core::Result<(Vec<SessionEvent>, Vec<String>)> {
+        let bodies = self.bodies(id, seqs).await?;
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut unreadable = Vec::new();
+        for (seq, body) in seqs.iter().zip(bodies) {
+            let Some(body) = body else { continue };
+            match SessionEvent::decode_stored(id, *seq, &body) {
+                Ok(e) => out.push(e),
+                Err(err) => {
+                    tracing::warn!(session_id = %id, seq, kind = ?err.kind(), "unreadable event left out of search results");
+                    unreadable.push(format!("{id}/{seq}"));
+                }
+            }
+        }
+        Ok((out, unreadable))
+    }
+
+    /// The initial state of session `id`, what a rewind replays from.
+    pub(crate) async fn initial_state(&self, id: &str) -> session_core::Result<StateMap> {
+        let mut c = self.conn.clone();
+        let initial: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.keys.session(id).get(INITIAL))
+            .query_async(&mut c)
+            .await
+            .map_err(map_err)?;
+        decode_state(initial, &format!("session {id} initial state"))
+    }
+
     /// The page of a session's view a filter asks for (the session is live).
-    pub(crate) async fn events_page(
+    pub(crate) async fn page(
         &self,
         id: &str,
         filter: &EventFilter,
@@ -54,7 +195,9 @@ impl RedisRepository {
                     self.fetch(id, &seqs).await?
                 } else {
                     let seqs = self.by_score(&range, false, 0, usize::MAX).await?;
-                    let mut found = self.matching(id, filter, seqs.rchunks(CHUNK), n).await?;
+                    let mut found = self
+                        .matching(id, filter, seqs.rchunks(FILTER_CHUNK), n)
+                        .await?;
                     found.reverse();
                     found
                 };
@@ -67,7 +210,7 @@ impl RedisRepository {
             self.fetch(id, &seqs.await?).await?
         } else {
             let seqs = self.by_score(&range, false, 0, usize::MAX).await?;
-            self.matching(id, filter, seqs.chunks(CHUNK), wanted)
+            self.matching(id, filter, seqs.chunks(FILTER_CHUNK), wanted)
                 .await?
         };
         if !plain {
