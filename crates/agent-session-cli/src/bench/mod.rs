@@ -14,6 +14,7 @@
 
 mod events;
 mod raw;
+mod raw_es;
 pub(crate) mod recall;
 mod scaling;
 mod setup;

@@ -14,7 +14,11 @@
 //! - PostgreSQL: the same two tables as SQLite; an append is one statement
 //!   (a CTE bumping the head and inserting the row), in its own schema.
 //!
-//! Elasticsearch and Redis Cluster have no raw baseline.
+//! - Elasticsearch and OpenSearch: one index of `(session, seq, event)`
+//!   documents, one `_create` per append with the store's refresh policy
+//!   ([`raw_es`](super::raw_es)).
+//!
+//! Redis Cluster has no raw baseline.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -23,6 +27,8 @@ use std::sync::Mutex;
 
 use agent_session::SessionEvent;
 use anyhow::{anyhow, Context, Result};
+
+use super::raw_es::RawEs;
 
 /// A raw engine beside the store under test.
 pub(crate) enum Raw {
@@ -49,6 +55,8 @@ pub(crate) enum Raw {
         append: tokio_postgres::Statement,
         read: tokio_postgres::Statement,
     },
+    /// The store's Elasticsearch or OpenSearch node, in an index of its own.
+    Elasticsearch(RawEs),
 }
 
 fn poisoned<T>(_: T) -> anyhow::Error {
@@ -138,6 +146,7 @@ impl Raw {
                     read,
                 }
             }
+            "es+http" | "es+https" => Self::Elasticsearch(RawEs::open(url, &tag).await?),
             "redis+cluster" => return Ok(Err("no raw baseline for Redis Cluster")),
             _ => return Ok(Err("no raw baseline for this store")),
         }))
@@ -151,6 +160,7 @@ impl Raw {
             Self::Files(_) => "files: one JSON line appended and fsynced per event",
             Self::Redis { .. } => "Redis: body, sorted-set entry and head counter in one pipelined round trip",
             Self::Postgres { .. } => "PostgreSQL: one statement bumping the head and inserting (session, seq, body)",
+            Self::Elasticsearch(_) => "Elasticsearch: one _create of a (session, seq, event) document per append, the store's refresh policy",
         }
     }
 
@@ -167,7 +177,7 @@ impl Raw {
                     .map_err(poisoned)?
                     .execute("INSERT INTO heads VALUES (?1, 0)", [id])?;
             }
-            Self::Files(_) | Self::Redis { .. } => {}
+            Self::Files(_) | Self::Redis { .. } | Self::Elasticsearch(_) => {}
             Self::Postgres { client, schema, .. } => {
                 client
                     .execute(
@@ -251,6 +261,7 @@ impl Raw {
                 let body = serde_json::to_string(e)?;
                 client.execute(append, &[&id, &body]).await?;
             }
+            Self::Elasticsearch(es) => es.append(id, e).await?,
         }
         Ok(())
     }
@@ -319,6 +330,7 @@ impl Raw {
                     .map(|r| r.try_get(0))
                     .collect::<Result<_, _>>()?
             }
+            Self::Elasticsearch(es) => return es.read(id, n).await,
         };
         let mut decoded = 0usize;
         for b in &bodies {
@@ -360,6 +372,7 @@ impl Raw {
                     .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
                     .await?;
             }
+            Self::Elasticsearch(es) => es.cleanup().await?,
         }
         Ok(())
     }
