@@ -1,16 +1,19 @@
-//! Event documents: decoding, bulk creation of committed batches, reads by seq, counts and cleanup.
+//! The event documents part ([`EventDocs`]): decoding, bulk creation of
+//! committed batches, the event ids a session already holds, and cleanup.
 
-use elasticsearch::http::Method;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
 use serde_json::{json, Value};
+use session_core::plan::Stored;
 use session_core::{SessionError, SessionEvent};
 
 use crate::body;
 use crate::client::{bulk_items, ItemResult};
+use crate::engine::TextFieldCell;
+use crate::error::BACKEND;
 use crate::head::Head;
-use crate::repository::EsRepository;
-
-/// Hits fetched per `_search` round trip while collecting results.
-pub(crate) const CHUNK: usize = 1000;
+use crate::index::{Index, Refresh};
 
 /// Largest `_bulk` body sent at once (well under the default 100 MB `http.max_content_length`).
 const BULK_BYTES: usize = 16 * 1024 * 1024;
@@ -32,34 +35,60 @@ pub(crate) fn decode_event(session_id: &str, source: &Value) -> session_core::Re
     SessionEvent::decode_stored(session_id, seq, body)
 }
 
-impl EsRepository {
+/// The event documents (`{prefix}-events`, id `session|incarnation|seq`):
+/// an index of committed batches, written with `op_type=create`.
+#[derive(Clone)]
+pub(crate) struct EventDocs {
+    index: Index,
+    refresh: Refresh,
+    /// The field type of the literal search text, as the events index has it.
+    text_field: Arc<TextFieldCell>,
+}
+
+impl EventDocs {
+    /// The event documents of the events index `index`, written with `refresh`.
+    pub(crate) fn new(index: Index, refresh: Refresh, text_field: Arc<TextFieldCell>) -> Self {
+        Self {
+            index,
+            refresh,
+            text_field,
+        }
+    }
+
+    /// The document of event `e` (stored as `body`) at `seq` of `head`'s incarnation.
+    pub(crate) fn doc(
+        &self,
+        head: &Head,
+        seq: u64,
+        e: &SessionEvent,
+        body: &str,
+    ) -> session_core::Result<Value> {
+        body::event_doc(head.owner(), seq, e, body, self.text_field.get())
+    }
+
     /// Indexes the pending batch of `head` (create: documents already there are kept).
     pub(crate) async fn index_pending(&self, head: &Head) -> session_core::Result<()> {
         let mut docs = Vec::with_capacity(head.pending.len());
         for p in &head.pending {
             let e = SessionEvent::decode_stored(&head.session.id, p.seq, &p.body)?;
-            docs.push((
-                p.seq,
-                body::event_doc(head.owner(), p.seq, &e, &p.body, self.text_field.get())?,
-            ));
+            docs.push((p.seq, self.doc(head, p.seq, &e, &p.body)?));
         }
-        self.create_events(head, docs).await
+        self.create(head, docs).await
     }
 
-    /// Creates event documents in `_bulk` requests of bounded size.
-    pub(crate) async fn create_events(
+    /// Creates event documents (`(seq, document)`) in `_bulk` requests of bounded size.
+    pub(crate) async fn create(
         &self,
         head: &Head,
         docs: Vec<(u64, Value)>,
     ) -> session_core::Result<()> {
-        let index = self.index("events");
         let mut existed = false;
         let mut body = String::new();
         let flush = |body: &mut String| std::mem::take(body);
         let mut batches = Vec::new();
         for (seq, doc) in docs {
             let id = body::event_doc_id(&head.session.id, &head.inc, seq);
-            body::bulk_line(&mut body, "create", &index, &id, Some(&doc));
+            body::bulk_line(&mut body, "create", self.index.name(), &id, Some(&doc));
             if body.len() >= BULK_BYTES {
                 batches.push(flush(&mut body));
             }
@@ -79,39 +108,84 @@ impl EsRepository {
         }
         if existed {
             // Another writer created them: make sure its documents are searchable before we go on.
-            self.client
-                .send(Method::Post, &format!("{index}/_refresh"), &[], None)
-                .await?
-                .success(&head.session.id)?;
+            self.index.refresh(&head.session.id).await?;
         }
         Ok(())
     }
 
     /// Sends one `_bulk` body and reads every item's outcome.
     async fn bulk(&self, body: String, session_id: &str) -> session_core::Result<Vec<ItemResult>> {
-        let reply = self
-            .client
-            .send(Method::Post, "_bulk", &[self.refresh_param()], Some(body))
-            .await?;
+        let reply = self.index.bulk(&[self.refresh.query()], body).await?;
         let body = reply.success(session_id)?;
         bulk_items(&body)
     }
 
-    /// Deletes a session's head by compare-and-swap if `still` holds for the
-    /// current head (re-read after every lost race), then its documents.
-    /// Whether this call deleted it.
-    pub(crate) async fn delete_head(
+    /// Which of `ids` (distinct) the session already holds, for the
+    /// planner: the live pending batch from the head, the rest by one
+    /// `terms` search of the session's indexed events.
+    pub(crate) async fn held(
         &self,
-        id: &str,
-        still: impl Fn(&Head) -> bool,
-    ) -> session_core::Result<bool> {
-        match self.heads().delete_if(id, still).await? {
-            Some(gone) => {
-                self.drop_incarnation(id, &gone.inc).await;
-                Ok(true)
+        head: &Head,
+        ids: &[&str],
+    ) -> session_core::Result<HashMap<String, Stored>> {
+        let wanted: HashSet<&str> = ids.iter().copied().collect();
+        let mut held = HashMap::new();
+        for p in &head.pending {
+            if !head.is_dead(p.seq) && wanted.contains(p.id.as_str()) {
+                let stored = Stored {
+                    seq: p.seq,
+                    tokens: p.tokens,
+                };
+                held.insert(p.id.clone(), stored);
             }
-            None => Ok(false),
         }
+        let wanted: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|i| !held.contains_key(*i))
+            .collect();
+        if wanted.is_empty() || head.indexed_max() == 0 {
+            return Ok(held);
+        }
+        let mut hits = Vec::new();
+        for (filter, must_not) in body::session_events(
+            &head.session.id,
+            &head.inc,
+            0,
+            head.indexed_max(),
+            &head.dead,
+        ) {
+            for chunk in wanted.chunks(body::MAX_TERMS) {
+                let mut filter = filter.clone();
+                filter.push(json!({"terms": {"event_id": chunk}}));
+                hits.extend(
+                    self.index
+                        .collect(
+                            &body::bool_query(filter, must_not.clone()),
+                            &json!([{"seq": "asc"}]),
+                            &json!(["seq", "event_id", "tokens"]),
+                            0,
+                            chunk.len(),
+                            &mut |_| true,
+                            &head.session.id,
+                        )
+                        .await?,
+                );
+            }
+        }
+        for h in hits {
+            let what = format!("session {} event", head.session.id);
+            let seq = u64_field(&h.source, "seq", &what)?;
+            let tokens = u32::try_from(u64_field(&h.source, "tokens", &what)?).unwrap_or(u32::MAX);
+            let eid = h
+                .source
+                .get("event_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            held.insert(eid, Stored { seq, tokens });
+        }
+        Ok(held)
     }
 
     /// Removes the event documents of an incarnation (after a delete or a
@@ -121,8 +195,7 @@ impl EsRepository {
             {"term": {"session_id": session_id}},
             {"term": {"inc": inc}}
         ]}});
-        self.delete_matching_quietly("events", &query, session_id)
-            .await;
+        self.index.delete_matching_quietly(&query, session_id).await;
     }
 
     /// Removes the event documents of an incarnation at `seqs` (after an
@@ -132,8 +205,8 @@ impl EsRepository {
             .iter()
             .map(|s| body::event_doc_id(session_id, inc, *s))
             .collect();
-        if let Err(e) = self.delete_ids("events", &ids, session_id).await {
-            tracing::warn!(backend = crate::error::BACKEND, error = %e, "cleanup of pruned documents failed; they stay hidden");
+        if let Err(e) = self.index.delete_ids(&ids, session_id).await {
+            tracing::warn!(backend = BACKEND, error = %e, "cleanup of pruned documents failed; they stay hidden");
         }
     }
 
@@ -144,72 +217,14 @@ impl EsRepository {
             {"term": {"inc": inc}},
             {"range": {"seq": {"gte": from}}}
         ]}});
-        self.delete_matching_quietly("events", &query, session_id)
-            .await;
+        self.index.delete_matching_quietly(&query, session_id).await;
     }
 
-    /// How many event documents match `query`.
-    pub(crate) async fn count_events(
-        &self,
-        query: &Value,
-        session_id: &str,
-    ) -> session_core::Result<usize> {
-        let reply = self
-            .client
-            .send(
-                Method::Post,
-                &format!("{}/_count", self.index("events")),
-                &[],
-                Some(json!({ "query": query }).to_string()),
-            )
-            .await?;
-        let body = reply.success(session_id)?;
-        Ok(body
-            .get("count")
-            .and_then(Value::as_u64)
-            .map_or(0, |c| usize::try_from(c).unwrap_or(usize::MAX)))
-    }
-
-    /// Reads event documents by seq (realtime `_mget`), in the given order; missing ones are an error.
-    pub(crate) async fn events_by_seq(
-        &self,
-        head: &Head,
-        seqs: &[u64],
-    ) -> session_core::Result<Vec<SessionEvent>> {
-        let id = &head.session.id;
-        let mut out = Vec::with_capacity(seqs.len());
-        for chunk in seqs.chunks(CHUNK) {
-            let ids: Vec<String> = chunk
-                .iter()
-                .map(|s| body::event_doc_id(id, &head.inc, *s))
-                .collect();
-            let reply = self
-                .client
-                .send(
-                    Method::Post,
-                    &format!("{}/_mget", self.index("events")),
-                    &[],
-                    Some(json!({ "ids": ids }).to_string()),
-                )
-                .await?;
-            let body = reply.success(id)?;
-            let docs = body
-                .get("docs")
-                .and_then(Value::as_array)
-                .ok_or_else(|| SessionError::serialization("mget response", "no docs array"))?;
-            for (doc, seq) in docs.iter().zip(chunk) {
-                if doc.get("found") != Some(&Value::Bool(true)) {
-                    return Err(SessionError::serialization(
-                        format!("session {id} seq {seq}"),
-                        "the context names an event whose document is missing",
-                    ));
-                }
-                out.push(decode_event(
-                    id,
-                    doc.get("_source").unwrap_or(&Value::Null),
-                )?);
-            }
-        }
-        Ok(out)
+    /// Removes every event document of a session, whatever its incarnation,
+    /// reporting a failure (an erasure checks every one is gone).
+    pub(crate) async fn erase_session(&self, session_id: &str) -> session_core::Result<()> {
+        self.index
+            .delete_matching(&json!({"term": {"session_id": session_id}}), session_id)
+            .await
     }
 }

@@ -1,4 +1,5 @@
-//! The head document of a session and its compare-and-swap.
+//! The head document of a session: what it holds and how a planned write
+//! changes it (`heads.rs` reads and writes it by compare-and-swap).
 //!
 //! One head document per session (index `{prefix}-sessions`) is the commit
 //! point: every write is a compare-and-swap of it (`if_seq_no` /
@@ -11,20 +12,14 @@
 //! is idempotent) before replacing it. Readers take the pending batch from
 //! the head, so they never miss a committed event, crash or not.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
-use elasticsearch::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use session_core::plan::{self, EventBatch, NewEvent, RewindPlan};
 use session_core::state::apply_delta;
-use session_core::{Session, SessionError, SessionEvent, SessionId, SharedClock, StateMap};
+use session_core::{Session, SessionError, SessionEvent, StateMap};
 
 use crate::body::{micros, DocOwner};
-use crate::client::Client;
-use crate::index::doc_path;
-use crate::repository::{EsRepository, Refresh};
 
 /// One event of the pending batch, as committed in the head.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -257,7 +252,7 @@ pub(crate) struct Loaded {
 
 impl Loaded {
     /// The head with its expiry, as the planner's `readable`/`writable` take it.
-    fn with_expiry(self) -> (Self, Option<DateTime<Utc>>) {
+    pub(crate) fn with_expiry(self) -> (Self, Option<DateTime<Utc>>) {
         let expires = self.head.session.expires_at;
         (self, expires)
     }
@@ -280,136 +275,6 @@ impl Loaded {
             primary_term,
         })
     }
-}
-
-/// The sessions index as a store of heads: reads with the compare-and-swap
-/// coordinates, conditional writes and conditional deletes.
-pub(crate) struct HeadStore<'a> {
-    client: &'a Client,
-    index: String,
-    refresh: Refresh,
-    clock: &'a SharedClock,
-}
-
-impl EsRepository {
-    /// The heads of this repository's sessions index.
-    pub(crate) fn heads(&self) -> HeadStore<'_> {
-        HeadStore {
-            client: &self.client,
-            index: self.index("sessions"),
-            refresh: self.refresh,
-            clock: &self.clock,
-        }
-    }
-}
-
-impl HeadStore<'_> {
-    /// Reads a head with its coordinates; `None` when the session has no document.
-    pub(crate) async fn load(&self, id: &str) -> session_core::Result<Option<Loaded>> {
-        let reply = self
-            .client
-            .send(Method::Get, &doc_path(&self.index, id), &[], None)
-            .await?;
-        if reply.status == 404 && reply.body.get("found") == Some(&Value::Bool(false)) {
-            return Ok(None);
-        }
-        let body = reply.success(id)?;
-        Loaded::from_get(id, &body).map(Some)
-    }
-
-    /// A head to read from: present and not expired, else `NotFound` (decided by the planner).
-    pub(crate) async fn live(&self, id: &SessionId) -> session_core::Result<Loaded> {
-        let found = self.load(id).await?.map(Loaded::with_expiry);
-        plan::readable(found, id, self.clock.now())
-    }
-
-    /// A head to write over: `Expired` when expired, `NotFound` when absent (decided by the planner).
-    pub(crate) async fn writable(&self, id: &SessionId) -> session_core::Result<Loaded> {
-        let found = self.load(id).await?.map(Loaded::with_expiry);
-        plan::writable(found, id, self.clock.now())
-    }
-
-    /// Writes a head: compare-and-swap against `old`, or create when `old` is `None`.
-    /// `false` when someone else wrote (or created) first.
-    pub(crate) async fn put(
-        &self,
-        old: Option<&Loaded>,
-        head: &Head,
-    ) -> session_core::Result<bool> {
-        let id = &head.session.id;
-        let mut query = vec![self.refresh.query()];
-        match old {
-            Some(l) => {
-                query.push(("if_seq_no", l.seq_no.to_string()));
-                query.push(("if_primary_term", l.primary_term.to_string()));
-            }
-            None => query.push(("op_type", "create".to_owned())),
-        }
-        let reply = self
-            .client
-            .send(
-                Method::Put,
-                &doc_path(&self.index, id),
-                &query,
-                Some(head.doc()?.to_string()),
-            )
-            .await?;
-        if reply.status == 409 {
-            return Ok(false);
-        }
-        reply.success(id).map(|_| true)
-    }
-
-    /// Deletes a head by compare-and-swap if `still` holds for the current
-    /// head (re-read after every lost race). The deleted head, or `None` when
-    /// there was none or `still` stopped holding.
-    pub(crate) async fn delete_if(
-        &self,
-        id: &str,
-        still: impl Fn(&Head) -> bool,
-    ) -> session_core::Result<Option<Head>> {
-        let mut attempt = 0;
-        loop {
-            backoff(&mut attempt).await;
-            let Some(cur) = self.load(id).await? else {
-                return Ok(None);
-            };
-            if !still(&cur.head) {
-                return Ok(None);
-            }
-            let reply = self
-                .client
-                .send(
-                    Method::Delete,
-                    &doc_path(&self.index, id),
-                    &[
-                        ("if_seq_no", cur.seq_no.to_string()),
-                        ("if_primary_term", cur.primary_term.to_string()),
-                        self.refresh.query(),
-                    ],
-                    None,
-                )
-                .await?;
-            match reply.status {
-                409 => {}
-                404 => return Ok(None),
-                _ => {
-                    reply.success(id)?;
-                    return Ok(Some(cur.head));
-                }
-            }
-        }
-    }
-}
-
-/// Called at the top of every compare-and-swap loop: sleeps (with jitter) from the second round on.
-pub(crate) async fn backoff(attempt: &mut u32) {
-    if *attempt > 0 {
-        let jitter = u64::try_from(uuid::Uuid::new_v4().as_u128() % 1000).unwrap_or(0);
-        let micros = (250u64 << *attempt) + jitter * u64::from(*attempt);
-        tokio::time::sleep(Duration::from_micros(micros)).await;
-    }
-    *attempt = (*attempt + 1).min(8);
 }
 
 #[cfg(test)]

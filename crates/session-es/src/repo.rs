@@ -4,21 +4,21 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use session_core::plan::{
     plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, ImportPlan, RewindPlan,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
+use session_core::state::SharedDelta;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, ContextLog, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
-    SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
-    SessionUpdate, SharedState, UserId,
+    SearchMode, SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery,
+    SessionRepository, SessionUpdate, SharedState, UserId,
 };
 
-use crate::body;
 use crate::error::BACKEND;
-use crate::head::{backoff, Head};
+use crate::head::{Head, Loaded};
+use crate::locks::{backoff, Memo};
 use crate::repository::EsRepository;
 
 #[async_trait]
@@ -32,20 +32,21 @@ impl SessionRepository for EsRepository {
 
     async fn create(&self, new: NewSession) -> session_core::Result<Session> {
         let id = new.id.clone();
-        let _guard = self.lock(&id).await;
+        let _guard = self.locks.lock(&id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let existing = self.heads().load(&id).await?;
+            let existing = self.heads.load(&id).await?;
             let expiry = existing.as_ref().map(|l| l.head.session.expires_at);
             let plan = CreatePlan::new(new.clone(), expiry, self.now())?;
             let head = Head::new(plan.session, plan.initial_state);
-            if self.heads().put(existing.as_ref(), &head).await? {
+            if self.heads.put(existing.as_ref(), &head).await? {
                 if let Some(old) = existing {
                     // An expired session under the same id: replaced.
-                    self.drop_incarnation(&id, &old.head.inc).await;
+                    self.events.drop_incarnation(&id, &old.head.inc).await;
                 }
-                self.apply_shared(&head.session.app, &head.session.user_id, &plan.shared)
+                self.scopes
+                    .apply(&head.session.app, &head.session.user_id, &plan.shared)
                     .await?;
                 return Ok(head.session);
             }
@@ -53,17 +54,17 @@ impl SessionRepository for EsRepository {
     }
 
     async fn get(&self, id: &SessionId) -> session_core::Result<Session> {
-        Ok(self.heads().live(id).await?.head.session)
+        Ok(self.heads.live(id).await?.head.session)
     }
 
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> session_core::Result<Session> {
         let now = self.now();
         update.validate(now)?;
-        let memo = self.lock(id).await;
+        let memo = self.locks.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let cur = self.heads().writable(id).await?;
+            let cur = self.heads.writable(id).await?;
             let version = plan_update(&cur.head.plan(), &update)?;
             let mut head = cur.head.clone();
             head.pending.clear();
@@ -76,30 +77,28 @@ impl SessionRepository for EsRepository {
     }
 
     async fn delete(&self, id: &SessionId) -> session_core::Result<bool> {
-        let _guard = self.lock(id).await;
+        let _guard = self.locks.lock(id).await;
         self.delete_head(id, |_| true).await
     }
 
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> session_core::Result<Erased> {
         let mut erased = Erased::default();
         for head in self
-            .every_owner_head(app.as_str(), user_id.as_str())
+            .heads
+            .every_of_owner(app.as_str(), user_id.as_str())
             .await?
         {
             let id = head.session.id.as_str();
-            let _guard = self.lock(id).await;
+            let _guard = self.locks.lock(id).await;
             if self.delete_head(id, |_| true).await? {
                 erased.sessions = erased.sessions.saturating_add(1);
                 erased.events = erased.events.saturating_add(head.session.event_count);
             }
             // The delete's own cleanup is best effort (an unreachable event
             // stays hidden); an erasure checks every event document is gone.
-            self.delete_matching("events", &json!({"term": {"session_id": id}}), id)
-                .await?;
+            self.events.erase_session(id).await?;
         }
-        erased.user_state = self
-            .delete_state_doc(&Self::state_doc_id(app, Some(user_id)))
-            .await?;
+        erased.user_state = self.scopes.delete_user(app, user_id).await?;
         Ok(erased)
     }
 
@@ -108,15 +107,15 @@ impl SessionRepository for EsRepository {
         let Some(offset) = query.page.checked_mul(query.page_size) else {
             return Ok(Page::empty(query.page, query.page_size));
         };
-        let items = self.list_sessions(query, offset).await?;
+        let items = self.heads.list(query, offset).await?;
         Ok(Page::from_overfetch(items, query.page, query.page_size))
     }
 
     async fn purge_expired(&self, now: DateTime<Utc>) -> session_core::Result<u64> {
-        let ids = self.expired_ids(now).await?;
+        let ids = self.heads.expired_ids(now).await?;
         let mut n = 0;
         for id in ids {
-            let _guard = self.lock(&id).await;
+            let _guard = self.locks.lock(&id).await;
             // Re-checked on the current head: an expiry moved since the search keeps the session.
             if self
                 .delete_head(&id, |head| head.session.is_expired_at(now))
@@ -134,12 +133,12 @@ impl SessionRepository for EsRepository {
         events: Vec<SessionEvent>,
     ) -> session_core::Result<AppendOutcome> {
         let batch = EventBatch::new(events, &self.limits)?;
-        let mut memo = self.lock(id).await;
+        let mut memo = self.locks.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let cur = self.heads().writable(id).await?;
-            let held = self.held(&cur.head, &batch.ids()).await?;
+            let cur = self.heads.writable(id).await?;
+            let held = self.events.held(&cur.head, &batch.ids()).await?;
             let plan = AppendPlan::new(&cur.head.plan(), &batch, &held)?;
             if plan.is_noop() {
                 return Ok(plan.outcome());
@@ -166,8 +165,8 @@ impl SessionRepository for EsRepository {
         filter: &EventFilter,
     ) -> session_core::Result<Page<SessionEvent>> {
         filter.check(&self.limits)?;
-        let head = self.heads().live(id).await?.head;
-        let mut page = self.events_page(&head, filter).await?;
+        let head = self.heads.live(id).await?.head;
+        let mut page = self.views.page(&head, filter).await?;
         if filter.view == EventView::Archive {
             ContextLog::checked(id, head.changes)?.annotate(&mut page.items);
         }
@@ -175,7 +174,7 @@ impl SessionRepository for EsRepository {
     }
 
     async fn event_version(&self, id: &SessionId) -> session_core::Result<u64> {
-        Ok(self.heads().live(id).await?.head.session.version)
+        Ok(self.heads.live(id).await?.head.session.version)
     }
 
     async fn replace_context(
@@ -185,12 +184,12 @@ impl SessionRepository for EsRepository {
         expected_version: u64,
     ) -> session_core::Result<bool> {
         let batch = EventBatch::new(events, &self.limits)?;
-        let mut memo = self.lock(id).await;
+        let mut memo = self.locks.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let cur = self.heads().writable(id).await?;
-            let held = self.held(&cur.head, &batch.ids()).await?;
+            let cur = self.heads.writable(id).await?;
+            let held = self.events.held(&cur.head, &batch.ids()).await?;
             let Some(plan) = ContextPlan::new(&cur.head.plan(), expected_version, &batch, &held)?
             else {
                 return Ok(false);
@@ -224,12 +223,12 @@ impl SessionRepository for EsRepository {
         id: &SessionId,
         to: &RewindTo,
     ) -> session_core::Result<RewindOutcome> {
-        let memo = self.lock(id).await;
+        let memo = self.locks.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let cur = self.heads().writable(id).await?;
-            let all = self.all_events(&cur.head).await?;
+            let cur = self.heads.writable(id).await?;
+            let all = self.views.all(&cur.head).await?;
             let first = to.invocation().and_then(|invocation| {
                 all.iter()
                     .find(|e| e.invocation_id.as_deref() == Some(invocation.as_str()))
@@ -242,7 +241,7 @@ impl SessionRepository for EsRepository {
             head.rewind_to(plan.from_seq, &kept)?;
             head.stamp(plan.version, self.now());
             if self.commit(&memo, &cur, &head).await? {
-                self.drop_rewound(id, &head.inc, plan.from_seq).await;
+                self.events.drop_rewound(id, &head.inc, plan.from_seq).await;
                 return Ok(RewindOutcome {
                     version: plan.version,
                     removed,
@@ -257,12 +256,12 @@ impl SessionRepository for EsRepository {
         seqs: &[u64],
         expected_version: u64,
     ) -> session_core::Result<Option<Pruned>> {
-        let memo = self.lock(id).await;
+        let memo = self.locks.lock(id).await;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let cur = self.heads().writable(id).await?;
-            let all = self.all_events(&cur.head).await?;
+            let cur = self.heads.writable(id).await?;
+            let all = self.views.all(&cur.head).await?;
             let archived: HashMap<u64, &SessionEvent> = all.iter().map(|e| (e.seq, e)).collect();
             let context: HashSet<u64> = cur.head.context_seqs(&all).into_iter().collect();
             let standing = |seq| match archived.get(&seq) {
@@ -282,7 +281,7 @@ impl SessionRepository for EsRepository {
             head.prune(&gone, bytes);
             head.session.version = plan.version;
             if self.commit(&memo, &cur, &head).await? {
-                self.drop_pruned(id, &head.inc, &gone).await;
+                self.events.drop_pruned(id, &head.inc, &gone).await;
                 return Ok(Some(Pruned {
                     removed: u64::try_from(gone.len()).unwrap_or(u64::MAX),
                     version: plan.version,
@@ -294,7 +293,15 @@ impl SessionRepository for EsRepository {
     async fn search(&self, query: &SearchQuery) -> session_core::Result<Page<SearchHit>> {
         query.check(&self.limits)?;
         self.capabilities().check_search(query)?;
-        self.search_events(query).await
+        let parsed = query.parsed()?;
+        let heads = self.heads.in_scope(&query.scope).await?;
+        if query.mode == SearchMode::Ranked {
+            // Relevance comes from the engine: every committed event must be in its index.
+            for h in heads.iter().filter(|h| !h.pending.is_empty()) {
+                self.events.index_pending(h).await?;
+            }
+        }
+        self.event_search.page(query, &parsed, &heads).await
     }
 
     async fn shared_state(
@@ -302,25 +309,12 @@ impl SessionRepository for EsRepository {
         app: &AppName,
         user_id: &UserId,
     ) -> session_core::Result<SharedState> {
-        let app_state = self
-            .read_state_doc(&Self::state_doc_id(app, None))
-            .await?
-            .map(|(m, _, _)| m)
-            .unwrap_or_default();
-        let user_state = self
-            .read_state_doc(&Self::state_doc_id(app, Some(user_id)))
-            .await?
-            .map(|(m, _, _)| m)
-            .unwrap_or_default();
-        Ok(SharedState {
-            app: app_state,
-            user: user_state,
-        })
+        self.scopes.read(app, user_id).await
     }
 
     async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {
-        let head = self.heads().live(id).await?.head;
-        let events = self.all_events(&head).await?;
+        let head = self.heads.live(id).await?.head;
+        let events = self.views.all(&head).await?;
         let context = head.context_seqs(&events);
         let shared = self
             .shared_state(&head.session.app, &head.session.user_id)
@@ -338,21 +332,21 @@ impl SessionRepository for EsRepository {
 
     async fn import_session(&self, dump: SessionDump) -> session_core::Result<ImportOutcome> {
         let id = dump.session.id.clone();
-        let _guard = self.lock(&id).await;
+        let _guard = self.locks.lock(&id).await;
         let mut dump = dump;
         // The new incarnation, its event documents written once (before the first commit attempt).
         let mut prepared: Option<Head> = None;
         let mut attempt = 0;
         loop {
             backoff(&mut attempt).await;
-            let existing = self.heads().load(&id).await?;
+            let existing = self.heads.load(&id).await?;
             let live_version = existing
                 .as_ref()
                 .filter(|l| !l.head.session.is_expired_at(self.now()))
                 .map(|l| l.head.session.version);
             let Some(plan) = ImportPlan::new(dump, live_version, &self.limits)? else {
                 if let Some(head) = prepared {
-                    self.drop_incarnation(&id, &head.inc).await;
+                    self.events.drop_incarnation(&id, &head.inc).await;
                 }
                 return Ok(ImportOutcome::Unchanged);
             };
@@ -360,12 +354,13 @@ impl SessionRepository for EsRepository {
                 Some(head) => head,
                 None => self.write_import(&plan).await?,
             };
-            if self.heads().put(existing.as_ref(), &head).await? {
+            if self.heads.put(existing.as_ref(), &head).await? {
                 if let Some(old) = existing {
-                    self.drop_incarnation(&id, &old.head.inc).await;
+                    self.events.drop_incarnation(&id, &old.head.inc).await;
                 }
                 let s = &head.session;
-                self.replace_shared(&s.app, &s.user_id, &plan.dump.shared)
+                self.scopes
+                    .replace(&s.app, &s.user_id, &plan.dump.shared)
                     .await?;
                 return Ok(ImportOutcome::Imported);
             }
@@ -377,6 +372,58 @@ impl SessionRepository for EsRepository {
 }
 
 impl EsRepository {
+    /// Commits `new` over `old`: first makes sure `old`'s pending batch is
+    /// indexed (it is about to leave the head), then swaps.
+    async fn commit(&self, memo: &Memo, old: &Loaded, new: &Head) -> session_core::Result<bool> {
+        if !old.head.pending.is_empty() && !memo.indexed(&old.head) {
+            self.events.index_pending(&old.head).await?;
+        }
+        self.heads.put(Some(old), new).await
+    }
+
+    /// After a commit: the shared scopes, then the batch's event documents.
+    /// The write is already durable; a failure here is repaired by the next
+    /// write (documents) or reported (shared scopes).
+    async fn after_commit(
+        &self,
+        memo: &mut Memo,
+        head: &Head,
+        shared: &SharedDelta,
+    ) -> session_core::Result<()> {
+        self.scopes
+            .apply(&head.session.app, &head.session.user_id, shared)
+            .await?;
+        match self.events.index_pending(head).await {
+            Ok(()) => memo.remember(head),
+            Err(e) => {
+                tracing::warn!(
+                    backend = BACKEND,
+                    session_id = %head.session.id,
+                    error = %e,
+                    "committed batch not indexed yet; the next write of the session indexes it"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a session's head by compare-and-swap if `still` holds for the
+    /// current head (re-read after every lost race), then its documents.
+    /// Whether this call deleted it.
+    async fn delete_head(
+        &self,
+        id: &str,
+        still: impl Fn(&Head) -> bool,
+    ) -> session_core::Result<bool> {
+        match self.heads.delete_if(id, still).await? {
+            Some(gone) => {
+                self.events.drop_incarnation(id, &gone.inc).await;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// The head of an imported session (a new incarnation), after writing its event documents.
     async fn write_import(&self, plan: &ImportPlan) -> session_core::Result<Head> {
         let d = &plan.dump;
@@ -402,12 +449,9 @@ impl EsRepository {
             .zip(&bodies)
             .zip(d.events.iter().map(|e| e.seq))
         {
-            docs.push((
-                seq,
-                body::event_doc(head.owner(), seq, e, b, self.text_field.get())?,
-            ));
+            docs.push((seq, self.events.doc(&head, seq, e, b)?));
         }
-        self.create_events(&head, docs).await?;
+        self.events.create(&head, docs).await?;
         Ok(head)
     }
 }

@@ -1,5 +1,5 @@
-//! [`EsRepository`]: its connection options (the builder, `es+http://` URLs,
-//! the refresh policy), connecting, and the state its clones share.
+//! [`EsRepository`]: its parts, its connection options (the builder,
+//! `es+http://` URLs), connecting, and the methods that are not the trait's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,62 +12,49 @@ use session_core::{system_clock, Limits, SessionError, SharedClock};
 use crate::client::Client;
 use crate::engine::{TextField, TextFieldCell};
 use crate::error::build_error;
-
-/// Writers of one session in one process queue on one of these locks, so
-/// compare-and-swap conflicts only happen between processes.
-pub(crate) const LOCK_STRIPES: usize = 64;
-
-/// What a lock stripe remembers: the last pending batch this process indexed
-/// (session, incarnation, highest seq), so its next write need not index it again.
-pub(crate) type Memo = Option<(String, String, u64)>;
+use crate::events::EventDocs;
+use crate::heads::Heads;
+use crate::index::Refresh;
+use crate::indices::Indices;
+use crate::locks::LockStripes;
+use crate::search::EventSearch;
+use crate::state::SharedScopes;
+use crate::view::Views;
 
 /// A [`SessionRepository`](session_core::SessionRepository) on Elasticsearch 8 (or OpenSearch 2.15+).
 ///
-/// See the crate docs for the document layout and consistency model.
+/// See the crate docs for the document layout and consistency model. It is
+/// composed of parts, each owning its handles: the indices, the session
+/// heads, the event documents, the views and searches of events, the shared
+/// state scopes and this process's write locks (clones share them).
 #[derive(Clone)]
 pub struct EsRepository {
-    pub(crate) locks: Arc<[tokio::sync::Mutex<Memo>]>,
-    pub(crate) client: Client,
-    pub(crate) prefix: String,
+    /// The three indices: creation, removal, the text field type.
+    pub(crate) indices: Indices,
+    /// The session head documents.
+    pub(crate) heads: Heads,
+    /// The event documents: writes and cleanup.
+    pub(crate) events: EventDocs,
+    /// Reads of one session's events.
+    pub(crate) views: Views,
+    /// Searches of events.
+    pub(crate) event_search: EventSearch,
+    /// The shared state documents.
+    pub(crate) scopes: SharedScopes,
+    /// This process's per-session write locks.
+    pub(crate) locks: LockStripes,
     pub(crate) refresh: Refresh,
     pub(crate) clock: SharedClock,
     pub(crate) limits: Limits,
-    /// The field type of the literal search text, as the events index has it.
-    pub(crate) text_field: Arc<TextFieldCell>,
 }
 
 impl std::fmt::Debug for EsRepository {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EsRepository")
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.indices.prefix())
             .field("refresh", &self.refresh)
-            .field("text_field", &self.text_field.get())
+            .field("text_field", &self.indices.text_field().get())
             .finish_non_exhaustive()
-    }
-}
-
-/// When writes become visible to searches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Refresh {
-    /// `refresh=true`: the written shards refresh before the write returns (lowest latency).
-    #[default]
-    Immediate,
-    /// `refresh=wait_for`: the write returns after the next scheduled refresh (cheaper for the cluster, up to `refresh_interval` slower).
-    WaitFor,
-}
-
-impl Refresh {
-    /// The `refresh` query parameter of a write.
-    pub(crate) fn query(self) -> (&'static str, String) {
-        ("refresh", self.param().to_owned())
-    }
-
-    fn param(self) -> &'static str {
-        match self {
-            Self::Immediate => "true",
-            Self::WaitFor => "wait_for",
-        }
     }
 }
 
@@ -203,21 +190,29 @@ impl EsRepositoryBuilder {
             builder = builder.auth(c);
         }
         let transport = builder.build().map_err(build_error)?;
+        let client = Client::new(transport, self.timeout);
+        let text_field = Arc::new(TextFieldCell::new(self.text_field));
+        let indices = Indices::new(client, self.prefix, Arc::clone(&text_field));
         let repo = EsRepository {
-            locks: (0..LOCK_STRIPES)
-                .map(|_| tokio::sync::Mutex::new(None))
-                .collect(),
-            client: Client::new(transport, self.timeout),
-            prefix: self.prefix,
+            heads: Heads::new(indices.index("sessions"), self.refresh, self.clock.clone()),
+            events: EventDocs::new(
+                indices.index("events"),
+                self.refresh,
+                Arc::clone(&text_field),
+            ),
+            views: Views::new(indices.index("events"), Arc::clone(&text_field)),
+            event_search: EventSearch::new(indices.index("events"), text_field),
+            scopes: SharedScopes::new(indices.index("state"), self.refresh),
+            locks: LockStripes::new(),
+            indices,
             refresh: self.refresh,
             clock: self.clock,
             limits: self.limits,
-            text_field: Arc::new(TextFieldCell::new(self.text_field)),
         };
         if self.migrate {
             repo.migrate().await?;
         } else {
-            repo.read_text_field().await?;
+            repo.indices.read_text_field().await?;
         }
         Ok(repo)
     }
@@ -360,7 +355,19 @@ impl EsRepository {
 
     /// The index prefix.
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        self.indices.prefix()
+    }
+
+    /// Creates (or updates) the index templates and creates the three
+    /// indices if missing, then reads which text field type the events
+    /// index has (see [`TextField`]). Safe to run concurrently and repeatedly.
+    pub async fn migrate(&self) -> session_core::Result<()> {
+        self.indices.migrate().await
+    }
+
+    /// Deletes the three indices and their templates (everything under the prefix).
+    pub async fn drop_indices(&self) -> session_core::Result<()> {
+        self.indices.drop_all().await
     }
 
     pub(crate) fn now(&self) -> DateTime<Utc> {

@@ -1,14 +1,17 @@
-//! Views of one session's events: the parts in hand and searched, and the window a filter cuts.
+//! The views part ([`Views`]): reads of one session's events, the parts in
+//! hand and searched, and the window a filter cuts.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
-use session_core::{EventFilter, EventView, Page, SessionEvent};
+use session_core::{EventFilter, EventView, Page, SessionError, SessionEvent};
 
 use crate::body;
+use crate::engine::TextFieldCell;
 use crate::events::decode_event;
 use crate::head::Head;
-use crate::repository::EsRepository;
+use crate::index::{Index, CHUNK};
 
 /// A view segment whose events come from searches: one query per
 /// consecutive seq window (see [`body::session_events`]), in seq order.
@@ -23,7 +26,21 @@ struct Parts {
     after: Vec<SessionEvent>,
 }
 
-impl EsRepository {
+/// Reads of one session's events from the events index, merged with what
+/// its head holds (the pending batch, the context layout).
+#[derive(Clone)]
+pub(crate) struct Views {
+    index: Index,
+    /// The field type of the literal search text, as the events index has it.
+    text_field: Arc<TextFieldCell>,
+}
+
+impl Views {
+    /// The views of the events index `index`.
+    pub(crate) fn new(index: Index, text_field: Arc<TextFieldCell>) -> Self {
+        Self { index, text_field }
+    }
+
     /// Events of one session's view part, `skip` then `take`, in seq order (or reversed).
     async fn remote_events(
         &self,
@@ -52,15 +69,15 @@ impl EsRepository {
             }
             if several && skip > 0 {
                 // Skip whole windows by their count.
-                let n = self.count_events(query, id).await?;
+                let n = self.index.count(query, id).await?;
                 if n <= skip {
                     skip -= n;
                     continue;
                 }
             }
             let hits = self
+                .index
                 .collect(
-                    "events",
                     query,
                     &sort,
                     &json!(["seq", "body"]),
@@ -82,7 +99,7 @@ impl EsRepository {
     async fn count_remote(&self, head: &Head, remote: &Remote) -> session_core::Result<usize> {
         let mut total = 0usize;
         for q in &remote.queries {
-            total = total.saturating_add(self.count_events(q, &head.session.id).await?);
+            total = total.saturating_add(self.index.count(q, &head.session.id).await?);
         }
         Ok(total)
     }
@@ -186,7 +203,7 @@ impl EsRepository {
                     .map(|[s, _]| *s)
                     .filter(|s| !by_seq.contains_key(s))
                     .collect();
-                for e in self.events_by_seq(head, &wanted).await? {
+                for e in self.by_seq(head, &wanted).await? {
                     by_seq.insert(e.seq, e);
                 }
                 let before = base
@@ -207,7 +224,7 @@ impl EsRepository {
     }
 
     /// The page of a session's events a filter asks for.
-    pub(crate) async fn events_page(
+    pub(crate) async fn page(
         &self,
         head: &Head,
         filter: &EventFilter,
@@ -217,7 +234,7 @@ impl EsRepository {
     }
 
     /// Every live event of a session, in seq order.
-    pub(crate) async fn all_events(&self, head: &Head) -> session_core::Result<Vec<SessionEvent>> {
+    pub(crate) async fn all(&self, head: &Head) -> session_core::Result<Vec<SessionEvent>> {
         let parts = self
             .view_parts(head, EventView::Archive, &EventFilter::archive())
             .await?;
@@ -225,6 +242,40 @@ impl EsRepository {
             .remote_events(head, &parts.remote, false, 0, usize::MAX)
             .await?;
         out.extend(parts.after);
+        Ok(out)
+    }
+
+    /// Reads event documents by seq (realtime `_mget`), in the given order; missing ones are an error.
+    async fn by_seq(&self, head: &Head, seqs: &[u64]) -> session_core::Result<Vec<SessionEvent>> {
+        let id = &head.session.id;
+        let mut out = Vec::with_capacity(seqs.len());
+        for chunk in seqs.chunks(CHUNK) {
+            let ids: Vec<String> = chunk
+                .iter()
+                .map(|s| body::event_doc_id(id, &head.inc, *s))
+                .collect();
+            let reply = self
+                .index
+                .post("_mget", Some(json!({ "ids": ids }).to_string()))
+                .await?;
+            let body = reply.success(id)?;
+            let docs = body
+                .get("docs")
+                .and_then(Value::as_array)
+                .ok_or_else(|| SessionError::serialization("mget response", "no docs array"))?;
+            for (doc, seq) in docs.iter().zip(chunk) {
+                if doc.get("found") != Some(&Value::Bool(true)) {
+                    return Err(SessionError::serialization(
+                        format!("session {id} seq {seq}"),
+                        "the context names an event whose document is missing",
+                    ));
+                }
+                out.push(decode_event(
+                    id,
+                    doc.get("_source").unwrap_or(&Value::Null),
+                )?);
+            }
+        }
         Ok(out)
     }
 }
