@@ -11,7 +11,7 @@
 //! `wildcard` field type (absent from Elasticsearch's test distribution),
 //! is asserted as such.
 
-#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+#![allow(clippy::unwrap_used)]
 
 #[path = "support/fake_es.rs"]
 mod fake_es;
@@ -172,13 +172,49 @@ fn event(session: &str, seq: u64, text: &str, role: &str, branch: Option<&str>) 
     doc
 }
 
+/// The events index of a target (`{p}` stands for its prefix).
+const EV: &str = "{p}-events";
+
+/// The first event's document id, written alone and again in a `_bulk`.
+const ID1: &str = "s1|i1|1";
+
+/// The path of one event document.
+fn doc(id: &str) -> String {
+    format!("{EV}/_doc/{}", id.replace('|', "%7C"))
+}
+
+/// The filter of one session's events in seqs 1 to 10, as the backend shapes it.
+fn session(sid: &str) -> Value {
+    json!([{"term": {"session_id": sid}}, {"term": {"inc": "i1"}},
+           {"range": {"seq": {"gt": 0, "lte": 10}}}])
+}
+
+/// What each step of the script compares of its answer, in order.
+#[derive(Default)]
+struct Steps(Vec<(String, Value)>);
+
+impl Steps {
+    fn step(&mut self, name: &str, v: Value) {
+        self.0.push((name.to_owned(), v));
+    }
+}
+
 /// The script: each step's request and what is compared of its answer.
 async fn run(t: &Target) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    let mut step = |name: &str, v: Value| out.push((name.to_owned(), v));
-    let ev = "{p}-events";
-    let doc = |id: &str| format!("{ev}/_doc/{}", id.replace('|', "%7C"));
+    let mut out = Steps::default();
+    create_index(t, &mut out).await;
+    one_document(t, &mut out).await;
+    bulk_create(t, &mut out).await;
+    multi_get(t, &mut out).await;
+    searches(t, &mut out).await;
+    count_and_window(t, &mut out).await;
+    deletes(t, &mut out).await;
+    missing_indices(t, &mut out).await;
+    out.0
+}
 
+/// The events index: its template, created (twice), its mapping read.
+async fn create_index(t: &Target, out: &mut Steps) {
     let template = json!({"index_patterns": ["{p}-events"], "priority": 200,
         "template": events_index("keyword"), "_meta": {"created_by": "agent-session"}});
     let (s, b) = t
@@ -189,95 +225,88 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
             Some(template.to_string()),
         )
         .await;
-    step("put template", essence(s, &b, &["/acknowledged"]));
+    out.step("put template", essence(s, &b, &["/acknowledged"]));
     let (s, b) = t
         .send(
             Method::Put,
-            ev,
+            EV,
             &[],
             Some(events_index("keyword").to_string()),
         )
         .await;
-    step("create index", essence(s, &b, &["/acknowledged"]));
+    out.step("create index", essence(s, &b, &["/acknowledged"]));
     let (s, b) = t
         .send(
             Method::Put,
-            ev,
+            EV,
             &[],
             Some(events_index("keyword").to_string()),
         )
         .await;
-    step("create index again", essence(s, &b, &[]));
+    out.step("create index again", essence(s, &b, &[]));
     let (s, b) = t
-        .send(Method::Get, &format!("{ev}/_mapping"), &[], None)
+        .send(Method::Get, &format!("{EV}/_mapping"), &[], None)
         .await;
     let text_type = b
         .as_object()
         .and_then(|m| m.values().next())
         .and_then(|i| i.pointer("/mappings/properties/text_lc/type"))
         .cloned();
-    step("read mapping", json!({"status": s, "text_lc": text_type}));
+    out.step("read mapping", json!({"status": s, "text_lc": text_type}));
+}
 
-    // One document: create, create again, get, compare-and-swap.
-    let id1 = "s1|i1|1";
+/// One document: create, create again, get, compare-and-swap.
+async fn one_document(t: &Target, out: &mut Steps) {
     let d1 = event("s1", 1, "Book a table in Lyon", "user", None).to_string();
     let (s, b) = t
         .send(
             Method::Put,
-            &doc(id1),
+            &doc(ID1),
             &[("op_type", "create"), ("refresh", "true")],
             Some(d1.clone()),
         )
         .await;
-    step("create", essence(s, &b, &["/result", "/_version"]));
+    out.step("create", essence(s, &b, &["/result", "/_version"]));
     let (s, b) = t
         .send(
             Method::Put,
-            &doc(id1),
+            &doc(ID1),
             &[("op_type", "create"), ("refresh", "true")],
             Some(d1.clone()),
         )
         .await;
-    step("create again", essence(s, &b, &[]));
-    let (s, b) = t.send(Method::Get, &doc(id1), &[], None).await;
+    out.step("create again", essence(s, &b, &[]));
+    let (s, b) = t.send(Method::Get, &doc(ID1), &[], None).await;
     let (seq_no, term) = (b["_seq_no"].clone(), b["_primary_term"].clone());
-    step(
+    out.step(
         "get",
         json!({"status": s, "found": b["found"], "seq": b.pointer("/_source/seq"),
                "has_cas": seq_no.is_i64() && term.is_i64()}),
     );
     let (s, b) = t.send(Method::Get, &doc("s1|i1|404"), &[], None).await;
-    step("get missing", essence(s, &b, &["/found"]));
-    let (seq_no, term) = (seq_no.to_string(), term.to_string());
+    out.step("get missing", essence(s, &b, &["/found"]));
+    compare_and_swap(t, out, &d1, &seq_no.to_string(), &term.to_string()).await;
+}
+
+/// Conditional writes of the document `d1`, last read at `seq_no` and
+/// `term`; then a document the strict mapping refuses.
+async fn compare_and_swap(t: &Target, out: &mut Steps, d1: &str, seq_no: &str, term: &str) {
+    let cas = [
+        ("if_seq_no", seq_no),
+        ("if_primary_term", term),
+        ("refresh", "true"),
+    ];
     let (s, b) = t
-        .send(
-            Method::Put,
-            &doc(id1),
-            &[
-                ("if_seq_no", &seq_no),
-                ("if_primary_term", &term),
-                ("refresh", "true"),
-            ],
-            Some(d1.clone()),
-        )
+        .send(Method::Put, &doc(ID1), &cas, Some(d1.to_owned()))
         .await;
-    step(
+    out.step(
         "compare-and-swap",
         essence(s, &b, &["/result", "/_version"]),
     );
     let (s, b) = t
-        .send(
-            Method::Put,
-            &doc(id1),
-            &[
-                ("if_seq_no", &seq_no),
-                ("if_primary_term", &term),
-                ("refresh", "true"),
-            ],
-            Some(d1.clone()),
-        )
+        .send(Method::Put, &doc(ID1), &cas, Some(d1.to_owned()))
         .await;
-    step("stale compare-and-swap", essence(s, &b, &[]));
+    out.step("stale compare-and-swap", essence(s, &b, &[]));
     let (s, b) = t
         .send(
             Method::Put,
@@ -287,10 +316,10 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
                 ("if_primary_term", "1"),
                 ("refresh", "true"),
             ],
-            Some(d1.clone()),
+            Some(d1.to_owned()),
         )
         .await;
-    step(
+    out.step(
         "compare-and-swap of a missing document",
         essence(s, &b, &[]),
     );
@@ -302,9 +331,11 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
             Some(json!({"nope": 1}).to_string()),
         )
         .await;
-    step("unmapped field", essence(s, &b, &[]));
+    out.step("unmapped field", essence(s, &b, &[]));
+}
 
-    // `_bulk` creates: one already there, the rest new; a long text as pieces.
+/// `_bulk` creates: one already there, the rest new; a long text as pieces.
+async fn bulk_create(t: &Target, out: &mut Steps) {
     let long: Vec<String> = vec!["x".repeat(10), "lyon and more".into()];
     let mut bulk = String::new();
     let mut add = |id: &str, d: Value| {
@@ -313,7 +344,7 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
         bulk.push_str(&d.to_string());
         bulk.push('\n');
     };
-    add(id1, event("s1", 1, "Book a table in Lyon", "user", None));
+    add(ID1, event("s1", 1, "Book a table in Lyon", "user", None));
     add(
         "s1|i1|2",
         event("s1", 2, "Which day? *?\\ 100%", "assistant", None),
@@ -326,14 +357,17 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
     let (s, b) = t
         .send(Method::Post, "_bulk", &[("refresh", "true")], Some(bulk))
         .await;
-    step(
+    out.step(
         "bulk create",
         json!({"status": s, "errors": b["errors"], "items": items(&b)}),
     );
+}
 
+/// `_mget` of documents there and not.
+async fn multi_get(t: &Target, out: &mut Steps) {
     let ids = json!({"ids": ["s1|i1|1", "s1|i1|404", "s1|i1|3"]}).to_string();
     let (s, b) = t
-        .send(Method::Post, &format!("{ev}/_mget"), &[], Some(ids))
+        .send(Method::Post, &format!("{EV}/_mget"), &[], Some(ids))
         .await;
     let found: Vec<Value> = b["docs"]
         .as_array()
@@ -342,14 +376,13 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
         .iter()
         .map(|d| json!([d["_id"], d["found"]]))
         .collect();
-    step("mget", json!({"status": s, "found": found}));
+    out.step("mget", json!({"status": s, "found": found}));
+}
 
-    // Searches as the backend shapes them.
-    let session = |sid: &str| {
-        json!([{"term": {"session_id": sid}}, {"term": {"inc": "i1"}},
-               {"range": {"seq": {"gt": 0, "lte": 10}}}])
-    };
-    let searches: Vec<(&str, Value, bool)> = vec![
+/// The searches the backend sends: name, request, and whether the hits'
+/// order is compared (else the engine's own, compared as a set).
+fn search_requests() -> Vec<(&'static str, Value, bool)> {
+    vec![
         (
             "session in seq order",
             json!({"query": {"bool": {"filter": session("s1"), "must_not": []}},
@@ -420,12 +453,16 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
             json!({"query": {"term": {"body": "x"}}, "size": 10}),
             true,
         ),
-    ];
-    for (name, req, ordered) in searches {
+    ]
+}
+
+/// Searches as the backend shapes them.
+async fn searches(t: &Target, out: &mut Steps) {
+    for (name, req, ordered) in search_requests() {
         let (s, b) = t
             .send(
                 Method::Post,
-                &format!("{ev}/_search"),
+                &format!("{EV}/_search"),
                 &[],
                 Some(req.to_string()),
             )
@@ -439,27 +476,33 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
         } else {
             Value::Null
         };
-        step(
+        out.step(
             name,
             json!({"status": s, "error": b.pointer("/error/type"), "hits": got}),
         );
     }
+}
+
+/// A `_count`, and a search past the result window.
+async fn count_and_window(t: &Target, out: &mut Steps) {
     let count = json!({"query": {"bool": {"filter": session("s1"), "must_not": []}}}).to_string();
     let (s, b) = t
-        .send(Method::Post, &format!("{ev}/_count"), &[], Some(count))
+        .send(Method::Post, &format!("{EV}/_count"), &[], Some(count))
         .await;
-    step("count", essence(s, &b, &["/count"]));
+    out.step("count", essence(s, &b, &["/count"]));
     let (s, b) = t
         .send(
             Method::Post,
-            &format!("{ev}/_search"),
+            &format!("{EV}/_search"),
             &[],
             Some(json!({"size": 10_001}).to_string()),
         )
         .await;
-    step("result window", essence(s, &b, &[]));
+    out.step("result window", essence(s, &b, &[]));
+}
 
-    // Deletes: by compare-and-swap, of what is not there, in bulk.
+/// Deletes: by compare-and-swap, of what is not there, in bulk.
+async fn deletes(t: &Target, out: &mut Steps) {
     let (s, b) = t
         .send(
             Method::Delete,
@@ -468,7 +511,7 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
             None,
         )
         .await;
-    step("stale delete", essence(s, &b, &[]));
+    out.step("stale delete", essence(s, &b, &[]));
     let (s, b) = t
         .send(
             Method::Delete,
@@ -477,7 +520,7 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
             None,
         )
         .await;
-    step("delete missing", essence(s, &b, &["/result"]));
+    out.step("delete missing", essence(s, &b, &["/result"]));
     let mut bulk = String::new();
     for id in ["s2|i1|1", "s2|i1|404"] {
         bulk.push_str(&json!({"delete": {"_index": "{p}-events", "_id": id}}).to_string());
@@ -486,29 +529,31 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
     let (s, b) = t
         .send(Method::Post, "_bulk", &[("refresh", "true")], Some(bulk))
         .await;
-    step(
+    out.step(
         "bulk delete",
         json!({"status": s, "errors": b["errors"], "items": items(&b)}),
     );
     let (s, b) = t
-        .send(Method::Post, &format!("{ev}/_refresh"), &[], None)
+        .send(Method::Post, &format!("{EV}/_refresh"), &[], None)
         .await;
-    step("refresh", essence(s, &b, &[]));
+    out.step("refresh", essence(s, &b, &[]));
     let again = json!({"query": {"term": {"session_id": "s2"}}, "size": 1000, "sort": ["_doc"], "_source": false});
     let (s, b) = t
         .send(
             Method::Post,
-            &format!("{ev}/_search"),
+            &format!("{EV}/_search"),
             &[],
             Some(again.to_string()),
         )
         .await;
-    step(
+    out.step(
         "deleted ids are gone",
         json!({"status": s, "hits": hit_set(&b)}),
     );
+}
 
-    // Indices and templates that are not there.
+/// Indices and templates that are not there.
+async fn missing_indices(t: &Target, out: &mut Steps) {
     for (name, method, path) in [
         ("get from a missing index", Method::Get, "{p}-nope/_doc/x"),
         ("search a missing index", Method::Post, "{p}-nope/_search"),
@@ -526,9 +571,8 @@ async fn run(t: &Target) -> Vec<(String, Value)> {
         ),
     ] {
         let (s, b) = t.send(method, path, &[], None).await;
-        step(name, essence(s, &b, &[]));
+        out.step(name, essence(s, &b, &[]));
     }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -41,8 +41,8 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use query::{search, Prepared};
-use write::{bulk, bulk_indices, cas_of, conflict, conflict_missing, doc_json, write_doc};
+use query::{count, delete_by_query, search};
+use write::{bulk, bulk_indices, delete_doc, doc_json, put_doc};
 
 #[derive(Debug, Clone)]
 struct Doc {
@@ -462,238 +462,22 @@ impl FakeEs {
             });
         }
         st.delay = None;
-        let mut replaced = None;
-        if let Some(f) = st
-            .faults
-            .iter_mut()
-            .find(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains))
-        {
-            f.times -= 1;
-            if !f.after_apply {
-                return (f.status, f.body.clone());
-            }
-            replaced = Some((f.status, f.body.clone(), f.delay));
-        }
+        let replaced = match st.take_fault(method, path) {
+            Some(Err(answer)) => return answer,
+            Some(Ok(replaced)) => Some(replaced),
+            None => None,
+        };
         let segs: Vec<String> = path
             .trim_start_matches('/')
             .split('/')
             .map(percent_decode)
             .collect();
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        let out = match (method, segs.as_slice()) {
-            ("PUT", ["_index_template", name]) => {
-                let template: Value = serde_json::from_str(body).unwrap_or(json!({}));
-                st.templates.insert((*name).to_owned(), template);
-                (200, json!({"acknowledged": true}))
-            }
-            ("DELETE", ["_index_template", name]) => {
-                if st.templates.remove(*name).is_some() {
-                    (200, json!({"acknowledged": true}))
-                } else {
-                    error(
-                        404,
-                        "index_template_missing_exception",
-                        &format!("index_template [{name}] missing"),
-                    )
-                }
-            }
-            ("POST", ["_bulk"]) => bulk(&mut st, body),
-            ("PUT", [index]) => {
-                if st.indices.contains_key(*index) {
-                    error(
-                        400,
-                        "resource_already_exists_exception",
-                        &format!("index [{index}/abc] already exists"),
-                    )
-                } else {
-                    let given: Value = serde_json::from_str(body).unwrap_or(json!({}));
-                    let mappings = given
-                        .get("mappings")
-                        .cloned()
-                        .or_else(|| template_mappings(&st, index));
-                    st.indices.insert(
-                        (*index).to_owned(),
-                        Index {
-                            mappings,
-                            ..Index::default()
-                        },
-                    );
-                    (
-                        200,
-                        json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
-                    )
-                }
-            }
-            ("DELETE", [index]) => {
-                if st.indices.remove(*index).is_some() {
-                    (200, json!({"acknowledged": true}))
-                } else {
-                    index_missing(index)
-                }
-            }
-            ("GET", [index, "_mapping"]) => match st.indices.get(*index) {
-                None => index_missing(index),
-                Some(i) => (
-                    200,
-                    json!({ *index: {"mappings": i.mappings.clone().unwrap_or(json!({}))} }),
-                ),
-            },
-            ("GET", [index, "_doc", id]) => match st.indices.get(*index) {
-                None => index_missing(index),
-                Some(i) => match i.live.docs.get(*id) {
-                    Some(d) => (200, doc_json(index, id, d)),
-                    None => (404, json!({"_index": index, "_id": id, "found": false})),
-                },
-            },
-            ("PUT" | "POST", [index, "_doc" | "_create", id]) => {
-                let create = segs[1] == "_create"
-                    || query.get("op_type").map(String::as_str) == Some("create");
-                let source: Value = match serde_json::from_str(body) {
-                    Ok(v) => v,
-                    Err(e) => return error(400, "parse_exception", &e.to_string()),
-                };
-                if query.contains_key("if_seq_no") != query.contains_key("if_primary_term") {
-                    return error(
-                        400,
-                        "action_request_validation_exception",
-                        "Validation Failed: 1: ifSeqNo is set, but primary term is [0];",
-                    );
-                }
-                write_doc(&mut st, index, id, source, create, cas_of(query))
-            }
-            ("DELETE", [index, "_doc", id]) => {
-                let cas = cas_of(query);
-                let term = st.term();
-                let Some(i) = st.indices.get_mut(*index) else {
-                    return index_missing(index);
-                };
-                match (i.live.docs.get(*id), cas) {
-                    (None, Some(want)) => conflict_missing(id, want),
-                    (None, None) => (
-                        404,
-                        json!({"_index": index, "_id": id, "result": "not_found", "_shards": shards()}),
-                    ),
-                    (Some(d), Some(want)) if (d.seq_no, d.term) != want => conflict(id, want, d),
-                    (Some(d), _) => {
-                        let version = d.version + 1;
-                        i.remove(id);
-                        let seq_no = i.take_seq_no();
-                        (
-                            200,
-                            json!({"_index": index, "_id": id, "_version": version, "result": "deleted",
-                            "_shards": shards(), "_seq_no": seq_no, "_primary_term": term}),
-                        )
-                    }
-                }
-            }
-            ("POST", [index, "_refresh"]) => match st.indices.get_mut(*index) {
-                Some(i) => {
-                    i.refresh();
-                    (200, json!({"_shards": shards()}))
-                }
-                None => index_missing(index),
-            },
-            ("POST" | "GET", [index, "_search"]) => {
-                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
-                search(&st, index, &req)
-            }
-            ("POST" | "GET", [index, "_count"]) => {
-                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
-                let Some(i) = st.indices.get(*index) else {
-                    return index_missing(index);
-                };
-                let q = req
-                    .get("query")
-                    .cloned()
-                    .unwrap_or(json!({"match_all": {}}));
-                let prepared = match Prepared::new(&q, i.mappings.as_ref()) {
-                    Ok(p) => p,
-                    Err(refusal) => return refusal,
-                };
-                let n = i
-                    .candidates(&q)
-                    .into_iter()
-                    .filter(|(_, d)| prepared.score(&d.source).is_some())
-                    .count();
-                (
-                    200,
-                    json!({"count": n, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
-                )
-            }
-            ("POST" | "GET", [index, "_mget"]) => {
-                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
-                let Some(i) = st.indices.get(*index) else {
-                    return index_missing(index);
-                };
-                let docs: Vec<Value> = req["ids"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|id| {
-                        let id = id.as_str().unwrap_or_default();
-                        match i.live.docs.get(id) {
-                            Some(d) => doc_json(index, id, d),
-                            None => json!({"_index": index, "_id": id, "found": false}),
-                        }
-                    })
-                    .collect();
-                (200, json!({ "docs": docs }))
-            }
-            ("POST", [index, "_delete_by_query"]) => {
-                let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
-                let Some(i) = st.indices.get_mut(*index) else {
-                    return index_missing(index);
-                };
-                let q = req
-                    .get("query")
-                    .cloned()
-                    .unwrap_or(json!({"match_all": {}}));
-                let prepared = match Prepared::new(&q, i.mappings.as_ref()) {
-                    Ok(p) => p,
-                    Err(refusal) => return refusal,
-                };
-                let doomed: Vec<String> = i
-                    .candidates(&q)
-                    .into_iter()
-                    .filter(|(_, d)| prepared.score(&d.source).is_some())
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for id in &doomed {
-                    i.remove(id);
-                }
-                let deleted = doomed.len();
-                (
-                    200,
-                    json!({"took": 1, "timed_out": false, "total": deleted, "deleted": deleted, "batches": 1,
-                    "version_conflicts": 0, "noops": 0, "retries": {"bulk": 0, "search": 0},
-                    "throttled_millis": 0, "requests_per_second": -1.0, "throttled_until_millis": 0, "failures": []}),
-                )
-            }
-            _ => error(
-                400,
-                "illegal_argument_exception",
-                &format!("no handler for {method} {path}"),
-            ),
+        let out = match route(&mut st, method, path, &segs, query, body) {
+            Ok(answer) => answer,
+            Err(refusal) => return refusal,
         };
-        // A write asking for a refresh makes the indices it wrote searchable.
-        if matches!(
-            query.get("refresh").map(String::as_str),
-            Some("true" | "wait_for" | "")
-        ) {
-            let written: Vec<String> = if segs.first() == Some(&"_bulk") {
-                bulk_indices(body)
-            } else {
-                segs.first()
-                    .map(|s| vec![(*s).to_owned()])
-                    .unwrap_or_default()
-            };
-            for name in written {
-                if let Some(i) = st.indices.get_mut(&name) {
-                    i.refresh();
-                }
-            }
-        }
+        st.refresh_written(query, &segs, body);
         match replaced {
             Some((status, body, delay)) => {
                 st.delay = delay;
@@ -702,6 +486,159 @@ impl FakeEs {
             None => out,
         }
     }
+}
+
+/// An answer of the node: its status and body.
+type Answer = (u16, Value);
+
+/// Answers a request by its method and path, one function per endpoint.
+/// `Err`: refused before anything was applied, answered as is (no refresh,
+/// no scripted replacement).
+fn route(
+    st: &mut State,
+    method: &str,
+    path: &str,
+    segs: &[&str],
+    query: &HashMap<String, String>,
+    body: &str,
+) -> Result<Answer, Answer> {
+    Ok(match (method, segs) {
+        ("PUT", ["_index_template", name]) => put_template(st, name, body),
+        ("DELETE", ["_index_template", name]) => delete_template(st, name),
+        ("POST", ["_bulk"]) => bulk(st, body),
+        ("PUT", [index]) => create_index(st, index, body),
+        ("DELETE", [index]) => delete_index(st, index),
+        ("GET", [index, "_mapping"]) => mapping(st, index),
+        ("GET", [index, "_doc", id]) => get_doc(st, index, id),
+        ("PUT" | "POST", [index, kind @ ("_doc" | "_create"), id]) => {
+            put_doc(st, index, kind, id, query, body)?
+        }
+        ("DELETE", [index, "_doc", id]) => delete_doc(st, index, id, query)?,
+        ("POST", [index, "_refresh"]) => refresh_index(st, index),
+        ("POST" | "GET", [index, "_search"]) => {
+            let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+            search(st, index, &req)
+        }
+        ("POST" | "GET", [index, "_count"]) => count(st, index, body)?,
+        ("POST" | "GET", [index, "_mget"]) => mget(st, index, body)?,
+        ("POST", [index, "_delete_by_query"]) => delete_by_query(st, index, body)?,
+        _ => error(
+            400,
+            "illegal_argument_exception",
+            &format!("no handler for {method} {path}"),
+        ),
+    })
+}
+
+/// `PUT _index_template/{name}`.
+fn put_template(st: &mut State, name: &str, body: &str) -> Answer {
+    let template: Value = serde_json::from_str(body).unwrap_or(json!({}));
+    st.templates.insert(name.to_owned(), template);
+    (200, json!({"acknowledged": true}))
+}
+
+/// `DELETE _index_template/{name}`.
+fn delete_template(st: &mut State, name: &str) -> Answer {
+    if st.templates.remove(name).is_some() {
+        (200, json!({"acknowledged": true}))
+    } else {
+        error(
+            404,
+            "index_template_missing_exception",
+            &format!("index_template [{name}] missing"),
+        )
+    }
+}
+
+/// `PUT {index}`: created with the given mappings, else a matching template's.
+fn create_index(st: &mut State, index: &str, body: &str) -> Answer {
+    if st.indices.contains_key(index) {
+        return error(
+            400,
+            "resource_already_exists_exception",
+            &format!("index [{index}/abc] already exists"),
+        );
+    }
+    let given: Value = serde_json::from_str(body).unwrap_or(json!({}));
+    let mappings = given
+        .get("mappings")
+        .cloned()
+        .or_else(|| template_mappings(st, index));
+    st.indices.insert(
+        index.to_owned(),
+        Index {
+            mappings,
+            ..Index::default()
+        },
+    );
+    (
+        200,
+        json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
+    )
+}
+
+/// `DELETE {index}`.
+fn delete_index(st: &mut State, index: &str) -> Answer {
+    if st.indices.remove(index).is_some() {
+        (200, json!({"acknowledged": true}))
+    } else {
+        index_missing(index)
+    }
+}
+
+/// `GET {index}/_mapping`.
+fn mapping(st: &State, index: &str) -> Answer {
+    match st.indices.get(index) {
+        None => index_missing(index),
+        Some(i) => (
+            200,
+            json!({ index: {"mappings": i.mappings.clone().unwrap_or(json!({}))} }),
+        ),
+    }
+}
+
+/// `POST {index}/_refresh`.
+fn refresh_index(st: &mut State, index: &str) -> Answer {
+    match st.indices.get_mut(index) {
+        Some(i) => {
+            i.refresh();
+            (200, json!({"_shards": shards()}))
+        }
+        None => index_missing(index),
+    }
+}
+
+/// `GET {index}/_doc/{id}`: the live document (realtime).
+fn get_doc(st: &State, index: &str, id: &str) -> Answer {
+    match st.indices.get(index) {
+        None => index_missing(index),
+        Some(i) => match i.live.docs.get(id) {
+            Some(d) => (200, doc_json(index, id, d)),
+            None => (404, json!({"_index": index, "_id": id, "found": false})),
+        },
+    }
+}
+
+/// `POST {index}/_mget`: the live documents (realtime), in the order asked.
+fn mget(st: &State, index: &str, body: &str) -> Result<Answer, Answer> {
+    let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+    let Some(i) = st.indices.get(index) else {
+        return Err(index_missing(index));
+    };
+    let docs: Vec<Value> = req["ids"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|id| {
+            let id = id.as_str().unwrap_or_default();
+            match i.live.docs.get(id) {
+                Some(d) => doc_json(index, id, d),
+                None => json!({"_index": index, "_id": id, "found": false}),
+            }
+        })
+        .collect();
+    Ok((200, json!({ "docs": docs })))
 }
 
 impl Respond for FakeEs {
@@ -768,5 +705,47 @@ impl State {
     /// The current primary term (1 until a fail-over).
     fn term(&self) -> i64 {
         self.primary_term.max(1)
+    }
+
+    /// The scripted fault a request meets, if any, spent once: `Err` the
+    /// answer to give instead of applying the request, `Ok` the answer (and
+    /// delay) to give after applying it.
+    #[allow(clippy::type_complexity)]
+    fn take_fault(
+        &mut self,
+        method: &str,
+        path: &str,
+    ) -> Option<Result<(u16, Value, Option<std::time::Duration>), Answer>> {
+        let f = self
+            .faults
+            .iter_mut()
+            .find(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains))?;
+        f.times -= 1;
+        if !f.after_apply {
+            return Some(Err((f.status, f.body.clone())));
+        }
+        Some(Ok((f.status, f.body.clone(), f.delay)))
+    }
+
+    /// A write asking for a refresh makes the indices it wrote searchable.
+    fn refresh_written(&mut self, query: &HashMap<String, String>, segs: &[&str], body: &str) {
+        if !matches!(
+            query.get("refresh").map(String::as_str),
+            Some("true" | "wait_for" | "")
+        ) {
+            return;
+        }
+        let written: Vec<String> = if segs.first() == Some(&"_bulk") {
+            bulk_indices(body)
+        } else {
+            segs.first()
+                .map(|s| vec![(*s).to_owned()])
+                .unwrap_or_default()
+        };
+        for name in written {
+            if let Some(i) = self.indices.get_mut(&name) {
+                i.refresh();
+            }
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Value};
 
-use super::{error, index_missing, Doc, State};
+use super::{error, index_missing, Answer, Doc, State};
 
 fn field<'a>(source: &'a Value, name: &str) -> Option<&'a Value> {
     source.get(name).filter(|v| !v.is_null())
@@ -391,6 +391,58 @@ fn cmp_keys(sort: &[(String, bool)], a: &[Value], b: &[Value]) -> Ordering {
         }
     }
     Ordering::Equal
+}
+
+/// `POST {index}/_count`: the searchable documents matching the query. `Err`: refused.
+pub(super) fn count(st: &State, index: &str, body: &str) -> Result<Answer, Answer> {
+    let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+    let Some(i) = st.indices.get(index) else {
+        return Err(index_missing(index));
+    };
+    let q = req
+        .get("query")
+        .cloned()
+        .unwrap_or(json!({"match_all": {}}));
+    let prepared = Prepared::new(&q, i.mappings.as_ref())?;
+    let n = i
+        .candidates(&q)
+        .into_iter()
+        .filter(|(_, d)| prepared.score(&d.source).is_some())
+        .count();
+    Ok((
+        200,
+        json!({"count": n, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
+    ))
+}
+
+/// `POST {index}/_delete_by_query`: deletes the searchable documents
+/// matching the query. `Err`: refused.
+pub(super) fn delete_by_query(st: &mut State, index: &str, body: &str) -> Result<Answer, Answer> {
+    let req: Value = serde_json::from_str(body).unwrap_or(json!({}));
+    let Some(i) = st.indices.get_mut(index) else {
+        return Err(index_missing(index));
+    };
+    let q = req
+        .get("query")
+        .cloned()
+        .unwrap_or(json!({"match_all": {}}));
+    let prepared = Prepared::new(&q, i.mappings.as_ref())?;
+    let doomed: Vec<String> = i
+        .candidates(&q)
+        .into_iter()
+        .filter(|(_, d)| prepared.score(&d.source).is_some())
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in &doomed {
+        i.remove(id);
+    }
+    let deleted = doomed.len();
+    Ok((
+        200,
+        json!({"took": 1, "timed_out": false, "total": deleted, "deleted": deleted, "batches": 1,
+        "version_conflicts": 0, "noops": 0, "retries": {"bulk": 0, "search": 0},
+        "throttled_millis": 0, "requests_per_second": -1.0, "throttled_until_millis": 0, "failures": []}),
+    ))
 }
 
 pub(super) fn search(st: &State, index: &str, req: &Value) -> (u16, Value) {

@@ -5,9 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
-use super::{error, shards, template_mappings, Doc, Index, State};
+use super::{error, index_missing, shards, template_mappings, Answer, Doc, Index, State};
 
-pub(super) fn conflict(id: &str, (seq_no, term): (i64, i64), have: &Doc) -> (u16, Value) {
+fn conflict(id: &str, (seq_no, term): (i64, i64), have: &Doc) -> (u16, Value) {
     error(
         409,
         "version_conflict_engine_exception",
@@ -18,7 +18,7 @@ pub(super) fn conflict(id: &str, (seq_no, term): (i64, i64), have: &Doc) -> (u16
     )
 }
 
-pub(super) fn conflict_missing(id: &str, (seq_no, term): (i64, i64)) -> (u16, Value) {
+fn conflict_missing(id: &str, (seq_no, term): (i64, i64)) -> (u16, Value) {
     error(
         409,
         "version_conflict_engine_exception",
@@ -32,9 +32,67 @@ pub(super) fn doc_json(index: &str, id: &str, d: &Doc) -> Value {
 }
 
 /// A write's compare-and-swap condition: `if_seq_no` and `if_primary_term`.
-pub(super) fn cas_of(query: &HashMap<String, String>) -> Option<(i64, i64)> {
+fn cas_of(query: &HashMap<String, String>) -> Option<(i64, i64)> {
     let n = |k: &str| query.get(k).map(|s| s.parse::<i64>().unwrap());
     n("if_seq_no").zip(n("if_primary_term"))
+}
+
+/// `PUT|POST {index}/_doc|_create/{id}`: a create (`_create` or
+/// `op_type=create`), a compare-and-swap (`if_seq_no` with
+/// `if_primary_term`) or a plain write. `Err`: refused before applying.
+pub(super) fn put_doc(
+    st: &mut State,
+    index: &str,
+    kind: &str,
+    id: &str,
+    query: &HashMap<String, String>,
+    body: &str,
+) -> Result<Answer, Answer> {
+    let create = kind == "_create" || query.get("op_type").map(String::as_str) == Some("create");
+    let source: Value = match serde_json::from_str(body) {
+        Ok(v) => v,
+        Err(e) => return Err(error(400, "parse_exception", &e.to_string())),
+    };
+    if query.contains_key("if_seq_no") != query.contains_key("if_primary_term") {
+        return Err(error(
+            400,
+            "action_request_validation_exception",
+            "Validation Failed: 1: ifSeqNo is set, but primary term is [0];",
+        ));
+    }
+    Ok(write_doc(st, index, id, source, create, cas_of(query)))
+}
+
+/// `DELETE {index}/_doc/{id}`, by compare-and-swap when asked. `Err`: no such index.
+pub(super) fn delete_doc(
+    st: &mut State,
+    index: &str,
+    id: &str,
+    query: &HashMap<String, String>,
+) -> Result<Answer, Answer> {
+    let cas = cas_of(query);
+    let term = st.term();
+    let Some(i) = st.indices.get_mut(index) else {
+        return Err(index_missing(index));
+    };
+    Ok(match (i.live.docs.get(id), cas) {
+        (None, Some(want)) => conflict_missing(id, want),
+        (None, None) => (
+            404,
+            json!({"_index": index, "_id": id, "result": "not_found", "_shards": shards()}),
+        ),
+        (Some(d), Some(want)) if (d.seq_no, d.term) != want => conflict(id, want, d),
+        (Some(d), _) => {
+            let version = d.version + 1;
+            i.remove(id);
+            let seq_no = i.take_seq_no();
+            (
+                200,
+                json!({"_index": index, "_id": id, "_version": version, "result": "deleted",
+                "_shards": shards(), "_seq_no": seq_no, "_primary_term": term}),
+            )
+        }
+    })
 }
 
 pub(super) fn write_doc(
