@@ -201,16 +201,24 @@ impl SessionTools {
 
     /// The owner a call acts for: the fixed one, or the one the request's
     /// key allows given the arguments. A key that may not act for it gets
-    /// the `NotFound` an unknown session gets.
+    /// the `NotFound` an unknown `session` gets (or, for a call naming no
+    /// session, an unknown user).
     fn owner(
         &self,
         ctx: &RequestContext<RoleServer>,
         named: &OwnerArgs,
+        session: Option<&str>,
     ) -> Result<Owner, SessionError> {
         let (app, user_id) = (named.app.as_deref(), named.user_id.as_deref());
-        let hidden = || SessionError::NotFound {
-            what: "session",
-            id: user_id.unwrap_or_default().to_owned(),
+        let hidden = || match session {
+            Some(id) => SessionError::NotFound {
+                what: "session",
+                id: id.to_owned(),
+            },
+            None => SessionError::NotFound {
+                what: "user",
+                id: user_id.unwrap_or_default().to_owned(),
+            },
         };
         match &self.scope {
             Scope::Fixed(owner) => {
@@ -257,7 +265,7 @@ impl SessionTools {
         ctx: &RequestContext<RoleServer>,
         named: SessionArgs,
     ) -> Result<(Owner, SessionId), SessionError> {
-        let owner = self.owner(ctx, &named.owner)?;
+        let owner = self.owner(ctx, &named.owner, Some(&named.session_id))?;
         Ok((owner, SessionId::new(named.session_id)?))
     }
 }
@@ -298,7 +306,7 @@ impl SessionTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let result = async {
-            let owner = self.owner(&ctx, &args.owner)?;
+            let owner = self.owner(&ctx, &args.owner, None)?;
             CrossSessionSearch::new(self.service.clone(), owner)
                 .call(&args.query.as_json())
                 .await

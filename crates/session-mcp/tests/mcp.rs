@@ -143,6 +143,12 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
     let r = call("get_context", json!({"session_id": id, "user_id": "bob"})).await;
     assert_eq!(r.is_error, Some(true));
     assert!(text(&r).contains("not_found"), "{}", text(&r));
+    // It names the session asked for, never the user, like an unknown session.
+    assert!(
+        text(&r).contains(&format!("session not found: {id}")) && !text(&r).contains("bob"),
+        "{}",
+        text(&r)
+    );
     let r = call("get_context", json!({"session_id": "no-such"})).await;
     assert!(text(&r).contains("not_found"), "{}", text(&r));
 
@@ -261,5 +267,9 @@ async fn over_http_each_call_acts_only_for_whom_its_key_allows() {
     let (error, answer) =
         tool_text(rpc(&http, &url, Some(&ada_key), "tools/call", as_bob).await).await;
     assert!(error && answer.contains("not_found"), "{answer}");
+    assert!(
+        answer.contains(&format!("session not found: {id}")) && !answer.contains("bob"),
+        "{answer}"
+    );
     task.abort();
 }
