@@ -55,8 +55,10 @@ fn init_logging(cli: &Cli) {
         let base = if cli.quiet { "error" } else { "warn" };
         EnvFilter::new(format!("{base},{}", directives.join(",")))
     });
+    // Colour only for a terminal: a log file or a pipe gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .with_writer(io::stderr);
     // A second subscriber (in tests) is not worth failing for.
     let _ = match cli.log_format {

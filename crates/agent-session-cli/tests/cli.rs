@@ -645,6 +645,18 @@ fn logs_follow_the_flags_and_never_hold_message_content() {
         !logs.contains("canary-7f3a9"),
         "message content in the logs: {logs}"
     );
+    // Text logs into a pipe (not a terminal) carry no colour codes.
+    let text = cli(&s)
+        .args(["-vvv", "show", "s1"])
+        .env_remove("RUST_LOG")
+        .assert()
+        .success();
+    let text = String::from_utf8(text.get_output().stderr.clone()).unwrap();
+    assert!(text.contains("INFO") || text.contains("DEBUG"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI codes in piped logs: {text:?}"
+    );
     let quiet = cli(&s)
         .args(["-q", "show", "s1"])
         .env_remove("RUST_LOG")
