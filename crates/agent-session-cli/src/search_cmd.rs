@@ -46,6 +46,27 @@ fn summary_line(p: &Page<SearchHit>) -> String {
     }
 }
 
+/// What an empty page says: no hits at all, or a page past the last one
+/// (and which pages there are).
+fn empty_line(p: &Page<SearchHit>, query: &str) -> String {
+    match p.total {
+        Some(t) if t.count > 0 && p.page > 0 => {
+            let size = u64::try_from(p.page_size.max(1)).unwrap_or(u64::MAX);
+            let last = t.count.saturating_sub(1) / size;
+            let of = if t.exact { "" } else { "at least " };
+            format!(
+                "page {} is past the last: {of}{} hits for {query:?} fill pages 0–{last} of {}",
+                p.page, t.count, p.page_size
+            )
+        }
+        _ if p.page > 0 => format!(
+            "no hits for {query:?} on page {} (past the last page?)",
+            p.page
+        ),
+        _ => format!("no hits for {query:?}"),
+    }
+}
+
 /// Runs `search` through the service, as the session's owner.
 pub(crate) async fn run(
     service: Arc<dyn SessionService>,
@@ -96,7 +117,7 @@ pub(crate) async fn run(
         return Ok(());
     }
     if page.items.is_empty() {
-        writeln!(out, "no hits for {:?}", args.query)?;
+        writeln!(out, "{}", empty_line(&page, &args.query))?;
     }
     for h in &page.items {
         let mut line = format!("#{:<5}", h.event.seq);
@@ -129,6 +150,22 @@ mod tests {
         p.total = total;
         p.has_more = has_more;
         p
+    }
+
+    #[test]
+    fn an_empty_page_past_the_last_says_which_pages_hold_the_hits() {
+        assert_eq!(
+            empty_line(&page(9, Some(Total::exact(59)), false), "alpha"),
+            "page 9 is past the last: 59 hits for \"alpha\" fill pages 0–5 of 10"
+        );
+        assert_eq!(
+            empty_line(&page(0, Some(Total::exact(0)), false), "alpha"),
+            "no hits for \"alpha\""
+        );
+        assert_eq!(
+            empty_line(&page(2, Some(Total::exact(0)), false), "alpha"),
+            "no hits for \"alpha\" on page 2 (past the last page?)"
+        );
     }
 
     #[test]
