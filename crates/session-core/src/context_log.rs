@@ -30,6 +30,25 @@ pub struct ContextChange {
     pub before_seq: u64,
     /// The seqs of the new context, as sorted, disjoint, inclusive ranges.
     pub context: Vec<[u64; 2]>,
+    /// The same seqs in context order, as inclusive runs (`[a, b]` is
+    /// `a..=b` ascending), when that order is not seq order (a summary
+    /// turn leads the turns it follows, a placeholder keeps its result's
+    /// place); empty when it is, and in changes written before stores kept
+    /// it. What a rewind or fork to a point after this change restores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<[u64; 2]>,
+}
+
+/// `seqs` as runs of consecutive ascending seqs.
+fn runs(seqs: impl IntoIterator<Item = u64>) -> Vec<[u64; 2]> {
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for seq in seqs {
+        match out.last_mut() {
+            Some(last) if last[1].checked_add(1) == Some(seq) => last[1] = seq,
+            _ => out.push([seq, seq]),
+        }
+    }
+    out
 }
 
 impl ContextChange {
@@ -39,19 +58,43 @@ impl ContextChange {
         let mut seqs = context.to_vec();
         seqs.sort_unstable();
         seqs.dedup();
-        let mut ranges: Vec<[u64; 2]> = Vec::new();
-        for seq in seqs {
-            match ranges.last_mut() {
-                Some(last) if last[1].checked_add(1) == Some(seq) => last[1] = seq,
-                _ => ranges.push([seq, seq]),
-            }
-        }
+        let in_seq_order = context.windows(2).all(|w| w[0] < w[1]);
         Self {
             version,
             at,
             before_seq,
-            context: ranges,
+            context: runs(seqs),
+            order: if in_seq_order {
+                Vec::new()
+            } else {
+                runs(context.iter().copied())
+            },
         }
+    }
+
+    /// The context's seqs in context order (seq order when [`Self::order`]
+    /// is empty).
+    pub fn in_order(&self) -> Vec<u64> {
+        let ranges = if self.order.is_empty() {
+            &self.context
+        } else {
+            &self.order
+        };
+        ranges.iter().flat_map(|r| r[0]..=r[1]).collect()
+    }
+
+    /// Whether the change records its context's order: written by a store
+    /// that keeps it, or in seq order.
+    pub fn has_order(&self) -> bool {
+        !self.order.is_empty() || self.context.len() <= 1
+    }
+
+    /// The highest seq the change knew of: its `before_seq`, or a summary
+    /// the replace itself added.
+    pub fn last_seq(&self) -> u64 {
+        self.context
+            .last()
+            .map_or(self.before_seq, |r| r[1].max(self.before_seq))
     }
 
     /// Whether `seq` is in the context this change left.
@@ -104,9 +147,43 @@ impl ContextChange {
             }
             after = r[1].saturating_add(1);
         }
+        if !self.order.is_empty() {
+            self.check_order()?;
+        }
+        Ok(())
+    }
+
+    /// Checks [`Self::order`] names exactly the context's seqs, each once.
+    fn check_order(&self) -> Result<()> {
+        let bad = || {
+            SessionError::invalid(
+                "context change",
+                "order must hold exactly the context's seqs, in ascending runs",
+            )
+        };
+        let size = |ranges: &[[u64; 2]]| {
+            ranges.iter().try_fold(0u64, |n, r| {
+                r[1].checked_sub(r[0])
+                    .and_then(|d| d.checked_add(1))
+                    .and_then(|d| n.checked_add(d))
+            })
+        };
+        let total = size(&self.context).ok_or_else(bad)?;
+        if total > MAX_ORDERED_CONTEXT || size(&self.order) != Some(total) {
+            return Err(bad());
+        }
+        let mut ordered: Vec<u64> = self.order.iter().flat_map(|r| r[0]..=r[1]).collect();
+        ordered.sort_unstable();
+        if runs(ordered) != self.context {
+            return Err(bad());
+        }
         Ok(())
     }
 }
+
+/// The most seqs a change's [`ContextChange::order`] may name: far more
+/// than any context holds, and a bound on what checking it allocates.
+const MAX_ORDERED_CONTEXT: u64 = 10_000_000;
 
 /// A session's context changes, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -141,6 +218,12 @@ impl ContextLog {
     /// The changes, oldest first, taken out of the log.
     pub fn into_changes(self) -> Vec<ContextChange> {
         self.changes
+    }
+
+    /// The latest replace made before the event at `point` was appended:
+    /// the last change whose [`ContextChange::last_seq`] is below it.
+    pub fn base_before(&self, point: u64) -> Option<&ContextChange> {
+        self.changes.iter().rev().find(|c| c.last_seq() < point)
     }
 
     /// Records a new replace (its version is above every recorded one).

@@ -12,33 +12,16 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::context_log::ContextChange;
+use crate::context_log::{ContextChange, ContextLog};
 use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::{SessionEvent, REPLACES_KEY};
 use crate::fork_at::{ForkAt, FORKED_AT_SEQ, FORKED_FROM};
 use crate::ids::SessionId;
-use crate::plan::RewindPlan;
+use crate::plan::{compaction_order, context_at, Restorable, Restore, RewindPlan};
 use crate::session::{Session, SessionStatus};
 use crate::state::{SharedState, StateMap};
 use crate::validate::next_version;
-
-/// What a cut needs of an event: its seq and whether it is a summary.
-pub(crate) trait Cut {
-    /// The seq.
-    fn seq(&self) -> u64;
-    /// Whether it is a summary.
-    fn synthetic(&self) -> bool;
-}
-
-impl Cut for SessionEvent {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-    fn synthetic(&self) -> bool {
-        self.is_synthetic()
-    }
-}
 
 /// The seqs a summary replaced, from its `replaces` metadata value.
 fn replaces_of(value: Option<&Value>) -> Vec<u64> {
@@ -59,17 +42,12 @@ pub(crate) fn replaced_by<'a>(
         .collect()
 }
 
-/// The context after a cut, with `restored` events brought back: the
-/// summaries still in it, then the restored summaries, then every other
-/// event in seq order.
-pub(crate) fn merge_restored<T: Cut>(after: Vec<T>, restored: Vec<T>) -> Vec<T> {
-    let (mut context, mut rest): (Vec<T>, Vec<T>) = after.into_iter().partition(T::synthetic);
-    let (old_summaries, restored): (Vec<T>, Vec<T>) = restored.into_iter().partition(T::synthetic);
-    context.extend(old_summaries);
-    rest.extend(restored);
-    rest.sort_by_key(T::seq);
-    context.extend(rest);
-    context
+/// The context after a cut, with `restored` events brought back, in the
+/// order compaction writes it ([`compaction_order`]): what a restore does
+/// when the session's history cannot tell the context at the point.
+pub(crate) fn merge_restored<T: Restorable>(mut after: Vec<T>, restored: Vec<T>) -> Vec<T> {
+    after.extend(restored);
+    compaction_order(after)
 }
 
 /// What a fork needs to know of one event of its source: never its content.
@@ -81,6 +59,8 @@ pub struct EventOutline {
     pub invocation_id: Option<String>,
     /// Whether it is a summary.
     pub synthetic: bool,
+    /// Whether it is a stored system message (not a summary).
+    pub system: bool,
     /// The seqs it replaced (a summary's `replaces` metadata; empty otherwise).
     pub replaces: Vec<u64>,
     /// Its session-scope and shared state changes.
@@ -96,6 +76,7 @@ impl EventOutline {
             seq: event.seq,
             invocation_id: event.invocation_id.clone(),
             synthetic: event.is_synthetic(),
+            system: Restorable::system(event),
             replaces: replaces_of(event.metadata.get(REPLACES_KEY)),
             state_delta: event.state_delta.clone(),
             token_estimate: event.token_estimate,
@@ -188,34 +169,31 @@ impl ForkPlan {
         } = source;
         let source_id = session.id.clone();
         let by_seq: HashMap<u64, &EventOutline> = events.iter().map(|e| (e.seq, e)).collect();
-        let (kept_ctx, removed_ctx): (Vec<u64>, Vec<u64>) =
-            context.iter().partition(|seq| **seq <= last_kept);
-        let wanted: BTreeSet<u64> = removed_ctx
+        let point = last_kept.saturating_add(1);
+        let log = ContextLog::new(context_log);
+        let (context, brought_back) = match (at, context_at(&log, &events, point)) {
+            (ForkAt::Latest, _) => (context, false),
+            (_, Restore::Context(seqs)) => (seqs, false),
+            (_, Restore::Unknown) => {
+                let restored = restored_by_summaries(&context, &by_seq, last_kept);
+                let changed = !restored
+                    .iter()
+                    .eq(context.iter().filter(|s| **s <= last_kept));
+                (restored, changed)
+            }
+        };
+        let context_tokens = context
             .iter()
             .filter_map(|s| by_seq.get(s))
-            .flat_map(|e| e.replaces.iter().copied())
-            .collect();
-        let in_context: HashSet<u64> = kept_ctx.iter().copied().collect();
-        let restored: Vec<&EventOutline> = wanted
-            .iter()
-            .filter(|seq| **seq <= last_kept && !in_context.contains(seq))
-            .filter_map(|seq| by_seq.get(seq).copied())
-            .collect();
-        let after: Vec<&EventOutline> = kept_ctx
-            .iter()
-            .filter_map(|s| by_seq.get(s).copied())
-            .collect();
-        let brought_back = !restored.is_empty();
-        let merged = merge_restored(after, restored);
-        let context: Vec<u64> = merged.iter().map(|e| e.seq).collect();
-        let context_tokens = merged.iter().fold(0u64, |sum, e| {
-            sum.saturating_add(u64::from(e.token_estimate))
-        });
+            .fold(0u64, |sum, e| {
+                sum.saturating_add(u64::from(e.token_estimate))
+            });
         let kept: Vec<&EventOutline> = events.iter().filter(|e| e.seq <= last_kept).collect();
 
         // The context history up to the cut; a change whose context reaches
         // past it belongs to the source's later life.
-        let mut context_log: Vec<ContextChange> = context_log
+        let mut context_log: Vec<ContextChange> = log
+            .into_changes()
             .into_iter()
             .filter(|c| c.before_seq <= last_kept && c.context.iter().all(|r| r[1] <= last_kept))
             .collect();
@@ -262,12 +240,47 @@ impl ForkPlan {
     }
 }
 
-impl Cut for &EventOutline {
+/// The context a fork at `last_kept` gets when the source's history cannot
+/// tell it (compacted before its store kept context changes): the source's
+/// context up to the cut, with the events the removed summaries replaced
+/// brought back.
+fn restored_by_summaries(
+    context: &[u64],
+    by_seq: &HashMap<u64, &EventOutline>,
+    last_kept: u64,
+) -> Vec<u64> {
+    let (kept_ctx, removed_ctx): (Vec<u64>, Vec<u64>) =
+        context.iter().partition(|seq| **seq <= last_kept);
+    let wanted: BTreeSet<u64> = removed_ctx
+        .iter()
+        .filter_map(|s| by_seq.get(s))
+        .flat_map(|e| e.replaces.iter().copied())
+        .collect();
+    let in_context: HashSet<u64> = kept_ctx.iter().copied().collect();
+    let restored: Vec<&EventOutline> = wanted
+        .iter()
+        .filter(|seq| **seq <= last_kept && !in_context.contains(seq))
+        .filter_map(|seq| by_seq.get(seq).copied())
+        .collect();
+    let after: Vec<&EventOutline> = kept_ctx
+        .iter()
+        .filter_map(|s| by_seq.get(s).copied())
+        .collect();
+    merge_restored(after, restored)
+        .iter()
+        .map(Restorable::seq)
+        .collect()
+}
+
+impl Restorable for EventOutline {
     fn seq(&self) -> u64 {
         self.seq
     }
     fn synthetic(&self) -> bool {
         self.synthetic
+    }
+    fn system(&self) -> bool {
+        self.system
     }
 }
 

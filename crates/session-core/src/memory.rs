@@ -549,6 +549,11 @@ impl SessionRepository for InMemoryRepository {
         })
     }
 
+    async fn context_log(&self, id: &SessionId) -> Result<ContextLog> {
+        let inner = self.inner.read();
+        Ok(live(&inner, id, self.now())?.context_log.clone())
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         let now = self.now();
         let mut inner = self.inner.write();

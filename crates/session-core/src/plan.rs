@@ -38,10 +38,12 @@ use crate::StateMap;
 mod change;
 mod head;
 mod import;
+mod restore;
 mod window;
 pub use change::{ContextTokens, HeadChange, NewEvent, StateChanges};
 pub use head::{Head, OwnerQuota, SessionQuota};
 pub use import::ImportPlan;
+pub use restore::{compaction_order, context_at, Restorable, Restore};
 pub use window::ReadWindow;
 
 /// Whether a session read for a write may be written: `NotFound` when

@@ -1,12 +1,13 @@
 //! The storage SPI every backend implements.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::context_log::ContextLog;
 use crate::dump::SessionDump;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
@@ -15,7 +16,7 @@ use crate::fork::{fork_dump, fork_target, merge_restored, replaced_by};
 use crate::fork_at::ForkAt;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
 use crate::outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
-use crate::plan::RewindTo;
+use crate::plan::{context_at, Restore, RewindTo};
 use crate::retention::Pruned;
 use crate::search::{SearchHit, SearchMode, SearchQuery};
 use crate::session::{NewSession, Session, SessionUpdate};
@@ -224,6 +225,15 @@ pub trait SessionRepository: Send + Sync {
     /// Everything about one session, for export and migration.
     async fn export_session(&self, id: &SessionId) -> Result<SessionDump>;
 
+    /// The session's context history: one change per context replace,
+    /// oldest first (what a restoring rewind plans from).
+    ///
+    /// Default: read out of [`Self::export_session`], which costs the whole
+    /// session; a store that keeps the changes apart overrides it.
+    async fn context_log(&self, id: &SessionId) -> Result<ContextLog> {
+        Ok(ContextLog::new(self.export_session(id).await?.context_log))
+    }
+
     /// Writes a dumped session exactly (ids, seqs, timestamps, version,
     /// context, state, and the owner's shared scopes). Idempotent: if the
     /// store holds the session at the same or a later version, nothing changes.
@@ -316,42 +326,60 @@ pub trait SessionRepositoryExt: SessionRepository {
         }
     }
 
-    /// Rewinds to before `to` and leaves the context as it was at that
-    /// point: when the rewind removed events a compaction
-    /// had put in the context (a summary turn, a tool-result placeholder:
-    /// events carrying [`crate::REPLACES_KEY`]), the events they replaced
-    /// that the rewind kept come back, in seq order after the remaining
-    /// summaries. The restore is a compare-and-swap on the version the
+    /// Rewinds to before `to` and leaves the context exactly as it was just
+    /// before that point was appended, whatever compactions ran since: the
+    /// session's [`ContextLog`] tells the context at the point
+    /// ([`crate::plan::context_at`]), and the events of it the rewind kept
+    /// come back in their order. A session compacted before its store kept
+    /// context changes gets back what the removed summaries and
+    /// placeholders replaced (their [`crate::REPLACES_KEY`]), pinned system
+    /// messages first. The restore is a compare-and-swap on the version the
     /// rewind left: a writer that moved the session on in between wins and
     /// the context stays as the rewind left it. This is what
     /// [`crate::SessionService::rewind`] and the CLI's `rewind` run.
     async fn rewind_restoring(&self, id: &SessionId, to: &RewindTo) -> Result<RewindOutcome> {
+        let log = self.context_log(id).await?;
+        let point = match to {
+            RewindTo::Seq(seq) => Some(*seq),
+            RewindTo::Invocation(inv) => {
+                let first = EventFilter::archive().invocation(inv.as_str()).page(0, 1);
+                self.events(id, &first).await?.items.first().map(|e| e.seq)
+            }
+        };
         let before = self.all_events(id, EventView::Context).await?;
         let out = self.rewind_to(id, to).await?;
         let after = self.all_events(id, EventView::Context).await?;
-        let still: HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
-        let wanted = replaced_by(before.iter().filter(|e| !still.contains(e.id.as_str())));
-        if wanted.is_empty() {
-            return Ok(out);
-        }
-        let in_context: HashSet<u64> = after.iter().map(|e| e.seq).collect();
-        let restored: Vec<SessionEvent> = self
-            .all_events(id, EventView::Archive)
-            .await?
-            .into_iter()
-            .filter(|e| wanted.contains(&e.seq) && !in_context.contains(&e.seq))
-            .collect();
-        if restored.is_empty() {
-            return Ok(out);
-        }
-        let context = merge_restored(after, restored);
+        let planned = match point {
+            Some(point) if !log.changes().is_empty() => {
+                let archive = self.all_events(id, EventView::Archive).await?;
+                match context_at(&log, &archive, point) {
+                    Restore::Context(seqs) => Some((seqs, archive)),
+                    Restore::Unknown => None,
+                }
+            }
+            _ => None,
+        };
+        let context = match planned {
+            Some((seqs, _)) if seqs.iter().copied().eq(after.iter().map(|e| e.seq)) => {
+                return Ok(out)
+            }
+            Some((seqs, archive)) => {
+                let mut by_seq: HashMap<u64, SessionEvent> =
+                    archive.into_iter().map(|e| (e.seq, e)).collect();
+                seqs.iter().filter_map(|s| by_seq.remove(s)).collect()
+            }
+            None => match restored_by_summaries(self, id, &before, after).await? {
+                Some(context) => context,
+                None => return Ok(out),
+            },
+        };
         if self.replace_context(id, context, out.version).await? {
             Ok(RewindOutcome {
                 version: out.version.saturating_add(1),
                 removed: out.removed,
             })
         } else {
-            tracing::info!(session_id = %id, "the session moved on during a rewind; replaced events not restored");
+            tracing::info!(session_id = %id, "the session moved on during a rewind; its context was not restored");
             Ok(out)
         }
     }
@@ -374,6 +402,34 @@ pub trait SessionRepositoryExt: SessionRepository {
 }
 
 impl<T: SessionRepository + ?Sized> SessionRepositoryExt for T {}
+
+/// The context a rewind leaves when the session's history cannot tell the
+/// context at the point: `after` (the context the rewind left) with the
+/// events the removed summaries of `before` replaced brought back; `None`
+/// when there are none.
+async fn restored_by_summaries<R: SessionRepository + ?Sized>(
+    repo: &R,
+    id: &SessionId,
+    before: &[SessionEvent],
+    after: Vec<SessionEvent>,
+) -> Result<Option<Vec<SessionEvent>>> {
+    let still: HashSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
+    let wanted = replaced_by(before.iter().filter(|e| !still.contains(e.id.as_str())));
+    if wanted.is_empty() {
+        return Ok(None);
+    }
+    let in_context: HashSet<u64> = after.iter().map(|e| e.seq).collect();
+    let restored: Vec<SessionEvent> = repo
+        .all_events(id, EventView::Archive)
+        .await?
+        .into_iter()
+        .filter(|e| wanted.contains(&e.seq) && !in_context.contains(&e.seq))
+        .collect();
+    if restored.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(merge_restored(after, restored)))
+}
 
 macro_rules! forward_repository {
     ($($ty:ty),*) => {$(
@@ -428,6 +484,9 @@ macro_rules! forward_repository {
             }
             async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
                 (**self).export_session(id).await
+            }
+            async fn context_log(&self, id: &SessionId) -> Result<ContextLog> {
+                (**self).context_log(id).await
             }
             async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
                 (**self).erase_user(app, user_id).await

@@ -386,6 +386,10 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
         Ok(self.open_dump(raw)?.0)
     }
 
+    async fn context_log(&self, id: &SessionId) -> Result<session_core::ContextLog> {
+        self.inner.context_log(id).await
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         let sealed = self.seal_dump(dump)?;
         self.inner.import_session(sealed).await

@@ -312,6 +312,11 @@ impl SessionRepository for EsRepository {
         self.scopes.read(app, user_id).await
     }
 
+    async fn context_log(&self, id: &SessionId) -> session_core::Result<ContextLog> {
+        let head = self.heads.live(id).await?.head;
+        ContextLog::checked(id, head.changes)
+    }
+
     async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {
         let head = self.heads.live(id).await?.head;
         let events = self.views.all(&head).await?;

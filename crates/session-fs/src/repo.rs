@@ -627,6 +627,15 @@ impl SessionRepository for FsRepository {
         self.blocking(move |i| i.export(&id)).await
     }
 
+    async fn context_log(&self, id: &SessionId) -> Result<ContextLog> {
+        let id = id.clone();
+        self.blocking(move |i| {
+            let (_, file) = i.live(&id)?;
+            ContextLog::checked(&id, file.context_changes)
+        })
+        .await
+    }
+
     async fn import_session(&self, dump: SessionDump) -> Result<ImportOutcome> {
         self.blocking(move |i| i.import(dump)).await
     }

@@ -69,7 +69,8 @@ async fn outlines(
     let sql = format!(
         "SELECT seq, invocation_id, synthetic, state_delta, token_estimate, \
          CASE WHEN synthetic THEN body::jsonb #>> '{{metadata,replaces}}' END, \
-         CASE WHEN ctx_pos >= ({base}) THEN ctx_pos END \
+         CASE WHEN ctx_pos >= ({base}) THEN ctx_pos END, \
+         role = 'system' AND NOT synthetic \
          FROM {} WHERE session_id = $1 ORDER BY seq",
         t.events,
         base = in_context_base(t)
@@ -90,6 +91,7 @@ async fn outlines(
             seq,
             invocation_id: row.try_get(1)?,
             synthetic: row.try_get(2)?,
+            system: row.try_get(7)?,
             replaces: EventOutline::parse_replaces(row.try_get(5)?)?,
             state_delta,
             token_estimate: u32::try_from(tokens).unwrap_or(u32::MAX),

@@ -13,6 +13,7 @@ use session_core::plan::{
     RewindPlan, Stored,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
+use session_core::ContextLog;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
@@ -493,6 +494,13 @@ impl SessionRepository for PostgresRepository {
         user_id: &UserId,
     ) -> session_core::Result<SharedState> {
         read!(self, |c| shared::read(&c, &self.tables, app, user_id))
+    }
+
+    async fn context_log(&self, id: &SessionId) -> session_core::Result<ContextLog> {
+        read!(self, |c| async {
+            sessions::live(&c, &self.tables, id, self.clock.now()).await?;
+            history::read(&c, &self.tables, id).await
+        })
     }
 
     async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {

@@ -17,6 +17,7 @@ use session_core::plan::{
     RewindPlan, Stored,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
+use session_core::ContextLog;
 use session_core::{
     prepare_events, truncate_micros, AppName, AppendOutcome, Capabilities, Erased, EventFilter,
     EventView, ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
@@ -400,6 +401,11 @@ impl SessionRepository for RedisRepository {
         user_id: &UserId,
     ) -> session_core::Result<SharedState> {
         self.shared.read(app, user_id).await
+    }
+
+    async fn context_log(&self, id: &SessionId) -> session_core::Result<ContextLog> {
+        self.heads.live(id).await?;
+        self.events.context_log(id).await
     }
 
     async fn export_session(&self, id: &SessionId) -> session_core::Result<SessionDump> {

@@ -22,7 +22,8 @@ fn outlines(tx: &Transaction<'_>, source: &str) -> Result<(Vec<EventOutline>, Ve
         .prepare_cached(&format!(
             "SELECT seq, invocation_id, synthetic, state_delta, token_estimate, \
              CASE WHEN synthetic THEN json_extract(body, '$.metadata.replaces') END, \
-             CASE WHEN {IN_CONTEXT} THEN ctx_pos END \
+             CASE WHEN {IN_CONTEXT} THEN ctx_pos END, \
+             role = 'system' AND NOT synthetic \
              FROM events WHERE session_id = ?1 ORDER BY seq"
         ))
         .sql()?;
@@ -43,6 +44,7 @@ fn outlines(tx: &Transaction<'_>, source: &str) -> Result<(Vec<EventOutline>, Ve
             seq,
             invocation_id: row.get(1).sql()?,
             synthetic: row.get(2).sql()?,
+            system: row.get(7).sql()?,
             replaces: EventOutline::parse_replaces(replaces.as_deref())?,
             state_delta,
             token_estimate: row.get(4).sql()?,

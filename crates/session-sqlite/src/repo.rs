@@ -8,6 +8,7 @@ use session_core::plan::{
     OwnerQuota, RewindPlan,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
+use session_core::ContextLog;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode,
@@ -268,6 +269,15 @@ impl SessionRepository for SqliteRepository {
     async fn shared_state(&self, app: &AppName, user_id: &UserId) -> Result<SharedState> {
         let (app, user_id) = (app.clone(), user_id.clone());
         self.read(move |c, _| shared::read(c, &app, &user_id)).await
+    }
+
+    async fn context_log(&self, id: &SessionId) -> Result<ContextLog> {
+        let id = id.clone();
+        self.read(move |c, now| {
+            sessions::get(c, &id, now)?;
+            history::read(c, &id)
+        })
+        .await
     }
 
     async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {

@@ -181,6 +181,13 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    async fn context_log(&self, id: &SessionId) -> Result<crate::ContextLog> {
+        (|| self.inner.context_log(id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
         (|| self.inner.erase_user(app, user_id))
             .retry(self.policy.backoff())

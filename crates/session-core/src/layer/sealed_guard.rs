@@ -193,6 +193,9 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
     async fn export_session(&self, id: &SessionId) -> Result<SessionDump> {
         self.inner.export_session(id).await
     }
+    async fn context_log(&self, id: &SessionId) -> Result<crate::ContextLog> {
+        self.inner.context_log(id).await
+    }
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
         self.inner.erase_user(app, user_id).await
     }

@@ -178,6 +178,10 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         self.traced("export", Some(id), self.inner.export_session(id))
             .await
     }
+    async fn context_log(&self, id: &SessionId) -> Result<crate::ContextLog> {
+        self.traced("context_log", Some(id), self.inner.context_log(id))
+            .await
+    }
     async fn erase_user(&self, app: &AppName, user_id: &UserId) -> Result<Erased> {
         self.traced("erase_user", None, self.inner.erase_user(app, user_id))
             .await

@@ -18,6 +18,7 @@ mod metadata;
 mod paging;
 mod query;
 mod resolve;
+mod restore;
 mod retention;
 mod search;
 mod sessions;
@@ -68,6 +69,11 @@ pub use query::{
 pub use resolve::{
     end_archives_but_keeps_readable, resolve_daily_reset, resolve_group_key_is_shared,
     resolve_idle_timeout_starts_over, resolve_manual_reset, resolve_returns_fresh_session,
+};
+pub use restore::{
+    rewind_after_a_window_compaction_restores_the_dropped_turns,
+    rewind_after_tool_result_clearing_restores_the_results_in_place,
+    rewind_to_a_seq_after_two_compactions_restores_each_point,
 };
 pub use retention::{
     a_rewind_after_a_prune_starts_at_what_is_left, prune_never_removes_what_rewind_replays,
