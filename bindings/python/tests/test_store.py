@@ -144,6 +144,20 @@ async def test_rewind_and_fork(store):
     assert len(await store.messages(APP, ADA, fork["id"])) == 2, "the fork kept both"
 
 
+async def test_rewind_to_a_seq_after_a_window_compaction_restores_the_turns(store):
+    s = await store.create(APP, ADA)
+    for n in range(1, 4):
+        await store.append(
+            APP, ADA, s["id"], [{"role": "user", "content": f"q{n}"}, {"role": "assistant", "content": f"a{n}"}], invocation_id=f"i{n}"
+        )
+    assert (await store.compact(APP, ADA, s["id"], "turn_window", max_turns=1))["compacted"]
+    assert [m["content"] for m in await store.messages(APP, ADA, s["id"])] == ["q3", "a3"]
+    await store.rewind(APP, ADA, s["id"], seq=5)
+    assert [m["content"] for m in await store.messages(APP, ADA, s["id"])] == ["q1", "a1", "q2", "a2"]
+    with pytest.raises(InvalidInputError):
+        await store.rewind(APP, ADA, s["id"])
+
+
 async def test_state_scopes_and_patches(store):
     s = await store.create(APP, ADA, state={"step": 1, "user:lang": "fr"})
     await store.append(APP, ADA, s["id"], {"role": "user", "content": "hi"}, state_delta={"app:tier": "gold"})

@@ -305,7 +305,7 @@ async fn replace_context(s: &dyn SessionService, args: Value) -> Result<String> 
 async fn rewind(s: &dyn SessionService, args: Value) -> Result<String> {
     let (owner, id) = session(&args)?;
     let body: RewindBody = required(&args, "rewind")?;
-    let to = RewindTo::Invocation(body.invocation_id);
+    let to = body.target()?;
     reply(&s.rewind(&owner, &id, &to).await?.session)
 }
 

@@ -297,7 +297,7 @@ pub(crate) async fn rewind(
     body: Bytes,
 ) -> ApiResult<Response> {
     let body: RewindBody = json_body(&body)?;
-    let to = session_core::RewindTo::Invocation(body.invocation_id);
+    let to = body.target()?;
     let rewound = s.service.rewind(&owner, &id, &to).await?;
     Ok((etag(rewound.session.version), ok(&rewound.session)).into_response())
 }

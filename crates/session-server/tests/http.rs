@@ -493,3 +493,62 @@ async fn events_sent_without_a_token_estimate_are_counted() {
     let read = json_of(http.get(&session)).await;
     assert!(read["context_tokens"].as_u64() > Some(0), "{read}");
 }
+
+/// After a window compaction, a rewind by seq and one by invocation each
+/// put back the context the session had at that point; a body naming both
+/// (or neither) is a 400 and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_by_seq_or_invocation_restores_what_a_window_dropped() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let sessions = format!("{}/v1/apps/support/users/ada/sessions", server.base);
+    let session = new_session(&http, &sessions, json!({})).await;
+    for n in 1..=3 {
+        let inv = format!("i{n}");
+        let turn: Vec<session_core::SessionEvent> = [
+            session_core::Message::user(format!("q{n}")),
+            session_core::Message::assistant(format!("a{n}")),
+        ]
+        .into_iter()
+        .map(|m| {
+            session_core::SessionEvent::builder(m)
+                .invocation_id(&inv)
+                .build()
+                .unwrap()
+        })
+        .collect();
+        let r = http
+            .post(format!("{session}/events"))
+            .json(&turn)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text().await);
+    }
+    let context = || async {
+        let page: Value = json_of(http.get(format!("{session}/events?view=context"))).await;
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["message"]["content"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<String>>()
+    };
+    let compact = format!("{session}/compact");
+    let rewind = format!("{session}/rewind");
+    let r: Value = json_of(
+        http.post(&compact)
+            .json(&json!({"strategy": "turn_window", "max_turns": 1})),
+    )
+    .await;
+    assert_eq!(r["compacted"], true, "{r}");
+    assert_eq!(context().await, ["q3", "a3"]);
+    for bad in [json!({}), json!({"seq": 5, "invocation_id": "i3"})] {
+        let (status, _) = problem(http.post(&rewind).json(&bad).send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let _: Value = json_of(http.post(&rewind).json(&json!({"seq": 6}))).await;
+    assert_eq!(context().await, ["q1", "a1", "q2", "a2", "q3"]);
+    let _: Value = json_of(http.post(&rewind).json(&json!({"invocation_id": "i2"}))).await;
+    assert_eq!(context().await, ["q1", "a1"]);
+}

@@ -142,8 +142,27 @@ pub struct ResolvedBody {
 #[serde(deny_unknown_fields)]
 pub struct RewindBody {
     /// Everything from this invocation's first event on goes.
-    #[cfg_attr(feature = "openapi", schema(value_type = String))]
-    pub invocation_id: InvocationId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub invocation_id: Option<InvocationId>,
+    /// Or: the event at this seq and everything after it go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+}
+
+impl RewindBody {
+    /// Where the rewind goes back to: `InvalidInput` unless exactly one of
+    /// `invocation_id` and `seq` is given.
+    pub fn target(self) -> session_core::Result<session_core::RewindTo> {
+        match (self.invocation_id, self.seq) {
+            (Some(inv), None) => Ok(session_core::RewindTo::Invocation(inv)),
+            (None, Some(seq)) => Ok(session_core::RewindTo::Seq(seq)),
+            _ => Err(session_core::SessionError::invalid(
+                "rewind",
+                "give exactly one of invocation_id and seq",
+            )),
+        }
+    }
 }
 
 /// Fork a session.

@@ -445,15 +445,28 @@ class Store:
         )
 
     async def rewind(
-        self, app: str, user_id: str, session_id: str, invocation_id: str
+        self,
+        app: str,
+        user_id: str,
+        session_id: str,
+        invocation_id: str | None = None,
+        *,
+        seq: int | None = None,
     ) -> dict[str, Any]:
-        """Removes the invocation's events and everything after; state replays."""
+        """Removes the invocation's events (or the event at ``seq``) and
+        everything after; the context is restored as it was there and the
+        state replays. Give exactly one of ``invocation_id`` and ``seq``."""
+        target: dict[str, Any] = {}
+        if invocation_id is not None:
+            target["invocation_id"] = invocation_id
+        if seq is not None:
+            target["seq"] = seq
         return await self._call(
             "rewind",
             app=app,
             user_id=user_id,
             session_id=session_id,
-            rewind={"invocation_id": invocation_id},
+            rewind=target,
         )
 
     async def fork(
