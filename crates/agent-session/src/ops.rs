@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use session_compaction::StrategySpec;
 use session_core::{
-    ContextOptions, Owner, Result, RewindTo, SearchMode, SearchQuery, SessionError, SessionEvent,
-    SessionId, SessionQuery, SessionService, SessionUpdate, StateMap,
+    ContextOptions, Owner, Result, SearchMode, SearchQuery, SessionError, SessionEvent, SessionId,
+    SessionQuery, SessionService, SessionUpdate, StateMap,
 };
 use session_wire::{
     CreateBody, EventParams, ForkBody, ResolveBody, ResolvedBody, RewindBody, SessionListParams,
