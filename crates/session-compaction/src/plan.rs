@@ -36,6 +36,30 @@ pub(crate) struct Cut {
     pub(crate) archived: Vec<SessionEvent>,
 }
 
+impl Cut {
+    /// A cut that archives a tool call archives its results too, wherever
+    /// they arrived: a result that came turns later leaves with its call
+    /// rather than stay in the context without it. Never grows the context.
+    pub(crate) fn paired(mut self) -> Self {
+        let gone: HashSet<String> = self
+            .archived
+            .iter()
+            .flat_map(|e| e.message.tool_calls().iter().map(|c| c.id.clone()))
+            .collect();
+        if gone.is_empty() {
+            return self;
+        }
+        let (late, kept): (Vec<SessionEvent>, Vec<SessionEvent>) =
+            self.context.into_iter().partition(|e| {
+                matches!(&e.message, Message::Tool { tool_call_id, .. }
+                    if gone.contains(tool_call_id))
+            });
+        self.context = kept;
+        self.archived.extend(late);
+        self
+    }
+}
+
 pub(crate) fn tokens<'a>(events: impl IntoIterator<Item = &'a SessionEvent>) -> u64 {
     events
         .into_iter()
@@ -160,7 +184,7 @@ impl Plan {
         for turn in turns {
             context.extend(turn);
         }
-        Cut { context, archived }
+        Cut { context, archived }.paired()
     }
 
     /// [`Plan::cut`], keeping the preamble or not.
@@ -181,7 +205,7 @@ impl Plan {
         }
         context.extend(self.turns[cut..].iter().flatten().cloned());
         archived.extend(self.turns[..cut].iter().flatten().cloned());
-        Cut { context, archived }
+        Cut { context, archived }.paired()
     }
 
     /// Where a cut keeping at least `keep` of the newest real events falls,
@@ -267,7 +291,7 @@ impl Plan {
                 context.push(e);
             }
         }
-        Cut { context, archived }
+        Cut { context, archived }.paired()
     }
 
     /// Whether cutting inside the newest turn is possible: every earlier
@@ -330,7 +354,7 @@ impl Plan {
         }
         archived.extend(self.turns[..last].iter().flatten().cloned());
         archived.extend(all[1..kept_from].iter().flatten().cloned());
-        Cut { context, archived }
+        Cut { context, archived }.paired()
     }
 }
 
@@ -391,7 +415,7 @@ impl Plan {
         let mut archived = self.superseded.clone();
         archived.extend(self.turns[..last].iter().flatten().cloned());
         archived.extend(all[1..end].iter().flatten().cloned());
-        Cut { context, archived }
+        Cut { context, archived }.paired()
     }
 }
 

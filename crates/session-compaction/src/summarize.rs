@@ -1,10 +1,11 @@
 //! Summarizing strategies and the summarizers behind them.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
-use session_core::{CompactionSource, Role, SessionEvent, TokenEstimator};
+use session_core::{CompactionSource, Message, Role, SessionEvent, TokenEstimator};
 
 use crate::error::CompactionError;
 use crate::plan::Plan;
@@ -180,6 +181,30 @@ fn choose_cut(
     Ok(Cutting::Turns { cut, inside })
 }
 
+/// `shown` with the results of its tool calls that arrived later, in the
+/// part of the context that stays: they leave with their calls (see
+/// `Cut::paired`), so the summarizer sees them.
+fn with_late_results(mut shown: Vec<SessionEvent>, plan: &Plan) -> Vec<SessionEvent> {
+    let calls: HashSet<&str> = shown
+        .iter()
+        .flat_map(|e| e.message.tool_calls().iter().map(|c| c.id.as_str()))
+        .collect();
+    let have: HashSet<&str> = shown.iter().map(|e| e.id.as_str()).collect();
+    let late: Vec<SessionEvent> = plan
+        .preamble
+        .iter()
+        .chain(plan.turns.iter().flatten())
+        .filter(|e| !have.contains(e.id.as_str()))
+        .filter(|e| {
+            matches!(&e.message, Message::Tool { tool_call_id, .. }
+                if calls.contains(tool_call_id.as_str()))
+        })
+        .cloned()
+        .collect();
+    shown.extend(late);
+    shown
+}
+
 /// Summarizes the turns leaving the context into one synthetic summary turn.
 async fn summarize_into_turn(
     request: &CompactionRequest,
@@ -227,6 +252,7 @@ async fn summarize_into_turn(
             shown
         }
     };
+    let shown = with_late_results(shown, &plan);
     let summary_request = SummaryRequest {
         system_prompt: &prompts.system,
         user_prompt: prompts.render(previous, &shown),

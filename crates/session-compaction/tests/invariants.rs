@@ -17,6 +17,9 @@ struct TurnSpec {
     tool_calls: usize,
     branched: bool,
     words: usize,
+    /// The turn's first tool result arrives this many turns later (right
+    /// after that turn's question, or at the end), not after its call.
+    late: Option<usize>,
 }
 
 /// A conversation; in turn `pending_at` (if any) the last tool call gets no
@@ -36,11 +39,15 @@ fn conversation(
         events.extend([p, a]);
     }
     let mut call_id = 0;
+    let mut deferred: Vec<(usize, SessionEvent)> = Vec::new();
     for (t, spec) in turns.iter().enumerate() {
         events.push(SessionEvent::new(Message::user(format!(
             "question {t} {}",
             "word ".repeat(spec.words)
         ))));
+        let (due, later): (Vec<_>, Vec<_>) = deferred.drain(..).partition(|(at, _)| *at <= t);
+        deferred = later;
+        events.extend(due.into_iter().map(|(_, e)| e));
         for c in 0..spec.tool_calls {
             call_id += 1;
             let id = format!("call_{call_id}");
@@ -49,12 +56,12 @@ fn conversation(
                 vec![ToolCall::new(&id, "lookup", &serde_json::json!({"q": c}))],
             )));
             let last = pending_at == Some(t) && c + 1 == spec.tool_calls;
-            if !last {
-                events.push(SessionEvent::new(Message::tool_result(
-                    &id,
-                    "lookup",
-                    format!("result {c}"),
-                )));
+            let result =
+                SessionEvent::new(Message::tool_result(&id, "lookup", format!("result {c}")));
+            match spec.late {
+                _ if last => {}
+                Some(by) if c == 0 => deferred.push((t + by, result)),
+                _ => events.push(result),
             }
         }
         if spec.branched {
@@ -70,6 +77,7 @@ fn conversation(
             "word ".repeat(spec.words)
         ))));
     }
+    events.extend(deferred.into_iter().map(|(_, e)| e));
     events
 }
 
@@ -122,11 +130,18 @@ fn tool_ids(events: &[SessionEvent]) -> (HashSet<String>, HashSet<String>) {
 }
 
 fn turn_spec() -> impl Strategy<Value = TurnSpec> {
-    (0usize..3, any::<bool>(), 1usize..30).prop_map(|(tool_calls, branched, words)| TurnSpec {
-        tool_calls,
-        branched,
-        words,
-    })
+    (
+        0usize..3,
+        any::<bool>(),
+        1usize..30,
+        prop::option::of(1usize..4),
+    )
+        .prop_map(|(tool_calls, branched, words, late)| TurnSpec {
+            tool_calls,
+            branched,
+            words,
+            late,
+        })
 }
 
 proptest! {

@@ -38,7 +38,9 @@ mod validate;
 pub use batch::prepare_events;
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
-pub use context::{model_context, pinned_first, remove_unpaired_tool_calls, ContextOptions};
+pub use context::{
+    model_context, pair_adjacent, pinned_first, remove_unpaired_tool_calls, ContextOptions,
+};
 pub use context_log::{ContextChange, ContextLog};
 pub use dump::SessionDump;
 pub use error::{BoxError, ErrorKind, ErrorReport, Result, SessionError};

@@ -405,6 +405,9 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         options: &ContextOptions,
     ) -> Result<Vec<Message>> {
+        if let Some(branch) = &options.branch {
+            crate::validate::validate_branch(branch)?;
+        }
         let s = self.owned(owner, id).await?;
         let events = self.repo.all_events(&s.id, EventView::Context).await?;
         Ok(model_context(events, options))
