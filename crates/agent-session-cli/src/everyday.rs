@@ -442,6 +442,12 @@ async fn compact(
             None => writeln!(out, "nothing to compact")?,
         }
     }
+    if let Some(shortfall) = &done.shortfall {
+        if !json {
+            writeln!(out, "still over the budget: {shortfall}")?;
+        }
+        tracing::warn!(session_id = %a.session, over_by = shortfall.over_by, "the context is still over the budget: {shortfall}");
+    }
     Ok(())
 }
 

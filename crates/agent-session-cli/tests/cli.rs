@@ -133,6 +133,8 @@ fn create_append_show_search_round_trip() {
 fn compact_rewind_end_delete_and_stats() {
     let s = store();
     create(&s, &["--id", "s1"]);
+    // Turns long enough that a summary of one saves tokens.
+    let detail = " about the order, its delivery and the refund".repeat(4);
     for i in 0..4 {
         append(
             &s,
@@ -141,7 +143,7 @@ fn compact_rewind_end_delete_and_stats() {
                 "--role",
                 "user",
                 "--text",
-                &format!("question {i}"),
+                &format!("question {i}{detail}"),
                 "--invocation",
                 &format!("inv-{i}"),
             ],
@@ -149,7 +151,12 @@ fn compact_rewind_end_delete_and_stats() {
         append(
             &s,
             "s1",
-            &["--role", "assistant", "--text", &format!("answer {i}")],
+            &[
+                "--role",
+                "assistant",
+                "--text",
+                &format!("answer {i}{detail}"),
+            ],
         );
     }
     let c = out(cli(&s).args([

@@ -98,49 +98,127 @@ fn probe_one_long_turn_compacts_within_budget() {
     }
 }
 
+/// Three invocations, a compaction by each strategy, then a rewind (and a
+/// fork) before the third: turns 1 and 2 are the context again.
 #[test]
 fn probe_two_rewind_after_compaction_keeps_the_earlier_turns() {
     let (_dir, url) = store();
-    run(&url, &["create", "--user", "ada", "--id", "rw"]);
-    for i in 1..=3 {
-        let inv = format!("i{i}");
-        run(
-            &url,
-            &[
-                "append",
-                "rw",
-                "--role",
-                "user",
-                "--text",
-                &format!("question {i}"),
-                "--invocation",
-                &inv,
-            ],
-        );
-        run(
-            &url,
-            &[
-                "append",
-                "rw",
-                "--role",
-                "assistant",
-                "--text",
-                &format!("answer {i}"),
-                "--invocation",
-                &inv,
-            ],
-        );
+    let detail = " with the details of the order and the delivery".repeat(4);
+    let strategies: [&[&str]; 4] = [
+        &["--strategy", "summarize", "--keep", "1"],
+        &["--strategy", "turn-window", "--max-turns", "1"],
+        &["--strategy", "sliding-window", "--max-events", "2"],
+        &["--strategy", "token-budget", "--max-tokens", "120"],
+    ];
+    for (n, strategy) in strategies.iter().enumerate() {
+        let id = format!("rw{n}");
+        run(&url, &["create", "--user", "ada", "--id", &id]);
+        for i in 1..=3 {
+            let inv = format!("i{i}");
+            for (role, text) in [("user", "question"), ("assistant", "answer")] {
+                let text = format!("{text} {i}{detail}");
+                run(
+                    &url,
+                    &[
+                        "append",
+                        &id,
+                        "--role",
+                        role,
+                        "--text",
+                        &text,
+                        "--invocation",
+                        &inv,
+                    ],
+                );
+            }
+        }
+        let mut compact = vec!["compact", id.as_str()];
+        compact.extend_from_slice(strategy);
+        let said = run(&url, &compact);
+        assert!(said.starts_with("compacted"), "{strategy:?}: {said}");
+        let forked = run(&url, &["fork", &id, "--before-invocation", "i3"]);
+        let fork_id = forked.split_whitespace().next().unwrap().to_owned();
+        run(&url, &["rewind", &id, "--before-invocation", "i3"]);
+        for session in [&id, &fork_id] {
+            let texts: Vec<String> = context(&url, session)
+                .iter()
+                .map(|e| {
+                    let t = e["text"].as_str().unwrap();
+                    t.split(" with").next().unwrap().to_owned()
+                })
+                .collect();
+            assert_eq!(
+                texts,
+                ["question 1", "answer 1", "question 2", "answer 2"],
+                "{strategy:?}, {session}"
+            );
+        }
     }
+}
+
+/// A token budget the pinned system prompt and the newest turn alone are
+/// over: the older turns go, and the CLI says how far over it still is.
+#[test]
+fn probe_four_a_budget_that_cannot_be_met_says_by_how_much() {
+    let (_dir, url) = store();
+    run(&url, &["create", "--user", "ada", "--id", "b"]);
     run(
         &url,
-        &["compact", "rw", "--strategy", "summarize", "--keep", "1"],
+        &[
+            "append",
+            "b",
+            "--role",
+            "system",
+            "--text",
+            "You are a careful assistant who answers briefly.",
+        ],
     );
-    run(&url, &["rewind", "rw", "--before-invocation", "i3"]);
-    let texts: Vec<String> = context(&url, "rw")
-        .iter()
-        .map(|e| e["text"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(texts, ["question 1", "answer 1", "question 2", "answer 2"]);
+    for i in 1..=4 {
+        for (role, text) in [("user", "question"), ("assistant", "answer")] {
+            run(
+                &url,
+                &[
+                    "append",
+                    "b",
+                    "--role",
+                    role,
+                    "--text",
+                    &format!("{text} {i}"),
+                ],
+            );
+        }
+    }
+    let said = run(
+        &url,
+        &[
+            "compact",
+            "b",
+            "--strategy",
+            "token-budget",
+            "--max-tokens",
+            "20",
+        ],
+    );
+    assert!(said.starts_with("compacted"), "{said}");
+    assert!(
+        said.contains("still over the budget:") && said.contains("over the budget of 20"),
+        "{said}"
+    );
+    let json = run(
+        &url,
+        &[
+            "--json",
+            "compact",
+            "b",
+            "--strategy",
+            "token-budget",
+            "--max-tokens",
+            "20",
+        ],
+    );
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["shortfall"]["unit"], "tokens", "{v}");
+    assert_eq!(v["shortfall"]["budget"], 20, "{v}");
 }
 
 #[test]
@@ -289,6 +367,8 @@ async fn summarize_with_an_openai_compatible_endpoint() {
         .await;
     let (_dir, url) = store();
     run(&url, &["create", "--user", "ada", "--id", "s"]);
+    // Turns long enough that the summary saves tokens.
+    let detail = " about the lockers at the station and their sizes".repeat(3);
     for i in 1..=3 {
         run(
             &url,
@@ -298,7 +378,7 @@ async fn summarize_with_an_openai_compatible_endpoint() {
                 "--role",
                 "user",
                 "--text",
-                &format!("question {i}"),
+                &format!("question {i}{detail}"),
             ],
         );
         run(
@@ -309,7 +389,7 @@ async fn summarize_with_an_openai_compatible_endpoint() {
                 "--role",
                 "assistant",
                 "--text",
-                &format!("answer {i}"),
+                &format!("answer {i}{detail}"),
             ],
         );
     }

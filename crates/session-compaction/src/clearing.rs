@@ -157,17 +157,23 @@ impl CompactionStrategy for ToolResultClearing {
                 Message::Tool {
                     tool_call_id, name, ..
                 } if cleared.contains(&i) => {
-                    context.push(placeholder(
-                        e,
-                        tool_call_id,
-                        name.as_deref(),
-                        self.estimator.as_ref(),
-                    ));
-                    archived.push(e.clone());
+                    let stand_in =
+                        placeholder(e, tool_call_id, name.as_deref(), self.estimator.as_ref());
+                    // A placeholder no smaller than its result would grow the context.
+                    if stand_in.token_estimate < e.token_estimate {
+                        context.push(stand_in);
+                        archived.push(e.clone());
+                    } else {
+                        context.push(e.clone());
+                    }
                 }
                 _ => context.push(e.clone()),
             }
         }
-        Ok(CompactionResult::build(request, context, archived, None))
+        Ok(
+            CompactionResult::build(request, context, archived, None).explained(|| {
+                format!("the {clear} tool results that could be cleared are no larger than their placeholders")
+            }),
+        )
     }
 }

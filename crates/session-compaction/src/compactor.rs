@@ -112,13 +112,14 @@ impl Start {
                 tokens_after: r.metrics.tokens_after,
                 summary: r.summary,
                 version: r.version.unwrap_or(self.version),
+                shortfall: r.shortfall,
             }),
             CompactionOutcome::LostRace { read_version } => Err(SessionError::Conflict {
                 id: self.id.to_string(),
                 expected: read_version,
                 actual: repository.event_version(&self.id).await?,
             }),
-            CompactionOutcome::NotNeeded { reason } => Ok(Compacted {
+            CompactionOutcome::NotNeeded { reason, shortfall } => Ok(Compacted {
                 compacted: false,
                 reason: Some(reason),
                 strategy: Some(policy.strategy_name().to_owned()),
@@ -128,6 +129,7 @@ impl Start {
                 tokens_after: self.tokens,
                 summary: None,
                 version: self.version,
+                shortfall,
             }),
         }
     }

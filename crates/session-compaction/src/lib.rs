@@ -31,7 +31,8 @@
 //! let s = service.create(CreateSessionRequest::builder("alice").build()?).await?;
 //! for i in 1..=4 {
 //!     service.append_message(&alice, &s.id, Message::user(format!("Question {i}: my code is {i}23."))).await?;
-//!     service.append_message(&alice, &s.id, Message::assistant(format!("Answer {i}."))).await?;
+//!     let answer = format!("Answer {i}. {}", "Here is a long explanation of the details. ".repeat(8));
+//!     service.append_message(&alice, &s.id, Message::assistant(answer)).await?;
 //! }
 //! // The fourth turn fired the trigger: a summary turn plus the last two turns.
 //! let context = service.messages(&alice, &s.id).await?;

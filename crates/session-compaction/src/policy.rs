@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use session_core::BudgetShortfall;
 use session_core::{
     AppendHook, AppendOutcome, EventView, Owner, Session, SessionEvent, SessionId,
     SessionRepository, SessionRepositoryExt,
@@ -38,6 +39,9 @@ pub enum CompactionOutcome {
         /// Why, in a sentence a user can act on ("the context holds 3
         /// turns, within the limit of 10", "below the trigger ...").
         reason: String,
+        /// When the context is over the strategy's budget and nothing
+        /// could go: by how much and why.
+        shortfall: Option<BudgetShortfall>,
     },
     /// The context was replaced.
     Compacted(CompactionResult),
@@ -176,6 +180,7 @@ impl CompactionPolicy {
                     "below the trigger ({:?}) at {tokens} context tokens",
                     self.trigger
                 ),
+                shortfall: None,
             });
         }
         self.run(repository, session, Some(factor)).await
@@ -269,6 +274,7 @@ impl CompactionPolicy {
                     "below the trigger ({:?}): {} tokens, {} events, {} turns",
                     self.trigger, request.token_count, request.event_count, request.turn_count
                 ),
+                shortfall: None,
             });
         }
         if let Some(hook) = self.before.as_ref().filter(|_| !*flushed) {
@@ -284,7 +290,22 @@ impl CompactionPolicy {
                     self.strategy.name()
                 )
             });
-            return Ok(CompactionOutcome::NotNeeded { reason });
+            return Ok(CompactionOutcome::NotNeeded {
+                reason,
+                shortfall: result.shortfall,
+            });
+        }
+        if result.metrics.tokens_after >= result.metrics.tokens_before {
+            let m = result.metrics;
+            return Ok(CompactionOutcome::NotNeeded {
+                reason: format!(
+                    "{} would not make the context smaller ({} tokens before, {} after), so nothing was written",
+                    self.strategy.name(),
+                    m.tokens_before,
+                    m.tokens_after
+                ),
+                shortfall: result.shortfall,
+            });
         }
         result.notice = Some(CompactionNotice {
             strategy: self.strategy.name().to_owned(),

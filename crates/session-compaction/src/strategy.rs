@@ -2,7 +2,7 @@
 //! the strategies that decide what stays in the context.
 
 use async_trait::async_trait;
-use session_core::{Session, SessionEvent};
+use session_core::{BudgetShortfall, BudgetUnit, Session, SessionEvent};
 
 use crate::plan::{tokens, Plan};
 
@@ -71,6 +71,9 @@ pub struct CompactionResult {
     /// The session's version once [`crate::CompactionPolicy`] swapped this
     /// context in (`None` until then).
     pub version: Option<u64>,
+    /// When the new context is still over the strategy's budget: by how
+    /// much and why.
+    pub shortfall: Option<BudgetShortfall>,
 }
 
 /// What one compaction did: the policy returns it in the outcome and
@@ -122,7 +125,14 @@ impl CompactionResult {
             notice: None,
             unchanged_because: None,
             version: None,
+            shortfall: None,
         }
+    }
+
+    /// Records that the new context is still over the strategy's budget.
+    pub(crate) fn short_by(mut self, shortfall: Option<BudgetShortfall>) -> Self {
+        self.shortfall = shortfall;
+        self
     }
 
     /// Records why nothing changed, when nothing did.
@@ -346,14 +356,37 @@ impl CompactionStrategy for SlidingWindow {
         } else {
             plan.cut_with(cut, plan.synthetic.clone(), true)
         };
+        let real = c.context.len().saturating_sub(fixed);
+        let shortfall = BudgetShortfall::of(
+            BudgetUnit::Events,
+            u64::try_from(self.max_events).unwrap_or(u64::MAX),
+            u64::try_from(real).unwrap_or(u64::MAX),
+            || shortfall_reason(&plan, plan.preamble.len() > self.max_events),
+        );
         Ok(
-            CompactionResult::build(request, c.context, c.archived, None).explained(|| {
-                why_kept(
-                    &plan,
-                    &format!("{kept} events fit the window of {}", self.max_events),
-                )
-            }),
+            CompactionResult::build(request, c.context, c.archived, None)
+                .short_by(shortfall)
+                .explained(|| {
+                    why_kept(
+                        &plan,
+                        &format!("{kept} events fit the window of {}", self.max_events),
+                    )
+                }),
         )
+    }
+}
+
+/// Why a window strategy's context is still over its budget: what it
+/// never cuts (`fixed_over`: the pinned messages, summaries and preamble
+/// alone are over), a pending tool call, or the newest step.
+fn shortfall_reason(plan: &Plan, fixed_over: bool) -> String {
+    if fixed_over {
+        "the pinned system messages, summaries and events before the first question are over it on their own"
+            .to_owned()
+    } else if plan.max_cut() < plan.turns.len().saturating_sub(1) {
+        "a tool call still waiting for its result keeps its turn and every later one".to_owned()
+    } else {
+        "the newest turn's question and latest step are never cut".to_owned()
     }
 }
 
@@ -424,10 +457,19 @@ impl CompactionStrategy for TurnWindow {
             );
         }
         let cut = plan.turns.len().saturating_sub(self.max_turns.max(1));
+        let kept = plan.turns.len().saturating_sub(cut.min(plan.max_cut()));
+        let shortfall = BudgetShortfall::of(
+            BudgetUnit::Turns,
+            u64::try_from(self.max_turns).unwrap_or(u64::MAX),
+            u64::try_from(kept).unwrap_or(u64::MAX),
+            || shortfall_reason(&plan, false),
+        );
         let c = plan.cut_with(cut, plan.synthetic.clone(), true);
-        Ok(CompactionResult::build(
-            request, c.context, c.archived, None,
-        ))
+        Ok(
+            CompactionResult::build(request, c.context, c.archived, None)
+                .short_by(shortfall)
+                .explained(|| why_kept(&plan, "")),
+        )
     }
 }
 
@@ -496,16 +538,22 @@ impl CompactionStrategy for TokenBudget {
             plan.cut_with(cut, plan.synthetic.clone(), true)
         };
         let total = request.token_count;
-        Ok(
-            CompactionResult::build(request, c.context, c.archived, None).explained(|| {
-                why_kept(
-                    &plan,
-                    &format!(
-                        "the context's {total} tokens fit the budget of {}",
-                        self.max_tokens
-                    ),
-                )
-            }),
-        )
+        let fixed = plan.overhead() + tokens(&plan.synthetic);
+        let result = CompactionResult::build(request, c.context, c.archived, None);
+        let shortfall = BudgetShortfall::of(
+            BudgetUnit::Tokens,
+            self.max_tokens,
+            result.metrics.tokens_after,
+            || shortfall_reason(&plan, fixed > self.max_tokens),
+        );
+        Ok(result.short_by(shortfall).explained(|| {
+            why_kept(
+                &plan,
+                &format!(
+                    "the context's {total} tokens fit the budget of {}",
+                    self.max_tokens
+                ),
+            )
+        }))
     }
 }

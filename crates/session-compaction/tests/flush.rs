@@ -146,11 +146,19 @@ async fn the_flush_turn_runs_once_before_the_summarizer_even_across_a_lost_race(
     *summarizer.session.lock() = Some(s.id.clone());
     for i in 0..3 {
         memory
-            .record(&alice, &s.id, Message::user(format!("q{i}")))
+            .record(
+                &alice,
+                &s.id,
+                Message::user(format!("q{i} {}", "with details ".repeat(10))),
+            )
             .await
             .unwrap();
         memory
-            .record(&alice, &s.id, Message::assistant(format!("a{i}")))
+            .record(
+                &alice,
+                &s.id,
+                Message::assistant(format!("a{i} {}", "with details ".repeat(10))),
+            )
             .await
             .unwrap();
     }

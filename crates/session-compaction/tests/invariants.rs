@@ -192,7 +192,15 @@ proptest! {
             let order: Vec<&str> = events.iter().filter(|e| ctx_ids.contains(e.id.as_str()) && !e.is_synthetic()).map(|e| e.id.as_str()).collect();
             let kept: Vec<&str> = result.context.iter().filter(|e| !e.is_synthetic()).map(|e| e.id.as_str()).collect();
             prop_assert_eq!(order, kept, "{}: order changed", name);
-            // The result fits the budget whenever the latest turn alone would.
+            // The result fits the budget, or says by how much it does not.
+            if let Some(max) = budget {
+                let after = result.metrics.tokens_after;
+                match &result.shortfall {
+                    None => prop_assert!(after <= max, "{name}: {after} tokens over {max}, silently"),
+                    Some(s) => prop_assert_eq!((s.after, s.over_by), (after, after - max), "{}", name),
+                }
+            }
+            // It fits whenever the latest turn alone would.
             if let Some(max) = budget {
                 let synthetic: u64 = events.iter().filter(|e| e.is_synthetic()).map(|e| u64::from(e.token_estimate)).sum();
                 let real: Vec<SessionEvent> = events.iter().filter(|e| !e.is_synthetic()).cloned().collect();

@@ -268,8 +268,16 @@ async fn structured_summaries_merge_and_stay_searchable() {
     svc.append_message(&owner(), &id, Message::assistant("Noted."))
         .await
         .unwrap();
+    // Turns long enough that each summary saves tokens (a summary that
+    // would not is not made).
+    let detail = " and the hotel, the transfer and the luggage".repeat(8);
     for i in 2..=6 {
-        turn(&svc, &id, i).await;
+        for m in [
+            Message::user(format!("question {i}{detail}")),
+            Message::assistant(format!("answer {i}{detail}")),
+        ] {
+            svc.append_message(&owner(), &id, m).await.unwrap();
+        }
     }
     let ctx = svc.messages(&owner(), &id).await.unwrap();
     let summary: serde_json::Value = serde_json::from_str(ctx[1].text()).unwrap();
@@ -356,4 +364,76 @@ async fn background_compaction_runs_off_the_append_path() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("background compaction never happened");
+}
+
+/// A session through the service, with a system prompt and `turns` short
+/// question-answer turns, no compaction on append.
+async fn short_turns(turns: usize) -> (DefaultSessionService, SessionId) {
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo);
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    svc.append_message(
+        &owner(),
+        &s.id,
+        Message::system("You are a careful assistant who answers in one short sentence."),
+    )
+    .await
+    .unwrap();
+    for i in 1..=turns {
+        turn(&svc, &s.id, i).await;
+    }
+    (svc, s.id)
+}
+
+/// Summarizing three short turns would write a summary turn larger than
+/// what it replaces: nothing is written, and the outcome says why.
+#[tokio::test]
+async fn a_summary_that_would_not_save_tokens_is_not_made() {
+    let (svc, id) = short_turns(3).await;
+    let before = svc.get(&owner(), &id).await.unwrap();
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(1),
+        Arc::new(RecursiveSummarization::new(
+            1,
+            Arc::new(ExtractiveSummarizer::new()),
+        )),
+    );
+    let done = svc.compact(&owner(), &id, &policy).await.unwrap();
+    assert!(!done.compacted, "{done:?}");
+    let reason = done.reason.unwrap();
+    assert!(
+        reason.contains("would not make the context smaller"),
+        "{reason}"
+    );
+    let after = svc.get(&owner(), &id).await.unwrap();
+    assert_eq!(after.version, before.version, "nothing written");
+    assert_eq!(after.context_tokens, before.context_tokens);
+}
+
+/// A token budget below what the pinned system prompt and the newest turn
+/// need is overshot only with a typed shortfall that says by how much.
+#[tokio::test]
+async fn a_budget_that_cannot_be_met_reports_the_shortfall() {
+    let (svc, id) = short_turns(4).await;
+    let policy = CompactionPolicy::new(
+        Trigger::TurnCount(1),
+        Arc::new(session_compaction::TokenBudget::new(20).unwrap()),
+    );
+    let done = svc.compact(&owner(), &id, &policy).await.unwrap();
+    assert!(done.compacted, "the older turns went: {done:?}");
+    let shortfall = done.shortfall.expect("over the budget, and says so");
+    assert_eq!(shortfall.unit, session_core::BudgetUnit::Tokens);
+    assert_eq!(shortfall.budget, 20);
+    assert_eq!(shortfall.after, done.tokens_after);
+    assert_eq!(shortfall.over_by, done.tokens_after - 20);
+    assert!(shortfall.reason.contains("never cut"), "{shortfall}");
+    let fits = CompactionPolicy::new(
+        Trigger::TurnCount(1),
+        Arc::new(session_compaction::TokenBudget::new(10_000).unwrap()),
+    );
+    let done = svc.compact(&owner(), &id, &fits).await.unwrap();
+    assert_eq!(done.shortfall, None, "within the budget: {done:?}");
 }

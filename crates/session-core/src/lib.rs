@@ -71,9 +71,9 @@ pub use search::{
     SearchQuery, SearchScope, TrigramIndex,
 };
 pub use service::{
-    AppendHook, Compacted, Compactor, CreateSessionRequest, CreateSessionRequestBuilder,
-    DailyReset, DefaultSessionService, Expiry, ResetPolicy, ResolveRequest, Resolved, Rewound,
-    SessionService,
+    AppendHook, BudgetShortfall, BudgetUnit, Compacted, Compactor, CreateSessionRequest,
+    CreateSessionRequestBuilder, DailyReset, DefaultSessionService, Expiry, ResetPolicy,
+    ResolveRequest, Resolved, Rewound, SessionService,
 };
 pub use session::{
     default_ttl, NewSession, Session, SessionStatus, SessionUpdate, DEFAULT_APP, ENCRYPTION_RECORD,

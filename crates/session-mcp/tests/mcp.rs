@@ -112,7 +112,7 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
         assert_eq!(r.is_error, Some(false), "{}", text(&r));
         let r = call(
             "append_message",
-            json!({"session_id": id, "role": "assistant", "content": format!("looking into ORD-5821{n}")}),
+            json!({"session_id": id, "role": "assistant", "content": format!("looking into ORD-5821{n}: {}", "checking the carrier, the depot and the route. ".repeat(20))}),
         )
         .await;
         let seq = serde_json::from_str::<Value>(&text(&r)).unwrap()["seq"].as_u64();

@@ -243,7 +243,11 @@ fn tool_loop(first: u32, steps: u32, invocation: &str) -> Vec<SessionEvent> {
         events.push(next(Message::tool_result(
             format!("call-{first}-{i}"),
             "lookup",
-            format!("warehouse {i}: ORD-17 not here, {} shelves checked", i * 40),
+            format!(
+                "warehouse {i}: ORD-17 not here, {} shelves checked:{}",
+                i * 40,
+                " aisle clear, dock clear, cage clear,".repeat(6)
+            ),
         )));
     }
     events.push(next(Message::assistant(

@@ -49,4 +49,73 @@ pub struct Compacted {
     pub summary: Option<String>,
     /// The session's version after (unchanged when nothing was compacted).
     pub version: u64,
+    /// When the context is still over the strategy's budget (tokens,
+    /// events or turns), by how much and why: a budget is met or this
+    /// says so, never silently overshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortfall: Option<BudgetShortfall>,
+}
+
+/// What a budget counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum BudgetUnit {
+    /// Context tokens (`token_budget`).
+    Tokens,
+    /// Context events (`sliding_window`).
+    Events,
+    /// Turns (`turn_window`).
+    Turns,
+}
+
+/// A context left over its budget after a compaction, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BudgetShortfall {
+    /// What the budget counts.
+    pub unit: BudgetUnit,
+    /// The budget.
+    pub budget: u64,
+    /// What the context holds after the compaction.
+    pub after: u64,
+    /// How far over the budget it is (`after - budget`).
+    pub over_by: u64,
+    /// Why the rest could not go (the pinned system messages, the newest
+    /// step, a tool call waiting for its result).
+    pub reason: String,
+}
+
+impl BudgetShortfall {
+    /// The shortfall of a context holding `after` against `budget`, or
+    /// `None` when it fits.
+    pub fn of(
+        unit: BudgetUnit,
+        budget: u64,
+        after: u64,
+        reason: impl FnOnce() -> String,
+    ) -> Option<Self> {
+        (after > budget).then(|| Self {
+            unit,
+            budget,
+            after,
+            over_by: after.saturating_sub(budget),
+            reason: reason(),
+        })
+    }
+}
+
+impl std::fmt::Display for BudgetShortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.unit {
+            BudgetUnit::Tokens => "tokens",
+            BudgetUnit::Events => "events",
+            BudgetUnit::Turns => "turns",
+        };
+        write!(
+            f,
+            "{} {unit} over the budget of {} ({} {unit} left): {}",
+            self.over_by, self.budget, self.after, self.reason
+        )
+    }
 }

@@ -7,7 +7,7 @@ mod hook;
 mod requests;
 
 pub use api::SessionService;
-pub use compact::{Compacted, Compactor};
+pub use compact::{BudgetShortfall, BudgetUnit, Compacted, Compactor};
 pub use default::DefaultSessionService;
 pub use hook::AppendHook;
 pub use requests::{
