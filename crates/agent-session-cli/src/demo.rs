@@ -121,6 +121,13 @@ impl Story {
         let before = self.service.get(owner, id).await?;
         let before_events = self.service.events(owner, id, &context).await?.items.len() + 1;
         let last = Message::user("Thanks! One more thing: book me a train ticket.");
+        // The context the trigger saw: the one before, plus this message.
+        let before_tokens = before.context_tokens.saturating_add(u64::from(
+            agent_session::TokenEstimator::estimate_message(
+                &agent_session::HeuristicEstimator,
+                &last,
+            ),
+        ));
         compacting.append_message(owner, id, last).await?;
         let after = self.service.get(owner, id).await?;
         let ctx = self.service.events(owner, id, &context).await?.items;
@@ -129,7 +136,7 @@ impl Story {
             "trigger TokenCount(120) fired on the next append: context {} → {} events, {} → {} tokens; the archive keeps all {} events",
             before_events,
             ctx.len(),
-            before.context_tokens,
+            before_tokens,
             after.context_tokens,
             after.event_count
         )?;
