@@ -33,7 +33,8 @@ use session_core::{
     SessionQuery, SessionService, SessionUpdate, StateMap,
 };
 use session_wire::{
-    CreateBody, EventParams, ForkBody, ResolveBody, ResolvedBody, RewindBody, SessionListParams,
+    CreateBody, EventParams, ForkBody, ResetBody, ResolveBody, ResolvedBody, RewindBody,
+    SessionListParams,
 };
 
 /// An operation's answer, to come.
@@ -53,6 +54,7 @@ const OPS: &[(&str, Op)] = &[
     ("end", |s, a| Box::pin(end(s, a))),
     ("reopen", |s, a| Box::pin(reopen(s, a))),
     ("resolve", |s, a| Box::pin(resolve(s, a))),
+    ("reset", |s, a| Box::pin(reset(s, a))),
     ("append", |s, a| Box::pin(append(s, a))),
     ("events", |s, a| Box::pin(events(s, a))),
     ("items", |s, a| Box::pin(items(s, a))),
@@ -199,6 +201,13 @@ async fn resolve(s: &dyn SessionService, args: Value) -> Result<String> {
         session: resolved.session,
         is_new: resolved.is_new,
     })
+}
+
+/// Starts a key over: its active session ended, a new one answered.
+async fn reset(s: &dyn SessionService, args: Value) -> Result<String> {
+    let owner = owner(&args)?;
+    let body: ResetBody = required(&args, "reset")?;
+    reply(&s.reset(&body.into_request(&owner)?).await?)
 }
 
 async fn append(s: &dyn SessionService, args: Value) -> Result<String> {
@@ -353,5 +362,33 @@ mod tests {
     fn every_operation_has_one_name() {
         let mut seen = std::collections::HashSet::new();
         assert!(names().all(|n| seen.insert(n)));
+    }
+
+    #[test]
+    fn reset_starts_the_key_over_and_resolve_finds_the_new_session() {
+        let service = session_core::DefaultSessionService::new(
+            session_core::InMemoryRepository::new().shared(),
+        );
+        let run = async {
+            let resolve = r#"{"app": "support", "user_id": "ada", "resolve": {"key": "chat-1"}}"#;
+            let first: Value = serde_json::from_str(&call(&service, "resolve", resolve).await?)
+                .map_err(|e| SessionError::serialization("answer", e))?;
+            let reset = r#"{"app": "support", "user_id": "ada", "reset": {"key": "chat-1"}}"#;
+            let fresh: Value = serde_json::from_str(&call(&service, "reset", reset).await?)
+                .map_err(|e| SessionError::serialization("answer", e))?;
+            let again: Value = serde_json::from_str(&call(&service, "resolve", resolve).await?)
+                .map_err(|e| SessionError::serialization("answer", e))?;
+            let missing = call(&service, "reset", r#"{"app": "support", "user_id": "ada"}"#).await;
+            Ok::<_, SessionError>((first, fresh, again, missing))
+        };
+        let (first, fresh, again, missing) = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .block_on(run)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(first["session"]["id"], fresh["id"], "a new session");
+        assert_eq!(again["session"]["id"], fresh["id"]);
+        assert_eq!(again["is_new"], false);
+        assert!(missing.is_err_and(|e| e.to_string().contains("reset")));
     }
 }

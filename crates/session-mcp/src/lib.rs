@@ -1,8 +1,10 @@
 //! The MCP server of agent-session: what an MCP-capable agent needs of its
-//! sessions, as tools. `conversation_search` and `cross_session_search`
-//! find what left the context, `get_context` reads the context as model
-//! messages, `append_message` records a message, and `compact_context`
-//! compacts the context now.
+//! sessions, as tools. `start_session` starts a session, `resolve_session`
+//! finds (or starts) the active session of a conversation key and
+//! `reset_session` starts a key over; `conversation_search` and
+//! `cross_session_search` find what left the context, `get_context` reads
+//! the context as model messages, `append_message` records a message, and
+//! `compact_context` compacts the context now.
 //!
 //! Served two ways, with the same scoping:
 //! - over stdio ([`serve_stdio`]), for one owner named when the server
@@ -33,5 +35,5 @@ pub use http_service::streamable_http;
 pub use stdio::serve_stdio;
 pub use tools::{
     AppendArgs, AppendRole, CompactArgs, ContextArgs, CrossSearchArgs, OwnerArgs, QueryArgs,
-    SearchArgs, SessionArgs, SessionTools,
+    ResetArgs, ResolveArgs, SearchArgs, SessionArgs, SessionTools, StartArgs,
 };

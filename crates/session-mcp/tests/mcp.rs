@@ -73,6 +73,23 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
             "compact_context",
             &["session_id", "spec", "app", "user_id"][..],
         ),
+        (
+            "start_session",
+            &[
+                "id", "key", "ttl_secs", "metadata", "state", "app", "user_id",
+            ][..],
+        ),
+        (
+            "resolve_session",
+            &[
+                "key",
+                "idle_timeout_secs",
+                "daily_reset_hour",
+                "daily_reset_zone",
+                "app",
+            ][..],
+        ),
+        ("reset_session", &["key", "group", "app", "user_id"][..]),
     ] {
         let schema = &listed.iter().find(|t| t.name == tool).unwrap().input_schema;
         let properties = schema.get("properties").and_then(Value::as_object).unwrap();
@@ -89,6 +106,9 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
         "get_context",
         "append_message",
         "compact_context",
+        "start_session",
+        "resolve_session",
+        "reset_session",
     ] {
         assert!(names.iter().any(|n| n == tool), "{tool} in {names:?}");
     }
@@ -151,6 +171,99 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
     );
     let r = call("get_context", json!({"session_id": "no-such"})).await;
     assert!(text(&r).contains("not_found"), "{}", text(&r));
+
+    client.cancel().await.unwrap();
+    server.await.unwrap();
+}
+
+/// An agent that knows only MCP: it starts a session, finds the session of
+/// a conversation key again (the same one twice), starts the key over (a
+/// new one, which the key then finds), and writes and reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_only_agent_starts_resolves_and_resets_its_sessions() {
+    let service = Arc::new(DefaultSessionService::new(
+        InMemoryRepository::new().shared(),
+    ));
+    let tools = SessionTools::for_owner(service.clone(), Owner::parse("support", "ada").unwrap());
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(async move {
+        let running = tools.serve(server_io).await.unwrap();
+        running.waiting().await.unwrap();
+    });
+    let client = ClientConfig::default().serve(client_io).await.unwrap();
+    let call = |name: &'static str, arguments: Value| {
+        let client = &client;
+        async move {
+            let r = client
+                .call_tool(CallToolRequestParams::new(name).with_arguments(args(arguments)))
+                .await
+                .unwrap();
+            (r.is_error == Some(true), text(&r))
+        }
+    };
+    let json_of = |(error, text): (bool, String)| {
+        assert!(!error, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+
+    let started = json_of(
+        call(
+            "start_session",
+            json!({"id": "notes-1", "metadata": {"topic": "orders"}, "state": {"step": 1}}),
+        )
+        .await,
+    );
+    assert_eq!(started["id"], "notes-1");
+    assert_eq!(started["metadata"]["topic"], "orders");
+    let (error, again) = call("start_session", json!({"id": "notes-1"})).await;
+    assert!(error && again.contains("already_exists"), "{again}");
+
+    let key = json!({"key": "telegram:chat-42"});
+    let first = json_of(call("resolve_session", key.clone()).await);
+    assert_eq!(first["is_new"], true, "{first}");
+    let same = json_of(call("resolve_session", key.clone()).await);
+    assert_eq!(same["is_new"], false, "{same}");
+    let id = first["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(same["session"]["id"], id.as_str(), "the same session twice");
+
+    let fresh = json_of(call("reset_session", key.clone()).await);
+    let new_id = fresh["id"].as_str().unwrap().to_owned();
+    assert_ne!(new_id, id, "a reset starts a new session");
+    assert_eq!(fresh["key"], "telegram:chat-42");
+    let after = json_of(call("resolve_session", key.clone()).await);
+    assert_eq!(
+        (after["session"]["id"].as_str(), after["is_new"].as_bool()),
+        (Some(new_id.as_str()), Some(false)),
+        "the key finds the new session"
+    );
+    let old = service
+        .get(
+            &Owner::parse("support", "ada").unwrap(),
+            &session_core::SessionId::new(&id).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        old.status,
+        session_core::SessionStatus::Archived,
+        "the old one is ended"
+    );
+
+    let appended = json_of(
+        call(
+            "append_message",
+            json!({"session_id": new_id, "role": "user", "content": "where is ORD-7?"}),
+        )
+        .await,
+    );
+    assert_eq!(appended["seq"], 1);
+    let context = json_of(call("get_context", json!({"session_id": new_id})).await);
+    assert_eq!(context[0]["content"], "where is ORD-7?", "{context}");
+
+    let (error, bad) = call("reset_session", json!({"key": ""})).await;
+    assert!(error && bad.contains("invalid_input"), "{bad}");
+    let (error, foreign) = call("resolve_session", json!({"key": "k", "user_id": "bob"})).await;
+    assert!(error && foreign.contains("not_found"), "{foreign}");
 
     client.cancel().await.unwrap();
     server.await.unwrap();
@@ -240,7 +353,7 @@ async fn over_http_each_call_acts_only_for_whom_its_key_allows() {
         .unwrap();
     assert_eq!(
         listed["result"]["tools"].as_array().map(Vec::len),
-        Some(5),
+        Some(8),
         "{listed}"
     );
 

@@ -42,6 +42,7 @@ use utoipa::{Modify, OpenApi};
         crate::owner::create,
         crate::owner::list,
         crate::owner::resolve,
+        crate::owner::reset,
         crate::owner::search,
         crate::owner::get_session,
         crate::owner::update,

@@ -15,7 +15,8 @@ use session_core::{
     SessionEvent, SessionUpdate, SharedState, UsageReport,
 };
 use session_wire::{
-    CreateBody, EventParams, ForkBody, ResolveBody, ResolvedBody, RewindBody, SessionListParams,
+    CreateBody, EventParams, ForkBody, ResetBody, ResolveBody, ResolvedBody, RewindBody,
+    SessionListParams,
 };
 
 use crate::owner_path::{Failure, OwnerAt, OwnerParams, OwnerState, SessionAt, SessionParams};
@@ -39,6 +40,7 @@ pub(crate) fn routes(state: OwnerState) -> Router {
         )
         .route(&format!("{base}/sessions"), post(create).get(list))
         .route(&format!("{base}/resolve"), post(resolve))
+        .route(&format!("{base}/reset"), post(reset))
         .route(&format!("{base}/search"), post(search))
         .route(
             &session,
@@ -130,6 +132,20 @@ pub(crate) async fn resolve(
         is_new: resolved.is_new,
     };
     Ok((etag(version), json(status, &body)).into_response())
+}
+
+/// Starts the key over: its active session is ended and a new one created
+#[utoipa::path(post, path = "/v1/apps/{app}/users/{user}/reset", operation_id = "owner_reset", tag = "owner",
+    params(OwnerParams), request_body = ResetBody,
+    responses((status = 201, description = "The key's new session (the one it had, if any, is ended)", body = Session, headers(("ETag" = String, description = "The session's version"))), Failure))]
+pub(crate) async fn reset(
+    State(s): Svc,
+    OwnerAt(owner): OwnerAt,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let body: ResetBody = json_body(&body)?;
+    let session = s.service.reset(&body.into_request(&owner)?).await?;
+    Ok((etag(session.version), json(StatusCode::CREATED, &session)).into_response())
 }
 
 /// A page of hits

@@ -552,3 +552,59 @@ async fn rewind_by_seq_or_invocation_restores_what_a_window_dropped() {
     let _: Value = json_of(http.post(&rewind).json(&json!({"invocation_id": "i2"}))).await;
     assert_eq!(context().await, ["q1", "a1"]);
 }
+
+/// A manual reset ends the key's session and starts a new one, which
+/// resolve then finds; a key never used gets its first session; a body
+/// naming no key, a bad key or a field reset does not take is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_starts_a_key_over_and_resolve_finds_the_new_session() {
+    let server = start(SessionServer::new(InMemoryRepository::new().shared())).await;
+    let http = Client::new();
+    let owner = format!("{}/v1/apps/support/users/ada", server.base);
+    let (resolve, reset) = (format!("{owner}/resolve"), format!("{owner}/reset"));
+    let key = json!({"key": "telegram:chat-42"});
+    let first: Value = json_of(http.post(&resolve).json(&key)).await;
+    let old = first["session"]["id"].as_str().unwrap().to_owned();
+
+    let r = http.post(&reset).json(&key).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert!(r.headers().get(header::ETAG).is_some());
+    let fresh: Value = r.json().await.unwrap();
+    let new = fresh["id"].as_str().unwrap().to_owned();
+    assert_ne!(new, old, "a new session");
+    assert_eq!(fresh["key"], "telegram:chat-42");
+
+    let r = http.post(&resolve).json(&key).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "found, not created");
+    let again: Value = r.json().await.unwrap();
+    assert_eq!(
+        (again["session"]["id"].as_str(), again["is_new"].as_bool()),
+        (Some(new.as_str()), Some(false))
+    );
+    let ended: Value = json_of(http.get(format!("{owner}/sessions/{old}"))).await;
+    assert_eq!(ended["status"], "archived", "{ended}");
+
+    // A key never used: the reset starts its first session.
+    let r = http
+        .post(&reset)
+        .json(&json!({"key": "never-seen", "metadata": {"channel": "sms"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let first_of_key: Value = r.json().await.unwrap();
+    assert_eq!(first_of_key["metadata"]["channel"], "sms");
+
+    for (bad, field) in [
+        (json!({}), "key"),
+        (json!({"key": "a b"}), "key"),
+        (json!({"key": "k", "idle_timeout_secs": 60}), "request body"),
+    ] {
+        let (status, body) = problem(http.post(&reset).json(&bad).send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{bad}: {body}"
+        );
+    }
+}

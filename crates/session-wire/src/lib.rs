@@ -18,5 +18,5 @@ mod owner;
 mod problem;
 
 pub use bodies::*;
-pub use owner::{CreateBody, ForkBody, ResolveBody, ResolvedBody, RewindBody};
+pub use owner::{CreateBody, ForkBody, ResetBody, ResolveBody, ResolvedBody, RewindBody};
 pub use problem::{http_status, Problem, PROBLEM_CONTENT_TYPE};

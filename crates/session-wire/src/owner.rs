@@ -126,6 +126,36 @@ impl ResolveBody {
     }
 }
 
+/// Start a key over: archive its active session (if any) and create a new one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct ResetBody {
+    /// The resolution key (`telegram:chat-123:agent-a`).
+    pub key: String,
+    /// The app's group session for the key, shared by all its users.
+    pub group: bool,
+    /// Time to live in seconds of the new session.
+    pub ttl_secs: Option<u64>,
+    /// Metadata of the new session.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub metadata: StateMap,
+}
+
+impl ResetBody {
+    /// The request naming the key of `owner` (or its app's group session).
+    pub fn into_request(self, owner: &Owner) -> Result<ResolveRequest> {
+        let mut request = if self.group {
+            ResolveRequest::group(owner.app.as_str(), self.key)
+        } else {
+            ResolveRequest::for_owner(owner, self.key)
+        }
+        .expiry(expiry(self.ttl_secs, None, false)?);
+        request.metadata = self.metadata;
+        Ok(request)
+    }
+}
+
 /// What `resolve` answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -196,6 +226,20 @@ mod tests {
             ..CreateBody::default()
         };
         assert!(ok.into_request(&ada()).is_ok());
+    }
+
+    #[test]
+    fn a_reset_body_names_the_key_and_refuses_unknown_fields() {
+        let body: ResetBody = serde_json::from_str(r#"{"key": "chat-1", "ttl_secs": 60}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = body.into_request(&ada()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (request.key.as_str(), request.user_id.as_deref()),
+            ("chat-1", Some("ada"))
+        );
+        assert!(matches!(request.expiry, Expiry::Ttl(_)));
+        let unknown = serde_json::from_str::<ResetBody>(r#"{"key": "k", "idle_timeout_secs": 5}"#);
+        assert!(unknown.is_err(), "a reset takes no policy");
     }
 
     #[test]

@@ -122,7 +122,7 @@ class Store:
     #: The calls that stay short whatever the session's size.
     SHORT_CALLS = frozenset(
         {
-            "create", "get", "delete", "end", "reopen", "update", "resolve", "append",
+            "create", "get", "delete", "end", "reopen", "update", "resolve", "reset", "append",
             "messages", "state", "patch_state", "shared_state", "pop",
         }
     )
@@ -277,6 +277,28 @@ class Store:
         )
         answer = await self._call("resolve", app=app, user_id=user_id, resolve=body)
         return answer["session"], answer["is_new"]
+
+    async def reset(
+        self,
+        app: str,
+        user_id: str,
+        key: str,
+        *,
+        group: bool = False,
+        ttl_secs: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Starts ``key`` over: its active session (if any) is ended and a new
+        one created and returned; :meth:`resolve` finds the new one."""
+        body = _drop_none(
+            {
+                "key": key,
+                "group": group or None,
+                "ttl_secs": ttl_secs,
+                "metadata": dict(metadata) if metadata else None,
+            }
+        )
+        return await self._call("reset", app=app, user_id=user_id, reset=body)
 
     # Events.
 

@@ -1,0 +1,98 @@
+//! The recall tools: search one session's whole archive, or all of one
+//! user's sessions.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{schemars, tool, tool_router, ErrorData as McpError, RoleServer};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use session_compaction::{ConversationSearch, CrossSessionSearch, ToolContext};
+
+use super::{answer, OwnerArgs, SessionArgs, SessionTools};
+
+/// A keyword query and the page of hits wanted.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct QueryArgs {
+    /// Keywords: every word must occur, any order; "a phrase"; -excluded.
+    pub query: String,
+    /// Zero-based page of 10 hits.
+    #[serde(default)]
+    pub page: Option<u32>,
+}
+
+/// `conversation_search`'s arguments: the session (its whole archive,
+/// summaries included) and the query.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SearchArgs {
+    /// The session searched.
+    #[serde(flatten)]
+    pub session: SessionArgs,
+    /// What to look for.
+    #[serde(flatten)]
+    pub query: QueryArgs,
+}
+
+/// `cross_session_search`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CrossSearchArgs {
+    /// What to look for.
+    #[serde(flatten)]
+    pub query: QueryArgs,
+    /// Whose sessions (when the API key does not fix it).
+    #[serde(flatten)]
+    pub owner: OwnerArgs,
+}
+
+impl QueryArgs {
+    /// The arguments as the search tools of `session_compaction` take them.
+    fn as_json(&self) -> Value {
+        json!({"query": self.query, "page": self.page})
+    }
+}
+
+#[tool_router(router = recall_router, vis = "pub(super)")]
+impl SessionTools {
+    /// Searches one session's whole archive, including what left the context.
+    #[tool(
+        description = "Search the full history of a conversation, including parts no longer in \
+                       your context, by keyword. Returns matching messages oldest first as JSON \
+                       ({timestamp, type, text}), or 'No results found.'."
+    )]
+    async fn conversation_search(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let (owner, session_id) = self.session(&ctx, args.session)?;
+            let tool_ctx = ToolContext { owner, session_id };
+            ConversationSearch::new(self.service.clone())
+                .call(&tool_ctx, &args.query.as_json())
+                .await
+        }
+        .await;
+        Ok(answer(result))
+    }
+
+    /// Searches all of one user's sessions.
+    #[tool(
+        description = "Search all of this user's past conversations by keyword. Returns matching \
+                       messages oldest first as JSON with the session each came from, or 'No \
+                       results found.'."
+    )]
+    async fn cross_session_search(
+        &self,
+        Parameters(args): Parameters<CrossSearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let owner = self.owner(&ctx, &args.owner, None)?;
+            CrossSessionSearch::new(self.service.clone(), owner)
+                .call(&args.query.as_json())
+                .await
+        }
+        .await;
+        Ok(answer(result))
+    }
+}
