@@ -48,6 +48,7 @@ mod sqlite {
     }
 
     session_testkit::conformance_suite!(sqlite_via_server);
+    session_testkit::promise_suite!(sqlite_via_server, 16);
 }
 
 mod postgres {

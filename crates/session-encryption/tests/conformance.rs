@@ -23,3 +23,4 @@ async fn encrypted_memory(clock: SharedClock) -> Option<TestStore> {
 }
 
 session_testkit::conformance_suite!(encrypted_memory);
+session_testkit::promise_suite!(encrypted_memory, 64);

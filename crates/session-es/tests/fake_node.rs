@@ -40,6 +40,7 @@ const FAKE_APPENDS_PER_WRITER: u64 = 50;
 
 session_testkit::conformance_suite!(fake_store);
 session_testkit::model_suite!(fake_store);
+session_testkit::promise_suite!(fake_store, 32);
 
 /// The suite through the encryption layer: sealing changes nothing an
 /// agent can observe on this store.

@@ -21,6 +21,7 @@ async fn fs_store_with(clock: SharedClock, limits: Limits) -> Option<TestStore> 
 
 session_testkit::conformance_suite!(fs_store);
 session_testkit::model_suite!(fs_store);
+session_testkit::promise_suite!(fs_store, 64);
 session_testkit::stress_suite!(fs_store);
 
 /// The suite through the encryption layer: sealing changes nothing an

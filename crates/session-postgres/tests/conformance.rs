@@ -52,6 +52,7 @@ async fn postgres_with(clock: SharedClock, limits: Limits) -> Option<TestStore> 
 
 session_testkit::conformance_suite!(postgres);
 session_testkit::model_suite!(postgres);
+session_testkit::promise_suite!(postgres, 64);
 session_testkit::stress_suite!(postgres);
 
 /// The suite through the encryption layer: sealing changes nothing an

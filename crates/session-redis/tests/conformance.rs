@@ -48,6 +48,7 @@ async fn redis_store_with(clock: SharedClock, limits: Limits) -> Option<TestStor
 
 session_testkit::conformance_suite!(redis_store);
 session_testkit::model_suite!(redis_store);
+session_testkit::promise_suite!(redis_store, 64);
 session_testkit::stress_suite!(redis_store);
 
 /// The suite through the encryption layer: sealing changes nothing an

@@ -19,6 +19,7 @@ async fn sqlite(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(sqlite);
 session_testkit::model_suite!(sqlite);
+session_testkit::promise_suite!(sqlite, 64);
 session_testkit::stress_suite!(sqlite);
 
 mod in_memory {

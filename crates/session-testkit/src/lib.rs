@@ -40,6 +40,7 @@ pub mod hostile;
 mod isolation;
 pub mod model;
 pub mod process;
+pub mod promise;
 pub mod quota;
 pub mod reserved;
 pub mod same_answer;

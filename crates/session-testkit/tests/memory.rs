@@ -9,6 +9,7 @@ async fn memory(clock: SharedClock) -> Option<TestStore> {
 
 session_testkit::conformance_suite!(memory);
 session_testkit::stress_suite!(memory);
+session_testkit::promise_suite!(memory, 256);
 
 /// `erase_user` leaves nothing of the user anywhere in the store's maps
 /// (its `Debug` form prints every session, event, index entry and state).

@@ -16,6 +16,10 @@ use session_testkit::TestStore;
 /// second, so the 256 of the in-process stores would take most of a CI run.
 pub(crate) const MODEL_CASES: u32 = 24;
 
+/// Random agent histories of the promise suite on a real node
+/// (`PROMISE_CASES` overrides): every step is a few refreshed writes.
+pub(crate) const PROMISE_CASES: u32 = 8;
+
 /// Appends per writer of the stress suite on a real node (`STRESS_APPENDS`
 /// overrides; 500 elsewhere): 16 writers on each of 4 sessions, every
 /// append a refreshed write of the head and of the events.
@@ -48,6 +52,8 @@ macro_rules! real_node_suites {
         fn behaves_like_the_reference_on_random_histories() {
             session_testkit::model::run_model($factory, real::MODEL_CASES);
         }
+
+        session_testkit::promise_suite!($factory, real::PROMISE_CASES);
 
         #[test]
         fn stress_writers_on_four_sessions_lose_nothing() {
