@@ -381,6 +381,7 @@ pub(crate) struct WatchArgs {
 
 // The arguments of `search` (its help is the variant's doc comment).
 #[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools)] // one per command-line switch
 pub(crate) struct SearchArgs {
     /// The session id.
     pub(crate) session: SessionId,
@@ -398,9 +399,13 @@ pub(crate) struct SearchArgs {
     /// Search all of the session owner's sessions in its app.
     #[arg(long)]
     pub(crate) across: bool,
-    /// Print exactly what the `conversation_search` agent tool returns.
+    /// Print exactly what the `conversation_search` agent tool returns: a
+    /// page bounded to 2,000 tokens, long hits cut to their snippets.
     #[arg(long)]
     pub(crate) tool: bool,
+    /// With --tool: the seed's unbounded output (every text whole, no seq).
+    #[arg(long, requires = "tool")]
+    pub(crate) seed_exact: bool,
 }
 
 // The arguments of `compact` (its help is the variant's doc comment).

@@ -1,6 +1,7 @@
 //! `search`: hits with seq, role, time and a snippet, a total and a "more"
 //! line; `--json` for programs; `--tool` for exactly what the
-//! `conversation_search` tool returns.
+//! `conversation_search` tool returns (bounded; `--seed-exact` for the
+//! seed's unbounded output).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -80,7 +81,10 @@ pub(crate) async fn run(
     let s = service.locate(&args.session).await?;
     let owner = Owner::of(&s);
     if args.tool {
-        let tool = ConversationSearch::new(service).with_page_size(page_size);
+        let mut tool = ConversationSearch::new(service).with_page_size(page_size);
+        if args.seed_exact {
+            tool = tool.seed_exact();
+        }
         let ctx = ToolContext {
             owner,
             session_id: s.id,

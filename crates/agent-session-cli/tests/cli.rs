@@ -90,6 +90,17 @@ fn create_append_show_search_round_trip() {
         serde_json::from_str(&out(cli(&s).args(["search", "s1", "LOCKER", "--tool"]))).unwrap();
     assert_eq!(hits[0]["type"], "user");
     assert_eq!(hits[0]["text"], "My locker code is 4711");
+    assert_eq!(hits[0]["seq"], 1, "the bounded output names each hit's seq");
+    let seed: Value = serde_json::from_str(&out(cli(&s).args([
+        "search",
+        "s1",
+        "LOCKER",
+        "--tool",
+        "--seed-exact",
+    ])))
+    .unwrap();
+    assert_eq!(seed[0]["text"], "My locker code is 4711");
+    assert!(seed[0].get("seq").is_none(), "the seed's shape: {seed}");
     assert_eq!(
         out(cli(&s).args(["search", "s1", "zebra", "--tool"])),
         "No results found."

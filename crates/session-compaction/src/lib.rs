@@ -13,7 +13,8 @@
 //! - the agent-facing layer: [`SessionMemory`] assembles each model call's
 //!   messages and records new ones, and the recall tools
 //!   [`ConversationSearch`] and [`CrossSessionSearch`] let the model search
-//!   what compaction moved out of its context.
+//!   what compaction moved out of its context (pages bounded to
+//!   [`DEFAULT_RECALL_PAGE_TOKENS`]) and [`ReadEvent`] read one event whole.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -81,7 +82,10 @@ pub use flush::{
 pub use memory::{facts_block, SessionMemory, SummaryInjection, TOOL_ERROR_KEY};
 pub use openai::{OpenAiSummarizer, SummarizerChoice};
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy, COMPACTION_ATTEMPTS};
-pub use recall::{ConversationSearch, CrossSessionSearch, SearchArgs, ToolContext, NO_RESULTS};
+pub use recall::{
+    no_event, ConversationSearch, CrossSessionSearch, ReadEvent, SearchArgs, ToolContext,
+    DEFAULT_RECALL_HIT_TOKENS, DEFAULT_RECALL_PAGE_TOKENS, NO_RESULTS,
+};
 pub use session_core::remove_unpaired_tool_calls;
 pub use spec::{
     default_compactor, session_error, StrategyName, StrategySpec, TriggerSpec,

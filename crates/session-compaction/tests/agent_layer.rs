@@ -57,17 +57,22 @@ async fn conversation_search_returns_oldest_first_json_or_no_results() {
         owner: alice.clone(),
         session_id: id.clone(),
     };
-    let out = tool
-        .call(
-            &ctx,
-            &json!({"innerThought": "secret reasoning", "query": "spring ai", "page": -4}),
-        )
+    let call = json!({"innerThought": "secret reasoning", "query": "spring ai", "page": -4});
+    let out = ConversationSearch::new(w.service.clone())
+        .seed_exact()
+        .call(&ctx, &call)
         .await
         .unwrap();
     // The seed's example, byte for byte: keys in the seed's order, compact JSON.
     assert_eq!(
         out,
         r#"[{"timestamp":"2025-06-01T12:00:00Z","type":"user","text":"Tell me about Spring AI"},{"timestamp":"2025-06-01T12:00:01Z","type":"assistant","text":"Spring AI is a framework..."}]"#
+    );
+    // By default each hit leads with its seq (short texts stay whole).
+    let out = tool.call(&ctx, &call).await.unwrap();
+    assert_eq!(
+        out,
+        r#"[{"seq":1,"timestamp":"2025-06-01T12:00:00Z","type":"user","text":"Tell me about Spring AI"},{"seq":2,"timestamp":"2025-06-01T12:00:01Z","type":"assistant","text":"Spring AI is a framework..."}]"#
     );
     assert!(
         !out.contains("secret reasoning"),
@@ -143,12 +148,23 @@ async fn summaries_are_searchable_and_cross_session_search_names_sessions() {
         .await
         .unwrap();
     let tool = CrossSessionSearch::new(w.service.clone(), alice.clone());
-    let out = tool
-        .call(&json!({"innerThought": "", "query": "LOCKER"}))
+    let call = json!({"innerThought": "", "query": "LOCKER"});
+    let seed = CrossSessionSearch::new(w.service.clone(), alice.clone())
+        .seed_exact()
+        .call(&call)
         .await
         .unwrap();
     // The seed's shape, key order included, plus the session id last.
-    assert!(out.starts_with(r#"[{"timestamp":""#), "{out}");
+    assert!(seed.starts_with(r#"[{"timestamp":""#), "{seed}");
+    assert!(
+        seed.contains(&format!(
+            r#""type":"user","text":"my locker is 42","session_id":"{a}"}}"#
+        )),
+        "{seed}"
+    );
+    // By default each hit leads with its seq.
+    let out = tool.call(&call).await.unwrap();
+    assert!(out.starts_with(r#"[{"seq":1,"timestamp":""#), "{out}");
     assert!(
         out.contains(&format!(
             r#""type":"user","text":"my locker is 42","session_id":"{a}"}}"#

@@ -2,7 +2,8 @@
 //! sessions, as tools. `start_session` starts a session, `resolve_session`
 //! finds (or starts) the active session of a conversation key and
 //! `reset_session` starts a key over; `conversation_search` and
-//! `cross_session_search` find what left the context, `get_context` reads
+//! `cross_session_search` find what left the context (a long hit cut to an
+//! excerpt, which `conversation_read` reads whole), `get_context` reads
 //! the context as model messages, `append_message` records a message, and
 //! `compact_context` compacts the context now.
 //!
@@ -35,5 +36,5 @@ pub use http_service::streamable_http;
 pub use stdio::serve_stdio;
 pub use tools::{
     AppendArgs, AppendRole, CompactArgs, ContextArgs, CrossSearchArgs, OwnerArgs, QueryArgs,
-    ResetArgs, ResolveArgs, SearchArgs, SessionArgs, SessionTools, StartArgs,
+    ReadArgs, ResetArgs, ResolveArgs, SearchArgs, SessionArgs, SessionTools, StartArgs,
 };

@@ -90,6 +90,10 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
             ][..],
         ),
         ("reset_session", &["key", "group", "app", "user_id"][..]),
+        (
+            "conversation_read",
+            &["session_id", "seq", "app", "user_id"][..],
+        ),
     ] {
         let schema = &listed.iter().find(|t| t.name == tool).unwrap().input_schema;
         let properties = schema.get("properties").and_then(Value::as_object).unwrap();
@@ -109,6 +113,7 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
         "start_session",
         "resolve_session",
         "reset_session",
+        "conversation_read",
     ] {
         assert!(names.iter().any(|n| n == tool), "{tool} in {names:?}");
     }
@@ -158,6 +163,41 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
     assert!(hits.contains("turn 0"), "{hits}");
     let across = text(&call("cross_session_search", json!({"query": "ORD-58213"})).await);
     assert!(across.contains(&id), "{across}");
+
+    // A long tool output comes back cut to an excerpt with its seq, and
+    // conversation_read gives it whole.
+    let log = format!(
+        "carrier log for ORD-99: {}",
+        "scan at depot, parcel sorted. ".repeat(150)
+    );
+    let r = call(
+        "append_message",
+        json!({"session_id": id, "role": "assistant", "content": log}),
+    )
+    .await;
+    let seq = serde_json::from_str::<Value>(&text(&r)).unwrap()["seq"].clone();
+    let hits: Value = serde_json::from_str(&text(
+        &call(
+            "conversation_search",
+            json!({"session_id": id, "query": "ORD-99"}),
+        )
+        .await,
+    ))
+    .unwrap();
+    assert_eq!(
+        (&hits[0]["seq"], &hits[0]["truncated"]),
+        (&seq, &json!(true)),
+        "{hits}"
+    );
+    assert!(hits[0]["text"].as_str().unwrap().len() < 400, "{hits}");
+    let read: Value = serde_json::from_str(&text(
+        &call("conversation_read", json!({"session_id": id, "seq": seq})).await,
+    ))
+    .unwrap();
+    assert_eq!(read["text"], log.as_str());
+    assert_eq!(read["type"], "assistant");
+    let none = text(&call("conversation_read", json!({"session_id": id, "seq": 999})).await);
+    assert_eq!(none, "No event with seq 999.");
 
     // Another owner's session answers as an unknown one.
     let r = call("get_context", json!({"session_id": id, "user_id": "bob"})).await;
@@ -353,7 +393,7 @@ async fn over_http_each_call_acts_only_for_whom_its_key_allows() {
         .unwrap();
     assert_eq!(
         listed["result"]["tools"].as_array().map(Vec::len),
-        Some(8),
+        Some(9),
         "{listed}"
     );
 

@@ -1,7 +1,7 @@
 //! [`SessionTools`]: the session tools, their arguments and their handler.
 //! The tools live in two tables: [`sessions`] (start, resolve and reset a
 //! session, read its context, append, compact) and [`recall`] (search what
-//! left the context).
+//! left the context, read one event of it whole).
 
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use session_server::Caller;
 mod recall;
 mod sessions;
 
-pub use recall::{CrossSearchArgs, QueryArgs, SearchArgs};
+pub use recall::{CrossSearchArgs, QueryArgs, ReadArgs, SearchArgs};
 pub use sessions::{
     AppendArgs, AppendRole, CompactArgs, ContextArgs, ResetArgs, ResolveArgs, StartArgs,
 };
@@ -203,8 +203,9 @@ impl ServerHandler for SessionTools {
                 "Durable conversation memory: start a conversation (start_session), find or \
                  start the one of a conversation key (resolve_session) or start a key over \
                  (reset_session); search what left your context (conversation_search, \
-                 cross_session_search), read the context (get_context), record messages \
-                 (append_message) and compact (compact_context).",
+                 cross_session_search) and read a hit whole (conversation_read); read the \
+                 context (get_context), record messages (append_message) and compact \
+                 (compact_context).",
             )
     }
 }

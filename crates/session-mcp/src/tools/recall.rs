@@ -1,5 +1,5 @@
 //! The recall tools: search one session's whole archive, or all of one
-//! user's sessions.
+//! user's sessions, and read one archived event whole.
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -7,7 +7,7 @@ use rmcp::service::RequestContext;
 use rmcp::{schemars, tool, tool_router, ErrorData as McpError, RoleServer};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use session_compaction::{ConversationSearch, CrossSessionSearch, ToolContext};
+use session_compaction::{ConversationSearch, CrossSessionSearch, ReadEvent, ToolContext};
 
 use super::{answer, OwnerArgs, SessionArgs, SessionTools};
 
@@ -44,6 +44,16 @@ pub struct CrossSearchArgs {
     pub owner: OwnerArgs,
 }
 
+/// `conversation_read`'s arguments: the session and the seq of the event.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReadArgs {
+    /// The session read.
+    #[serde(flatten)]
+    pub session: SessionArgs,
+    /// The seq of the event, from a conversation_search hit.
+    pub seq: u64,
+}
+
 impl QueryArgs {
     /// The arguments as the search tools of `session_compaction` take them.
     fn as_json(&self) -> Value {
@@ -57,7 +67,9 @@ impl SessionTools {
     #[tool(
         description = "Search the full history of a conversation, including parts no longer in \
                        your context, by keyword. Returns matching messages oldest first as JSON \
-                       ({timestamp, type, text}), or 'No results found.'."
+                       ({seq, timestamp, type, text}), or 'No results found.'. A long message is \
+                       cut to an excerpt around the match, with \"truncated\": true; read it \
+                       whole with conversation_read and its seq."
     )]
     async fn conversation_search(
         &self,
@@ -78,8 +90,10 @@ impl SessionTools {
     /// Searches all of one user's sessions.
     #[tool(
         description = "Search all of this user's past conversations by keyword. Returns matching \
-                       messages oldest first as JSON with the session each came from, or 'No \
-                       results found.'."
+                       messages oldest first as JSON ({seq, timestamp, type, text, session_id}), \
+                       or 'No results found.'. A long message is cut to an excerpt around the \
+                       match, with \"truncated\": true; read it whole with conversation_read, \
+                       its session_id and seq."
     )]
     async fn cross_session_search(
         &self,
@@ -90,6 +104,28 @@ impl SessionTools {
             let owner = self.owner(&ctx, &args.owner, None)?;
             CrossSessionSearch::new(self.service.clone(), owner)
                 .call(&args.query.as_json())
+                .await
+        }
+        .await;
+        Ok(answer(result))
+    }
+
+    /// Reads one archived event whole.
+    #[tool(
+        description = "Read one message of a conversation whole, by the seq a search hit gave \
+                       (a long hit is cut to an excerpt). Returns {seq, timestamp, type, text} as \
+                       JSON, or 'No event with seq N.'."
+    )]
+    async fn conversation_read(
+        &self,
+        Parameters(args): Parameters<ReadArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let result = async {
+            let (owner, session_id) = self.session(&ctx, args.session)?;
+            let tool_ctx = ToolContext { owner, session_id };
+            ReadEvent::new(self.service.clone())
+                .call(&tool_ctx, &json!({"seq": args.seq}))
                 .await
         }
         .await;
