@@ -160,3 +160,45 @@ async fn recorded_usage_calibrates_the_estimate_to_within_5_percent() {
         }
     }
 }
+
+/// The heuristic overcounts, as documented, on every conversation of the
+/// corpus against both BPE encodings (each message's text, tool calls and
+/// the per-message overhead counted the same way by both): compaction
+/// fires early rather than late. Prints the figure per conversation.
+#[test]
+fn the_heuristic_overcounts_every_corpus_conversation() {
+    use session_core::{HeuristicEstimator, TokenEstimator};
+    let encodings = [
+        (
+            "o200k_base",
+            session_compaction::BpeEstimator::o200k().unwrap(),
+        ),
+        (
+            "cl100k_base",
+            session_compaction::BpeEstimator::cl100k().unwrap(),
+        ),
+    ];
+    let total = |e: &dyn TokenEstimator, c: &corpus::Conversation| -> u64 {
+        c.events
+            .iter()
+            .map(|ev| u64::from(e.estimate_message(&ev.message)))
+            .sum()
+    };
+    println!("| conversation | heuristic | o200k_base | cl100k_base |");
+    for c in corpus::all() {
+        let heuristic = total(&HeuristicEstimator, &c);
+        let mut row = format!("| {} | {heuristic} |", c.name);
+        for (name, bpe) in &encodings {
+            let exact = total(bpe, &c);
+            #[allow(clippy::cast_precision_loss)]
+            let over = (heuristic as f64 / exact as f64 - 1.0) * 100.0;
+            row.push_str(&format!(" {exact} ({over:+.1} %) |"));
+            assert!(
+                heuristic >= exact,
+                "{}: the heuristic's {heuristic} tokens undercount {name}'s {exact}",
+                c.name
+            );
+        }
+        println!("{row}");
+    }
+}

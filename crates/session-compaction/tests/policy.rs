@@ -420,15 +420,15 @@ async fn a_budget_that_cannot_be_met_reports_the_shortfall() {
     let (svc, id) = short_turns(4).await;
     let policy = CompactionPolicy::new(
         Trigger::TurnCount(1),
-        Arc::new(session_compaction::TokenBudget::new(20).unwrap()),
+        Arc::new(session_compaction::TokenBudget::new(30).unwrap()),
     );
     let done = svc.compact(&owner(), &id, &policy).await.unwrap();
     assert!(done.compacted, "the older turns went: {done:?}");
     let shortfall = done.shortfall.expect("over the budget, and says so");
     assert_eq!(shortfall.unit, session_core::BudgetUnit::Tokens);
-    assert_eq!(shortfall.budget, 20);
+    assert_eq!(shortfall.budget, 30);
     assert_eq!(shortfall.after, done.tokens_after);
-    assert_eq!(shortfall.over_by, done.tokens_after - 20);
+    assert_eq!(shortfall.over_by, done.tokens_after - 30);
     assert!(shortfall.reason.contains("never cut"), "{shortfall}");
     let fits = CompactionPolicy::new(
         Trigger::TurnCount(1),
