@@ -67,8 +67,8 @@ pub use persist_filter::{
 pub use repository::{Capabilities, Erased, SessionRepository, SessionRepositoryExt};
 pub use resolution_key::{ResolutionKey, GROUP_SURFACE};
 pub use search::{
-    contains_folded, fold_case, page_of_matches, ParsedQuery, RankStats, SearchHit, SearchMode,
-    SearchQuery, SearchScope, TrigramIndex,
+    contains_folded, fold_case, page_of_matches, MatchTerms, ParsedQuery, RankStats, SearchHit,
+    SearchMode, SearchQuery, SearchScope, TrigramIndex,
 };
 pub use service::{
     AppendHook, BudgetShortfall, BudgetUnit, Compacted, Compactor, CreateSessionRequest,

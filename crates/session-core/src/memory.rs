@@ -516,7 +516,7 @@ impl SessionRepository for InMemoryRepository {
                     Some(seqs) => Box::new(seqs.into_iter().filter_map(|s| r.archive.get(&s))),
                     None => Box::new(r.archive.values()),
                 };
-            let mut found = candidates.filter(|e| parsed.matches(&e.message.search_text()));
+            let mut found = candidates.filter(|e| query.admits(&parsed, e));
             matches.extend(found.by_ref().take(enough).cloned());
             complete &= found.next().is_none();
         }

@@ -136,10 +136,12 @@ impl Capabilities {
 /// the session's initial state with the remaining events' deltas replayed.
 ///
 /// **Reads.** `events` applies an [`EventFilter`] (see its docs); `search`
-/// returns exactly the archived events (synthetic ones included) whose
+/// returns exactly the archived events (synthetic ones included) that
+/// [`SearchQuery::admits`]: at or after the query's `since`, and whose
 /// [`crate::Message::search_text`] the query's [`crate::ParsedQuery`]
-/// matches (every word as a case- and accent-insensitive substring, quoted
-/// phrases, `-` exclusions; nothing else is syntax), chronological (`seq`;
+/// matches (every word, or any one in [`crate::MatchTerms::Any`] mode, as
+/// a case- and accent-insensitive substring, quoted phrases, `-`
+/// exclusions; nothing else is syntax), chronological (`seq`;
 /// across sessions by timestamp, then session id, then seq) or, ranked,
 /// best first; with a snippet per hit and the page's `total`.
 ///

@@ -205,6 +205,8 @@ macro_rules! __with_cases {
             search_agrees_with_the_reference_matcher,
             search_hits_carry_seq_role_snippet_and_total,
             ranked_search_returns_the_same_matches,
+            any_of_matches_events_with_any_term,
+            since_bounds_cross_session_search,
             state_session_scope,
             state_user_scope_is_per_user_per_app,
             state_app_scope_is_per_app,

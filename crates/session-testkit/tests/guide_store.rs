@@ -406,7 +406,7 @@ impl SessionRepository for TinyStore {
         let matches: Vec<SessionEvent> = rows
             .iter()
             .flat_map(|r| r.archive.values())
-            .filter(|e| parsed.matches(&e.message.search_text()))
+            .filter(|e| query.admits(&parsed, e))
             .cloned()
             .collect();
         Ok(page_of_matches(query, &parsed, matches, None))

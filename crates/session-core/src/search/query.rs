@@ -1,6 +1,7 @@
 //! The query and hit types: where a search looks, in which order, and
 //! what it finds.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::terms::ParsedQuery;
@@ -39,6 +40,27 @@ pub enum SearchMode {
     Ranked,
 }
 
+/// Which of a query's terms an event must hold. A mode of the query,
+/// never syntax: `OR` in a query's text stays a word to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum MatchTerms {
+    /// Every word and phrase (`a b` is a and b): the default.
+    #[default]
+    All,
+    /// At least one word or phrase (`a b` is a or b); exclusions still exclude.
+    Any,
+}
+
+impl MatchTerms {
+    /// Whether this is the default, [`MatchTerms::All`].
+    pub fn is_all(&self) -> bool {
+        *self == MatchTerms::All
+    }
+}
+
 /// A keyword search over the archive.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -51,6 +73,12 @@ pub struct SearchQuery {
     /// Chronological or by relevance.
     #[serde(default)]
     pub mode: SearchMode,
+    /// Whether an event must hold every term (the default) or any one.
+    #[serde(default, skip_serializing_if = "MatchTerms::is_all")]
+    pub match_terms: MatchTerms,
+    /// Only events at or after this time (`None`: no bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
     /// Zero-based page.
     #[serde(default)]
     pub page: usize,
@@ -71,6 +99,8 @@ impl SearchQuery {
             scope: SearchScope::Session(session_id.into()),
             text: text.into(),
             mode: SearchMode::Literal,
+            match_terms: MatchTerms::All,
+            since: None,
             page: 0,
             page_size: DEFAULT_PAGE_SIZE,
         }
@@ -104,9 +134,44 @@ impl SearchQuery {
         self
     }
 
-    /// The query text parsed: `InvalidInput` for an empty query (see [`ParsedQuery::parse`]).
+    /// Sets which terms an event must hold (see [`MatchTerms`]).
+    pub fn matching(mut self, terms: MatchTerms) -> Self {
+        self.match_terms = terms;
+        self
+    }
+
+    /// Keeps only events at or after `t`.
+    pub fn since(mut self, t: DateTime<Utc>) -> Self {
+        self.since = Some(t);
+        self
+    }
+
+    /// The query text parsed, in the query's [`MatchTerms`] mode:
+    /// `InvalidInput` for an empty query (see [`ParsedQuery::parse`]).
     pub fn parsed(&self) -> Result<ParsedQuery> {
-        ParsedQuery::parse(&self.text)
+        ParsedQuery::parse(&self.text).map(|p| p.matching(self.match_terms))
+    }
+
+    /// The reference check of one event: at or after [`Self::since`], and
+    /// its [`crate::Message::search_text`] matched by `parsed` (this query's
+    /// [`Self::parsed`]). Every store returns exactly the events it accepts.
+    pub fn admits(&self, parsed: &ParsedQuery, event: &SessionEvent) -> bool {
+        self.since.is_none_or(|t| event.timestamp >= t)
+            && parsed.matches(&event.message.search_text())
+    }
+
+    /// [`Self::since`] as whole microseconds since the Unix epoch, rounded
+    /// up: stored times are whole microseconds, so `stored >= since_micros`
+    /// is exactly `timestamp >= since`.
+    pub fn since_micros(&self) -> Option<i64> {
+        self.since.map(|t| {
+            let us = t.timestamp_micros();
+            if t.timestamp_subsec_nanos() % 1000 == 0 {
+                us
+            } else {
+                us.saturating_add(1)
+            }
+        })
     }
 
     /// Checks sizes, ids and the query text.
@@ -151,5 +216,40 @@ impl SearchHit {
             event,
             score,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_fields_default_and_are_left_out_when_default() {
+        let q: SearchQuery =
+            serde_json::from_str(r#"{"scope":{"session":"s"},"text":"a b"}"#).unwrap();
+        assert_eq!(q.match_terms, MatchTerms::All);
+        assert_eq!(q.since, None);
+        let json = serde_json::to_value(&q).unwrap();
+        assert!(json.get("match_terms").is_none() && json.get("since").is_none());
+        let q: SearchQuery = serde_json::from_str(
+            r#"{"scope":{"session":"s"},"text":"a b","match_terms":"any","since":"2026-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(q.match_terms, MatchTerms::Any);
+        assert_eq!(q.parsed().unwrap().match_terms(), MatchTerms::Any);
+        let back: SearchQuery = serde_json::from_value(serde_json::to_value(&q).unwrap()).unwrap();
+        assert_eq!(back, q);
+    }
+
+    #[test]
+    fn since_micros_rounds_up_to_the_next_stored_time() {
+        let t = DateTime::from_timestamp(1_700_000_000, 1_500).unwrap();
+        let q = SearchQuery::in_session("s", "x").since(t);
+        assert_eq!(q.since_micros(), Some(1_700_000_000_000_002));
+        let q = q.since(DateTime::from_timestamp(-1, 999_999_500).unwrap());
+        assert_eq!(q.since_micros(), Some(0));
+        let q = q.since(DateTime::from_timestamp(5, 7_000).unwrap());
+        assert_eq!(q.since_micros(), Some(5_000_007));
+        assert_eq!(SearchQuery::in_session("s", "x").since_micros(), None);
     }
 }

@@ -13,13 +13,13 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 /// Collection figures for relevance: how many events the scope holds and,
-/// per required term (in [`ParsedQuery::include`] order), how many hold it
+/// per included term (in [`ParsedQuery::include`] order), how many hold it
 /// (an index's candidate count is a fair upper bound).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RankStats {
     /// Events in the scope.
     pub docs: u64,
-    /// Events holding each required term.
+    /// Events holding each included term.
     pub doc_freq: Vec<u64>,
 }
 
@@ -30,7 +30,7 @@ fn float(n: u64) -> f64 {
 }
 
 impl RankStats {
-    /// No figures yet for `query`'s required terms: each session searched adds its own.
+    /// No figures yet for `query`'s included terms: each session searched adds its own.
     pub fn for_query(query: &ParsedQuery) -> Self {
         Self {
             docs: 0,
@@ -129,9 +129,11 @@ pub fn page_of_first_matches(
 }
 
 /// One page of hits from *every* match of `query` in its scope (checked
-/// with [`ParsedQuery::matches`]): chronological in literal mode (by seq in
+/// with [`SearchQuery::admits`]): chronological in literal mode (by seq in
 /// one session; by time, session and seq across sessions), by BM25 in
-/// ranked mode; with an exact total and snippets.
+/// ranked mode (in any-of mode the terms an event lacks add nothing to
+/// its score, so events holding more of them come first); with an exact
+/// total and snippets.
 pub fn page_of_matches(
     query: &SearchQuery,
     parsed: &ParsedQuery,

@@ -1,9 +1,10 @@
 //! The query language, parsed once: words and quoted phrases that must all
-//! occur, `-` exclusions, each a folded literal substring.
+//! (or, in any-of mode, any) occur, `-` exclusions, each a folded literal substring.
 
 use memchr::memmem;
 
 use super::fold::{fold_case, FoldedText};
+use super::query::MatchTerms;
 use crate::error::{Result, SessionError};
 
 /// The most terms (words, phrases and exclusions) one query may hold.
@@ -27,6 +28,10 @@ const SNIPPET_CHARS: usize = 160;
 /// | `refund -paypal` | contains `refund` and not `paypal` |
 /// | `100% a_b *` | contains `100%`, `a_b` and `*`: nothing is a wildcard |
 ///
+/// In [`MatchTerms::Any`] mode (see [`Self::matching`]) an event matches
+/// when it holds at least one of the words and phrases and none of the
+/// exclusions: `locker 4711` then finds "my locker" and "ticket 4711".
+///
 /// Terms are separated by whitespace. A term starting with `"` runs to the
 /// next `"` (a phrase, kept with its inner spaces); without a closing quote
 /// the `"` is an ordinary character. A term starting with `-` (and more
@@ -39,11 +44,14 @@ const SNIPPET_CHARS: usize = 160;
 /// assert!(q.matches("my locker 4711 is at Gate B"));
 /// assert!(!q.matches("locker at gate B cancelled"));
 /// assert!(ParsedQuery::parse("   ").is_err());
+/// let any = q.matching(session_core::MatchTerms::Any);
+/// assert!(any.matches("the locker room"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedQuery {
     include: Vec<String>,
     exclude: Vec<String>,
+    terms: MatchTerms,
 }
 
 /// Splits `text` into `(excluded, raw term)` pairs.
@@ -101,10 +109,26 @@ impl ParsedQuery {
             };
             return Err(SessionError::invalid("query", why));
         }
-        Ok(Self { include, exclude })
+        Ok(Self {
+            include,
+            exclude,
+            terms: MatchTerms::All,
+        })
     }
 
-    /// The folded terms that must all occur, in query order, without repeats.
+    /// The same terms in `terms` mode (a parsed query starts in [`MatchTerms::All`]).
+    pub fn matching(mut self, terms: MatchTerms) -> Self {
+        self.terms = terms;
+        self
+    }
+
+    /// Whether every included term must occur, or any one.
+    pub fn match_terms(&self) -> MatchTerms {
+        self.terms
+    }
+
+    /// The folded terms to find (all of them, or any one: [`Self::match_terms`]),
+    /// in query order, without repeats.
     pub fn include(&self) -> &[String] {
         &self.include
     }
@@ -114,7 +138,7 @@ impl ParsedQuery {
         &self.exclude
     }
 
-    /// The required terms as an index that stores NUL as a space sees them
+    /// The included terms as an index that stores NUL as a space sees them
     /// (a candidate filter: the real text is checked with [`Self::matches`]).
     pub fn index_terms(&self) -> impl Iterator<Item = String> + '_ {
         self.include.iter().map(|t| t.replace('\0', " "))
@@ -123,15 +147,20 @@ impl ParsedQuery {
     /// Whether an already folded text matches.
     pub fn matches_folded(&self, folded: &str) -> bool {
         let has = |t: &String| memmem::find(folded.as_bytes(), t.as_bytes()).is_some();
-        self.include.iter().all(has) && !self.exclude.iter().any(has)
+        let found = match self.terms {
+            MatchTerms::All => self.include.iter().all(has),
+            MatchTerms::Any => self.include.iter().any(has),
+        };
+        found && !self.exclude.iter().any(has)
     }
 
-    /// Whether `text` matches: every required term occurs, no excluded one does.
+    /// Whether `text` matches: every included term (any one in
+    /// [`MatchTerms::Any`] mode) occurs, no excluded one does.
     pub fn matches(&self, text: &str) -> bool {
         self.matches_folded(&fold_case(text))
     }
 
-    /// How often each required term occurs in a folded text (non-overlapping), in [`Self::include`] order.
+    /// How often each included term occurs in a folded text (non-overlapping), in [`Self::include`] order.
     pub fn term_counts(&self, folded: &str) -> Vec<u32> {
         self.include
             .iter()
@@ -142,8 +171,8 @@ impl ParsedQuery {
             .collect()
     }
 
-    /// A short excerpt of `text` around the first occurrence of a required
-    /// term: at most 160 characters, whitespace runs shown as one space,
+    /// A short excerpt of `text` around the first occurrence of an included
+    /// term (whichever occurs first, in either mode): at most 160 characters, whitespace runs shown as one space,
     /// `…` where text was cut.
     pub fn snippet(&self, text: &str) -> String {
         let folded = FoldedText::new(text);
@@ -247,6 +276,25 @@ mod tests {
         assert_eq!(q.snippet("a short needle"), "a short needle");
         let q = ParsedQuery::parse("ecole").unwrap();
         assert_eq!(q.snippet("École"), "École");
+    }
+
+    #[test]
+    fn any_of_needs_one_term_and_no_exclusion() {
+        let q = ParsedQuery::parse("locker \"gate b\" -cancelled")
+            .unwrap()
+            .matching(MatchTerms::Any);
+        assert_eq!(q.match_terms(), MatchTerms::Any);
+        assert!(q.matches("my LOCKER"));
+        assert!(q.matches("at gate B"));
+        assert!(!q.matches("gate, b"));
+        assert!(!q.matches("locker cancelled"));
+        assert!(!q.matches("nothing here"));
+        let text = format!("{} gate b then locker", "x".repeat(100));
+        assert!(
+            q.snippet(&text).starts_with("…xxx"),
+            "around the first term found"
+        );
+        assert!(q.snippet(&text).contains("gate b then locker"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use rustc_hash::FxHashMap;
 
 use super::fold::fold_case;
+use super::query::MatchTerms;
 use super::terms::ParsedQuery;
 
 /// One trigram: three characters of folded text, 21 bits each.
@@ -66,6 +67,52 @@ pub fn intersect_all(lists: impl IntoIterator<Item = Vec<u64>>) -> Option<Vec<u6
     acc
 }
 
+/// Merges two sorted lists into their sorted union.
+fn union(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(a.len().saturating_add(b.len()));
+    loop {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) => {
+                out.push(*x.min(y));
+                i += usize::from(x <= y);
+                j += usize::from(y <= x);
+            }
+            (Some(x), None) => {
+                out.push(*x);
+                i += 1;
+            }
+            (None, Some(y)) => {
+                out.push(*y);
+                j += 1;
+            }
+            (None, None) => return out,
+        }
+    }
+}
+
+/// Combines the candidates of each included term (in query order; `None`:
+/// the term narrows nothing) as `query`'s mode asks: in
+/// [`MatchTerms::All`] the intersection of the terms that narrow (`None`
+/// if none does; stops reading terms once it is empty), in
+/// [`MatchTerms::Any`] the union (`None` as soon as one term narrows
+/// nothing, since any event may hold it).
+pub fn combine_term_candidates(
+    query: &ParsedQuery,
+    per_term: impl IntoIterator<Item = Option<Vec<u64>>>,
+) -> Option<Vec<u64>> {
+    match query.match_terms() {
+        MatchTerms::All => intersect_all(per_term.into_iter().flatten()),
+        MatchTerms::Any => {
+            let mut acc: Vec<u64> = Vec::new();
+            for list in per_term {
+                acc = union(&acc, &list?);
+            }
+            Some(acc)
+        }
+    }
+}
+
 /// The seqs holding every trigram of one (folded) term: `None` when the
 /// term is shorter than three characters (nothing narrows).
 pub fn term_candidates_from(
@@ -79,19 +126,23 @@ pub fn term_candidates_from(
     )
 }
 
-/// Candidates of a query from per-trigram posting lists (sorted seqs):
-/// `None` when no required term has three characters (nothing narrows),
-/// else the seqs holding every trigram of every such term. A superset of
-/// the matches: callers check each candidate with [`ParsedQuery::matches`].
+/// Candidates of a query from per-trigram posting lists (sorted seqs),
+/// each term's from [`term_candidates_from`], combined by
+/// [`combine_term_candidates`]: every trigram of every term of three
+/// characters or more (`None` if there is none) in [`MatchTerms::All`]
+/// mode; in [`MatchTerms::Any`] mode the union over the terms, `None` if
+/// one is shorter. A superset of the matches: callers check each
+/// candidate with [`ParsedQuery::matches`].
 pub fn candidates_from(
     query: &ParsedQuery,
     mut postings: impl FnMut(Trigram) -> Option<Vec<u64>>,
 ) -> Option<Vec<u64>> {
-    intersect_all(
+    combine_term_candidates(
+        query,
         query
             .include()
             .iter()
-            .filter_map(|term| term_candidates_from(term, &mut postings)),
+            .map(|term| term_candidates_from(term, &mut postings)),
     )
 }
 
@@ -247,6 +298,21 @@ mod tests {
             "two characters narrow nothing"
         );
         assert_eq!(ix.candidates(&q("my room")), Some(vec![2]));
+    }
+
+    #[test]
+    fn any_of_candidates_are_the_union_unless_a_term_is_short() {
+        let mut ix = TrigramIndex::new();
+        ix.add(1, "my locker is 4711");
+        ix.add(2, "the LOCKER room");
+        ix.add(3, "Café au lait");
+        ix.add(4, "ticket 4711");
+        let any = |t: &str| q(t).matching(MatchTerms::Any);
+        assert_eq!(ix.candidates(&any("4711 cafe")), Some(vec![1, 3, 4]));
+        assert_eq!(ix.candidates(&any("room absent")), Some(vec![2]));
+        assert_eq!(ix.candidates(&any("room my")), None, "`my` can be anywhere");
+        assert_eq!(union(&[1, 3, 5], &[2, 3, 6]), [1, 2, 3, 5, 6]);
+        assert_eq!(union(&[], &[4]), [4]);
     }
 
     #[test]

@@ -83,9 +83,10 @@ pub use retention::{
     retention_policies_run_on_purge_and_on_append,
 };
 pub use search::{
-    search_across_a_users_sessions, search_is_case_insensitive_over_the_archive,
-    search_is_chronological_and_paged, search_special_characters_match_literally,
-    search_without_match_is_empty,
+    any_of_matches_events_with_any_term, search_across_a_users_sessions,
+    search_is_case_insensitive_over_the_archive, search_is_chronological_and_paged,
+    search_special_characters_match_literally, search_without_match_is_empty,
+    since_bounds_cross_session_search,
 };
 pub use sessions::{
     create_duplicate_id_is_already_exists, create_rejects_invalid_ids, create_with_generated_id,

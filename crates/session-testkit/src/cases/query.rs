@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 
 use session_core::{
-    ErrorKind, ParsedQuery, Role, SearchMode, SearchQuery, SessionEvent, SessionId, Total,
+    ErrorKind, MatchTerms, ParsedQuery, Role, SearchMode, SearchQuery, SessionEvent, SessionId,
+    Total,
 };
 
 use super::capabilities::requires;
@@ -127,7 +128,8 @@ const SEPARATORS: &[&str] = &[" ", "", "-", "\n", "  ", ", "];
 /// queries (words, cut-out substrings, phrases, exclusions), every page of
 /// results equals what the reference matcher selects, in seq order, with
 /// an exact total; an unparseable query is `InvalidInput`. Across a user's
-/// two sessions, the same set of events.
+/// two sessions, the same set of events. Each query is asked in both
+/// [`MatchTerms`] modes (every term, any term).
 pub async fn search_agrees_with_the_reference_matcher(fx: Fixture) {
     let a = fx.session("carol").await;
     let b = fx.session("carol").await;
@@ -166,32 +168,39 @@ pub async fn search_agrees_with_the_reference_matcher(fx: Fixture) {
             q.push_str(&term);
             q.push(' ');
         }
-        let in_a = SearchQuery::in_session(a.id.as_str(), q.clone());
-        let Ok(parsed) = ParsedQuery::parse(&q) else {
+        for terms in [MatchTerms::All, MatchTerms::Any] {
+            let in_a = SearchQuery::in_session(a.id.as_str(), q.clone()).matching(terms);
+            let Ok(parsed) = ParsedQuery::parse(&q) else {
+                assert_eq!(
+                    kind(fx.repo.search(&in_a).await),
+                    ErrorKind::InvalidInput,
+                    "{q:?}"
+                );
+                continue;
+            };
+            let parsed = parsed.matching(terms);
+            let want: Vec<(String, u64, String)> = stored
+                .iter()
+                .filter(|(id, _, text)| *id == a.id && parsed.matches(text))
+                .map(|(id, seq, text)| (id.to_string(), *seq, text.clone()))
+                .collect();
+            let (got, total) = all_pages(&fx, &in_a).await;
+            assert_eq!(got, want, "query {q:?} ({terms:?})");
             assert_eq!(
-                kind(fx.repo.search(&in_a).await),
-                ErrorKind::InvalidInput,
-                "{q:?}"
+                total,
+                Some(Total::exact(want.len())),
+                "total of {q:?} ({terms:?})"
             );
-            continue;
-        };
-        let want: Vec<(String, u64, String)> = stored
-            .iter()
-            .filter(|(id, _, text)| *id == a.id && parsed.matches(text))
-            .map(|(id, seq, text)| (id.to_string(), *seq, text.clone()))
-            .collect();
-        let (got, total) = all_pages(&fx, &in_a).await;
-        assert_eq!(got, want, "query {q:?}");
-        assert_eq!(total, Some(Total::exact(want.len())), "total of {q:?}");
-        let across = SearchQuery::for_user(a.app.as_str(), "carol", q.clone());
-        let (got, _) = all_pages(&fx, &across).await;
-        let got: BTreeSet<(String, u64)> = got.into_iter().map(|(s, q, _)| (s, q)).collect();
-        let want: BTreeSet<(String, u64)> = stored
-            .iter()
-            .filter(|(_, _, text)| parsed.matches(text))
-            .map(|(id, seq, _)| (id.to_string(), *seq))
-            .collect();
-        assert_eq!(got, want, "across sessions: {q:?}");
+            let across = SearchQuery::for_user(a.app.as_str(), "carol", q.clone()).matching(terms);
+            let (got, _) = all_pages(&fx, &across).await;
+            let got: BTreeSet<(String, u64)> = got.into_iter().map(|(s, q, _)| (s, q)).collect();
+            let want: BTreeSet<(String, u64)> = stored
+                .iter()
+                .filter(|(_, _, text)| parsed.matches(text))
+                .map(|(id, seq, _)| (id.to_string(), *seq))
+                .collect();
+            assert_eq!(got, want, "across sessions: {q:?} ({terms:?})");
+        }
     }
 }
 

@@ -2,10 +2,12 @@
 
 use chrono::Duration;
 use session_core::{
-    Clock as _, CompactionSource, ErrorKind, Message, ParsedQuery, SearchQuery, SessionEvent,
+    Clock as _, CompactionSource, ErrorKind, MatchTerms, Message, ParsedQuery, SearchMode,
+    SearchQuery, SessionEvent, Total,
 };
 
 use super::support::kind;
+use crate::cases::requires;
 use crate::fixture::{assistant, user, Fixture};
 
 /// Search is a case-insensitive substring over the archive, synthetic summaries included.
@@ -217,4 +219,185 @@ pub async fn search_across_a_users_sessions(fx: Fixture) {
             (a1.id.to_string(), "orange three".to_owned()),
         ]
     );
+}
+
+/// The texts of a page of hits, in order.
+fn hit_texts(page: &session_core::Page<session_core::SearchHit>) -> Vec<String> {
+    page.items
+        .iter()
+        .map(|h| h.event.message.text().to_owned())
+        .collect()
+}
+
+/// Any-of mode (`MatchTerms::Any`): an event matches when it holds at
+/// least one word or phrase and no exclusion; short terms (which no index
+/// narrows) included; in one session and across a user's sessions; the
+/// snippet is cut around the first term found.
+pub async fn any_of_matches_events_with_any_term(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let long = format!(
+        "{} the train to LYON leaves at noon, locker later {}",
+        "preamble ".repeat(20),
+        "more ".repeat(40)
+    );
+    fx.append(
+        &s.id,
+        vec![
+            user("my locker is 4711"),
+            user("nothing to see"),
+            assistant(&long),
+            user("ticket 4711 was cancelled"),
+            user("ox or cart"),
+            user("the green gate"),
+        ],
+    )
+    .await;
+    let any = |text: &str| SearchQuery::in_session(&s.id, text).matching(MatchTerms::Any);
+    let hits = fx
+        .repo
+        .search(&any("LOCKER lyon \"green gate\" -cancelled"))
+        .await
+        .unwrap();
+    assert_eq!(
+        hit_texts(&hits),
+        ["my locker is 4711", long.as_str(), "the green gate"]
+    );
+    assert_eq!(hits.total, Some(Total::exact(3)));
+    let snippet = &hits.items[1].snippet;
+    assert!(
+        snippet.contains("train to LYON") && snippet.starts_with('…'),
+        "cut around the first term found: {snippet:?}"
+    );
+    let hits = fx.repo.search(&any("4711 zebra")).await.unwrap();
+    assert_eq!(
+        hit_texts(&hits),
+        ["my locker is 4711", "ticket 4711 was cancelled"]
+    );
+    // A two-character term narrows nothing: every event is read and checked.
+    let hits = fx.repo.search(&any("ox zebra")).await.unwrap();
+    assert_eq!(hit_texts(&hits), ["ox or cart"]);
+    let all = fx
+        .repo
+        .search(&SearchQuery::in_session(&s.id, "locker lyon"))
+        .await
+        .unwrap();
+    assert_eq!(all.items.len(), 1, "every term is still the default");
+    let page = fx.repo.search(&any("4711 gate").page(1, 2)).await.unwrap();
+    assert_eq!(hit_texts(&page), ["the green gate"]);
+    assert_eq!(page.total, Some(Total::exact(3)));
+    assert!(!page.has_more);
+
+    let other = fx.session("alice").await;
+    fx.append(&other.id, vec![user("zebra crossing")]).await;
+    let across = SearchQuery::for_user(s.app.as_str(), "alice", "zebra lyon -cancelled")
+        .matching(MatchTerms::Any)
+        .page(0, 50);
+    let mut got = hit_texts(&fx.repo.search(&across).await.unwrap());
+    got.sort();
+    let mut want = vec![long.clone(), "zebra crossing".to_owned()];
+    want.sort();
+    assert_eq!(got, want, "across the user's sessions");
+
+    let caps = fx.repo.capabilities();
+    if requires(
+        &fx,
+        caps.ranked_search,
+        "ranked_search",
+        "any_of_matches_events_with_any_term (ranked part)",
+    ) {
+        let ranked = fx
+            .repo
+            .search(&any("4711 gate -cancelled").mode(SearchMode::Ranked))
+            .await
+            .unwrap();
+        let mut got = hit_texts(&ranked);
+        got.sort();
+        assert_eq!(got, ["my locker is 4711", "the green gate"]);
+        assert!(ranked.items.iter().all(|h| h.score.is_some()));
+    }
+}
+
+/// `since` keeps the events at or after a time (inclusive, to the
+/// microsecond), in one session and across a user's sessions, with
+/// either mode; the total counts only those.
+pub async fn since_bounds_cross_session_search(fx: Fixture) {
+    let a1 = fx.session_in("app1", "alice").await;
+    let a2 = fx.session_in("app1", "alice").await;
+    let b = fx.session_in("app1", "bob").await;
+    let t0 = fx.clock.now();
+    let at = |min: i64, t: &str| {
+        SessionEvent::builder(Message::user(t))
+            .timestamp(t0 + Duration::minutes(min))
+            .build()
+            .unwrap()
+    };
+    // Seq order is not time order: a bound is on the timestamp.
+    fx.append(
+        &a1.id,
+        vec![at(4, "plum four"), at(1, "plum one"), at(3, "plum three")],
+    )
+    .await;
+    fx.append(&a2.id, vec![at(2, "plum two"), at(5, "pear five")])
+        .await;
+    fx.append(&b.id, vec![at(4, "plum bob")]).await;
+    let across = |text: &str, since| {
+        SearchQuery::for_user("app1", "alice", text)
+            .since(since)
+            .page(0, 50)
+    };
+    let hits = fx
+        .repo
+        .search(&across("plum", t0 + Duration::minutes(2)))
+        .await
+        .unwrap();
+    assert_eq!(hit_texts(&hits), ["plum two", "plum three", "plum four"]);
+    assert_eq!(hits.total, Some(Total::exact(3)));
+    let just_after = t0 + Duration::minutes(2) + Duration::nanoseconds(500);
+    let hits = fx.repo.search(&across("plum", just_after)).await.unwrap();
+    assert_eq!(
+        hit_texts(&hits),
+        ["plum three", "plum four"],
+        "an event half a microsecond before the bound is out"
+    );
+    let hits = fx
+        .repo
+        .search(&across("pear plum", t0 + Duration::minutes(4)).matching(MatchTerms::Any))
+        .await
+        .unwrap();
+    assert_eq!(hit_texts(&hits), ["plum four", "pear five"]);
+    let hits = fx
+        .repo
+        .search(&across("plum", t0 + Duration::days(1)))
+        .await
+        .unwrap();
+    assert!(hits.items.is_empty());
+    assert_eq!(hits.total, Some(Total::exact(0)));
+
+    let in_a1 = SearchQuery::in_session(&a1.id, "plum").since(t0 + Duration::minutes(3));
+    let hits = fx.repo.search(&in_a1).await.unwrap();
+    assert_eq!(
+        hit_texts(&hits),
+        ["plum four", "plum three"],
+        "one session: by seq"
+    );
+    let first = fx.repo.search(&in_a1.clone().page(0, 1)).await.unwrap();
+    assert_eq!(hit_texts(&first), ["plum four"]);
+    assert!(first.has_more);
+    assert_eq!(first.total, Some(Total::exact(2)));
+    let caps = fx.repo.capabilities();
+    if requires(
+        &fx,
+        caps.ranked_search,
+        "ranked_search",
+        "since_bounds_cross_session_search (ranked part)",
+    ) {
+        let ranked = fx
+            .repo
+            .search(&in_a1.mode(SearchMode::Ranked))
+            .await
+            .unwrap();
+        let mut got = hit_texts(&ranked);
+        got.sort();
+        assert_eq!(got, ["plum four", "plum three"]);
+    }
 }
