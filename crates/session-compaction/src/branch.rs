@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use session_core::{CompactionSource, Message, SessionEvent};
 
 use crate::error::CompactionError;
+use crate::prompts::SummaryPrompts;
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
-use crate::summarize::{Summarizer, SummaryPrompts, SummaryRequest};
+use crate::summarize::{Summarizer, SummaryRequest};
 
 /// Summarizes the events of one branch (a sub-agent, `orch.researcher`, and
 /// the branches below it) except its newest `keep_last`, without touching
@@ -132,7 +133,9 @@ impl CompactionStrategy for BranchSummary {
             });
         }
         let source = CompactionSource::Custom(format!("branch:{}", self.branch));
-        let mut turn = SessionEvent::summary_turn(summary.clone(), source, replaced[0].timestamp);
+        let mut turn = self
+            .prompts
+            .summary_turn(summary.clone(), source, replaced[0].timestamp);
         for e in &mut turn {
             e.branch = Some(self.branch.clone());
         }

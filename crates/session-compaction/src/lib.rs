@@ -61,6 +61,7 @@ mod openai;
 mod plan;
 mod policy;
 mod prompt_log;
+mod prompts;
 mod recall;
 mod spec;
 mod strategy;
@@ -82,6 +83,7 @@ pub use flush::{
 pub use memory::{facts_block, SessionMemory, SummaryInjection, TOOL_ERROR_KEY};
 pub use openai::{OpenAiSummarizer, SummarizerChoice};
 pub use policy::{BeforeCompaction, CompactionOutcome, CompactionPolicy, COMPACTION_ATTEMPTS};
+pub use prompts::{EventFormatter, SummaryPrompts, TranscriptFormatter, SESSION_MESSAGES};
 pub use recall::{
     no_event, ConversationSearch, CrossSessionSearch, ReadEvent, SearchArgs, ToolContext,
     DEFAULT_RECALL_HIT_TOKENS, DEFAULT_RECALL_PAGE_TOKENS, NO_RESULTS,
@@ -97,8 +99,7 @@ pub use strategy::{
 };
 pub use summarize::{
     default_summary_schema, merge_structured, validate_against_schema, RecursiveSummarization,
-    StructuredSummary, Summarizer, SummaryPrompts, SummaryRequest, OPEN_ASTRA_RECENT_MESSAGES,
-    SESSION_MESSAGES,
+    StructuredSummary, Summarizer, SummaryRequest, OPEN_ASTRA_RECENT_MESSAGES,
 };
 pub use tokens::{estimator_for_model, BpeEstimator, CalibratedEstimator};
 pub use usage::PromptEstimate;

@@ -59,6 +59,8 @@ pub struct SessionMemory {
     policy: Option<CompactionPolicy>,
     fetch_size: usize,
     injection: SummaryInjection,
+    /// The user message before the summary when it is injected as a turn.
+    shadow_prompt: String,
     drop_stored_system_prompts: bool,
     drop_failed_tool_calls: bool,
     initial_summarization: bool,
@@ -92,6 +94,7 @@ impl SessionMemory {
             policy: None,
             fetch_size: 30,
             injection: SummaryInjection::Facts,
+            shadow_prompt: SUMMARY_PROMPT.to_owned(),
             drop_stored_system_prompts: true,
             drop_failed_tool_calls: false,
             initial_summarization: false,
@@ -164,6 +167,13 @@ impl SessionMemory {
         self
     }
 
+    /// Opens an injected summary turn ([`SummaryInjection::SyntheticTurn`])
+    /// with `prompt` instead of [`SUMMARY_PROMPT`] (the shadow prompt).
+    pub fn with_shadow_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.shadow_prompt = prompt.into();
+        self
+    }
+
     /// Where the summary goes.
     pub fn with_summary_injection(mut self, injection: SummaryInjection) -> Self {
         self.injection = injection;
@@ -226,7 +236,7 @@ impl SessionMemory {
             }
             (Some(s), SummaryInjection::SyntheticTurn) => {
                 out.push(Message::system(system_prompt));
-                out.push(Message::user(SUMMARY_PROMPT));
+                out.push(Message::user(self.shadow_prompt.clone()));
                 out.push(Message::assistant(s.clone()));
             }
             (None, _) => out.push(Message::system(system_prompt)),

@@ -10,7 +10,8 @@ use session_core::{Compactor, SessionError};
 
 use crate::{
     CompactionError, CompactionPolicy, CompactionStrategy, RecursiveSummarization, SlidingWindow,
-    StructuredSummary, SummarizerChoice, TokenBudget, ToolResultClearing, Trigger, TurnWindow,
+    StructuredSummary, SummarizerChoice, SummaryPrompts, TokenBudget, ToolResultClearing, Trigger,
+    TurnWindow,
 };
 
 /// Which strategy compacts.
@@ -82,6 +83,11 @@ pub struct StrategySpec {
     /// (an OpenAI-compatible endpoint: `OPENAI_BASE_URL`, `OPENAI_API_KEY`).
     #[serde(default)]
     pub summarizer: Option<String>,
+    /// `summarize`, `structured_summary`: the user message that opens the
+    /// summary turn in the context (default: "Summarize the conversation
+    /// we had so far.").
+    #[serde(default)]
+    pub shadow_prompt: Option<String>,
 }
 
 /// When a compaction runs: it fires when any of the limits given is reached.
@@ -182,6 +188,19 @@ impl StrategySpec {
             keep_messages: None,
             trigger: None,
             summarizer: None,
+            shadow_prompt: None,
+        }
+    }
+
+    /// `prompts` with the spec's shadow prompt; `InvalidInput` for a blank one.
+    fn prompts(&self, prompts: SummaryPrompts) -> Result<SummaryPrompts, SessionError> {
+        match &self.shadow_prompt {
+            None => Ok(prompts),
+            Some(p) if p.trim().is_empty() => Err(SessionError::invalid(
+                "shadow_prompt",
+                "must not be blank: it opens the summary turn the model reads",
+            )),
+            Some(p) => Ok(prompts.with_shadow(p.clone())),
         }
     }
 
@@ -211,14 +230,16 @@ impl StrategySpec {
                 TokenBudget::new(needed(self.max_tokens, "max_tokens")?).map_err(session_error)?,
             ),
             StrategyName::Summarize => {
-                let s = RecursiveSummarization::new(self.keep.unwrap_or(0), summarizer()?);
+                let s = RecursiveSummarization::new(self.keep.unwrap_or(0), summarizer()?)
+                    .with_prompts(self.prompts(SummaryPrompts::recursive())?);
                 Arc::new(match keep_messages {
                     Some(n) => s.with_keep_recent_messages(n).map_err(session_error)?,
                     None => s,
                 })
             }
             StrategyName::StructuredSummary => {
-                let s = StructuredSummary::new(self.keep.unwrap_or(0), summarizer()?);
+                let s = StructuredSummary::new(self.keep.unwrap_or(0), summarizer()?)
+                    .with_prompts(self.prompts(SummaryPrompts::structured())?);
                 Arc::new(match keep_messages {
                     Some(n) => s.with_keep_recent_messages(n).map_err(session_error)?,
                     None => s,

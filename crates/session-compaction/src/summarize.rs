@@ -9,10 +9,8 @@ use session_core::{CompactionSource, Message, Role, SessionEvent, TokenEstimator
 
 use crate::error::CompactionError;
 use crate::plan::Plan;
+use crate::prompts::SummaryPrompts;
 use crate::strategy::{CompactionRequest, CompactionResult, CompactionStrategy};
-
-/// The placeholder a user prompt template is rendered with.
-pub const SESSION_MESSAGES: &str = "${sessionMessages}";
 
 /// What a summarizer is asked.
 #[derive(Debug, Clone)]
@@ -36,77 +34,6 @@ pub struct SummaryRequest<'a> {
 pub trait Summarizer: Send + Sync + std::fmt::Debug {
     /// The summary text (JSON text when the request has a schema).
     async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, CompactionError>;
-}
-
-/// Prompts for summarizing strategies.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SummaryPrompts {
-    /// The system prompt.
-    pub system: String,
-    /// The user prompt; `${sessionMessages}` is replaced by the transcript.
-    pub user: String,
-}
-
-impl SummaryPrompts {
-    /// The prompts for a plain-text rolling summary.
-    pub fn recursive() -> Self {
-        Self {
-            system: "You are an expert at distilling chat history. Write a concise summary (at most about 500 words) \
-                     of the conversation that preserves decisions, facts, names, numbers and open questions. \
-                     When a previous summary is given, fold it into the new one."
-                .to_owned(),
-            user: format!("Summarize the conversation so far.\n\n{SESSION_MESSAGES}"),
-        }
-    }
-
-    /// The prompts for a structured (JSON) summary.
-    pub fn structured() -> Self {
-        Self {
-            system: "You are an expert at distilling chat history into structured notes. Answer with one JSON \
-                     object that follows the given schema exactly. When a previous summary is given, merge it: \
-                     keep its facts unless the conversation contradicts them."
-                .to_owned(),
-            user: format!("Summarize these messages:\n\n{SESSION_MESSAGES}"),
-        }
-    }
-
-    /// Renders the user prompt with the previous summary and the events' transcript.
-    pub fn render(&self, previous: Option<&str>, events: &[SessionEvent]) -> String {
-        let size: usize = events
-            .iter()
-            .map(|e| e.message.text().len().saturating_add(32))
-            .sum();
-        let mut transcript = String::with_capacity(size);
-        if let Some(p) = previous {
-            transcript.push_str("Previous summary:\n");
-            transcript.push_str(p);
-            transcript.push_str("\n\nNew messages:\n");
-        }
-        for e in events {
-            push_transcript_line(&mut transcript, e);
-            transcript.push('\n');
-        }
-        self.user.replace(SESSION_MESSAGES, transcript.trim_end())
-    }
-}
-
-/// Appends one event's transcript line to `out` (no newline).
-fn push_transcript_line(out: &mut String, e: &SessionEvent) {
-    out.push_str(e.role().as_str());
-    if let Some(b) = &e.branch {
-        out.push_str(" [");
-        out.push_str(b);
-        out.push(']');
-    }
-    out.push_str(": ");
-    out.push_str(e.message.text());
-    for c in e.message.tool_calls() {
-        out.push_str(" [calls ");
-        out.push_str(&c.name);
-        out.push('(');
-        out.push_str(&c.arguments);
-        out.push_str(")]");
-    }
 }
 
 /// The latest synthetic summary text of `source` in the context.
@@ -268,7 +195,7 @@ async fn summarize_into_turn(
     }
     let summary = finish(previous, raw)?;
     let now = session_core::Clock::now(&session_core::SystemClock);
-    let [mut prompt, mut answer] = SessionEvent::summary_turn(summary.clone(), source.clone(), now);
+    let [mut prompt, mut answer] = prompts.summary_turn(summary.clone(), source.clone(), now);
     for e in [&mut prompt, &mut answer] {
         e.token_estimate = estimator.estimate_message(&e.message);
     }
@@ -693,10 +620,7 @@ mod tests {
 
     #[test]
     fn prompt_template_renders_messages() {
-        let p = SummaryPrompts {
-            system: String::new(),
-            user: "Please summarize: ${sessionMessages}".to_owned(),
-        };
+        let p = SummaryPrompts::new("", "Please summarize: ${sessionMessages}");
         let out = p.render(
             Some("before"),
             &[SessionEvent::new(session_core::Message::user("hi"))],

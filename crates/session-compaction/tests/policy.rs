@@ -437,3 +437,41 @@ async fn a_budget_that_cannot_be_met_reports_the_shortfall() {
     let done = svc.compact(&owner(), &id, &fits).await.unwrap();
     assert_eq!(done.shortfall, None, "within the budget: {done:?}");
 }
+
+/// A spec's shadow prompt opens the summary turn it writes; a blank one is
+/// refused before anything runs.
+#[tokio::test]
+async fn a_custom_shadow_prompt_opens_the_summary_turn() {
+    let repo = InMemoryRepository::new().shared();
+    let svc = DefaultSessionService::new(repo.clone());
+    let s = svc
+        .create(CreateSessionRequest::builder("alice").build().unwrap())
+        .await
+        .unwrap();
+    let detail = " about the parcel, the depot and the courier".repeat(6);
+    for i in 1..=3 {
+        for m in [
+            Message::user(format!("question {i}{detail}")),
+            Message::assistant(format!("answer {i}{detail}")),
+        ] {
+            svc.append_message(&owner(), &s.id, m).await.unwrap();
+        }
+    }
+    let spec = |shadow: &str| -> session_compaction::StrategySpec {
+        serde_json::from_value(serde_json::json!({
+            "strategy": "summarize", "keep": 1, "shadow_prompt": shadow
+        }))
+        .unwrap()
+    };
+    let blank = spec("  ").compactor().err().map(|e| e.kind());
+    assert_eq!(blank, Some(session_core::ErrorKind::InvalidInput));
+    let compactor = spec("Where did we leave off?").compactor().unwrap();
+    let done = svc
+        .compact(&owner(), &s.id, compactor.as_ref())
+        .await
+        .unwrap();
+    assert!(done.compacted, "{done:?}");
+    let context = repo.all_events(&s.id, EventView::Context).await.unwrap();
+    assert!(context[0].is_synthetic());
+    assert_eq!(context[0].message.text(), "Where did we leave off?");
+}

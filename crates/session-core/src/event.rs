@@ -207,7 +207,18 @@ impl SessionEvent {
         source: CompactionSource,
         timestamp: DateTime<Utc>,
     ) -> [SessionEvent; 2] {
-        let mut prompt = Self::new(Message::user(SUMMARY_PROMPT));
+        Self::summary_turn_with(SUMMARY_PROMPT, summary, source, timestamp)
+    }
+
+    /// [`Self::summary_turn`] opened by the user message `prompt` instead
+    /// of [`SUMMARY_PROMPT`] (a custom shadow prompt).
+    pub fn summary_turn_with(
+        prompt: &str,
+        summary: impl Into<String>,
+        source: CompactionSource,
+        timestamp: DateTime<Utc>,
+    ) -> [SessionEvent; 2] {
+        let mut prompt = Self::new(Message::user(prompt));
         let mut answer = Self::new(Message::assistant(summary));
         prompt.compaction_source = Some(source.clone());
         answer.compaction_source = Some(source);
