@@ -370,10 +370,7 @@ fn compactor(a: &CompactArgs) -> Result<Arc<dyn Compactor>> {
                 Some(keep) => RecursiveSummarization::new(keep, summarizer),
                 None => RecursiveSummarization::open_astra(summarizer),
             });
-            Ok(Arc::new(CompactionPolicy::new(
-                Trigger::TurnCount(0),
-                strategy,
-            )))
+            Ok(Arc::new(CompactionPolicy::new(Trigger::Always, strategy)))
         }
         _ => Ok(spec.compactor()?),
     }

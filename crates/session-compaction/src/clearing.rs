@@ -21,9 +21,9 @@ pub const CLEARED_SEQ: &str = "cleared_seq";
 #[derive(Debug, Clone)]
 pub struct ToolResultClearing {
     /// Tool results kept verbatim, newest first (at least one).
-    pub keep_last: usize,
+    keep_last: usize,
     /// Clear only when at least this many results would be cleared (at least one).
-    pub min_clear: usize,
+    min_clear: usize,
     /// Tools whose results are never cleared.
     pub exclude_tools: Vec<String>,
     /// Estimates a placeholder's tokens (default: the character heuristic).
@@ -51,6 +51,16 @@ impl ToolResultClearing {
             keep_last,
             ..Self::default()
         })
+    }
+
+    /// The tool results kept verbatim.
+    pub fn keep_last(&self) -> usize {
+        self.keep_last
+    }
+
+    /// The fewest results a clearing clears.
+    pub fn min_clear(&self) -> usize {
+        self.min_clear
     }
 
     /// Clears only when at least `n` results would go (at least 1).

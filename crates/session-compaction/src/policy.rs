@@ -60,7 +60,7 @@ pub enum CompactionOutcome {
 /// use session_compaction::{CompactionPolicy, TurnWindow, Trigger};
 /// use session_core::{DefaultSessionService, InMemoryRepository};
 ///
-/// let policy = CompactionPolicy::new(Trigger::TurnCount(20), Arc::new(TurnWindow { max_turns: 10 }));
+/// let policy = CompactionPolicy::new(Trigger::TurnCount(20), Arc::new(TurnWindow::new(10).unwrap()));
 /// let service = DefaultSessionService::new(InMemoryRepository::new().shared())
 ///     .with_append_hook(Arc::new(policy));
 /// ```

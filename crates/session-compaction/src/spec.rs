@@ -158,7 +158,7 @@ impl TriggerSpec {
 pub fn default_compactor() -> Arc<dyn Compactor> {
     let summarizer = Arc::new(crate::ExtractiveSummarizer::new());
     Arc::new(CompactionPolicy::new(
-        Trigger::TurnCount(0),
+        Trigger::Always,
         Arc::new(RecursiveSummarization::open_astra(summarizer)),
     ))
 }
@@ -256,7 +256,7 @@ impl StrategySpec {
     pub fn compactor(&self) -> Result<Arc<dyn Compactor>, SessionError> {
         let strategy = self.build()?;
         Ok(match &self.trigger {
-            None => Arc::new(CompactionPolicy::new(Trigger::TurnCount(0), strategy)),
+            None => Arc::new(CompactionPolicy::new(Trigger::Always, strategy)),
             Some(trigger) => Arc::new(
                 CompactionPolicy::new(trigger.build().map_err(session_error)?, strategy)
                     .when_triggered(),

@@ -170,6 +170,9 @@ pub enum Trigger {
     Any(Vec<Trigger>),
     /// When all of these fire.
     All(Vec<Trigger>),
+    /// On every check: a policy that compacts whenever it is run (on
+    /// demand, as `SessionService::compact` runs a spec without a trigger).
+    Always,
 }
 
 pub(crate) fn at_least_one<T: PartialOrd + From<u8>>(
@@ -241,7 +244,7 @@ impl Trigger {
     pub fn needs_events(&self) -> bool {
         match self {
             Self::TurnCount(_) | Self::EventCount(_) | Self::InvocationCount(_) => true,
-            Self::TokenCount(_) | Self::ContextFraction { .. } => false,
+            Self::TokenCount(_) | Self::ContextFraction { .. } | Self::Always => false,
             Self::Any(ts) | Self::All(ts) => ts.iter().any(Trigger::needs_events),
         }
     }
@@ -266,6 +269,7 @@ impl Trigger {
             Self::InvocationCount(_) => false,
             Self::Any(ts) => ts.iter().any(|t| t.fires(tokens, events, turns)),
             Self::All(ts) => !ts.is_empty() && ts.iter().all(|t| t.fires(tokens, events, turns)),
+            Self::Always => true,
         }
     }
 
@@ -309,7 +313,7 @@ pub trait CompactionStrategy: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone, Copy)]
 pub struct SlidingWindow {
     /// The most real (non-synthetic, non-pinned) events to keep.
-    pub max_events: usize,
+    max_events: usize,
 }
 
 impl SlidingWindow {
@@ -318,6 +322,11 @@ impl SlidingWindow {
         Ok(Self {
             max_events: at_least_one("max events", max_events)?,
         })
+    }
+
+    /// The most real events kept.
+    pub fn max_events(&self) -> usize {
+        self.max_events
     }
 }
 
@@ -413,7 +422,7 @@ fn why_kept(plan: &Plan, fits: &str) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct TurnWindow {
     /// The most turns to keep (at least one is always kept).
-    pub max_turns: usize,
+    max_turns: usize,
 }
 
 impl TurnWindow {
@@ -422,6 +431,11 @@ impl TurnWindow {
         Ok(Self {
             max_turns: at_least_one("max turns", max_turns)?,
         })
+    }
+
+    /// The most turns kept.
+    pub fn max_turns(&self) -> usize {
+        self.max_turns
     }
 }
 
@@ -482,7 +496,7 @@ impl CompactionStrategy for TurnWindow {
 #[derive(Debug, Clone, Copy)]
 pub struct TokenBudget {
     /// The token budget of the compacted context.
-    pub max_tokens: u64,
+    max_tokens: u64,
 }
 
 impl TokenBudget {
@@ -491,6 +505,11 @@ impl TokenBudget {
         Ok(Self {
             max_tokens: at_least_one("max tokens", max_tokens)?,
         })
+    }
+
+    /// The token budget.
+    pub fn max_tokens(&self) -> u64 {
+        self.max_tokens
     }
 }
 

@@ -311,7 +311,7 @@ async fn memory_runs_compaction_and_retries_once_on_context_length() {
     let id = session(&w, &alice).await;
     let policy = CompactionPolicy::new(
         Trigger::TurnCount(100),
-        Arc::new(TurnWindow { max_turns: 1 }),
+        Arc::new(TurnWindow::new(1).unwrap()),
     );
     let memory = SessionMemory::new(w.service.clone()).with_compaction(policy);
     for i in 0..5 {

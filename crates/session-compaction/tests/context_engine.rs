@@ -118,7 +118,7 @@ async fn run(
 async fn a_long_turn_is_cut_inside_at_step_boundaries_within_the_token_budget() {
     let events = long_turn(20, 40);
     assert!(tokens(&events) > 100);
-    let (context, archived) = run(&TokenBudget { max_tokens: 100 }, events.clone()).await;
+    let (context, archived) = run(&TokenBudget::new(100).unwrap(), events.clone()).await;
     assert!(
         tokens(&context) <= 100,
         "within budget: {}",
@@ -145,7 +145,7 @@ async fn a_long_turn_is_cut_inside_at_step_boundaries_within_the_token_budget() 
 #[tokio::test]
 async fn a_long_turn_is_cut_inside_by_event_count() {
     let events = long_turn(20, 40);
-    let (context, _) = run(&SlidingWindow { max_events: 4 }, events).await;
+    let (context, _) = run(&SlidingWindow::new(4).unwrap(), events).await;
     assert!(context.len() <= 4, "{} events", context.len());
     assert_eq!(context[0].role(), Role::User);
     assert!(pairs_hold(&context));
@@ -161,7 +161,7 @@ async fn a_pending_call_keeps_its_step() {
         ),
         20,
     ));
-    let (context, _) = run(&TokenBudget { max_tokens: 60 }, events).await;
+    let (context, _) = run(&TokenBudget::new(60).unwrap(), events).await;
     assert!(context
         .iter()
         .any(|e| e.message.tool_calls().iter().any(|c| c.id == "open")));
@@ -177,7 +177,7 @@ async fn the_latest_system_message_is_pinned_first_and_never_archived() {
     }
     events.push(event(Message::system("You are a pirate now."), 10));
     events.push(event(Message::user("ahoy?"), 10));
-    let (context, archived) = run(&TokenBudget { max_tokens: 40 }, events).await;
+    let (context, archived) = run(&TokenBudget::new(40).unwrap(), events).await;
     assert_eq!(
         context[0].message.text(),
         "You are a pirate now.",
@@ -204,13 +204,14 @@ async fn turn_window_within_its_limit_leaves_the_preamble_alone() {
         event(Message::user("q2"), 5),
         event(Message::assistant("a2"), 5),
     ];
-    let out = TurnWindow { max_turns: 2 }
+    let out = TurnWindow::new(2)
+        .unwrap()
         .compact(&CompactionRequest::new(session(), events.clone()))
         .await
         .unwrap();
     assert!(out.is_noop(), "two turns fit: nothing to compact");
     assert_eq!(out.context, events);
-    let (context, archived) = run(&TurnWindow { max_turns: 1 }, events).await;
+    let (context, archived) = run(&TurnWindow::new(1).unwrap(), events).await;
     assert_eq!(
         context[0].message.text(),
         "boot: tools loaded",
@@ -246,7 +247,7 @@ proptest! {
         let newest = tokens(&turn[turn.len() - 2..]);
         events.extend(turn);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let (context, archived) = rt.block_on(run(&TokenBudget { max_tokens: budget }, events.clone()));
+        let (context, archived) = rt.block_on(run(&TokenBudget::new(budget).unwrap(), events.clone()));
         prop_assert!(pairs_hold(&context));
         prop_assert!(context.iter().any(|e| e.id == user_id), "the turn's user message stays");
         prop_assert_eq!(context.len() + archived.len(), events.len());

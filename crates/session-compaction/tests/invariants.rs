@@ -104,9 +104,9 @@ fn session() -> Session {
 fn strategies() -> Vec<(Arc<dyn CompactionStrategy>, Option<u64>)> {
     let summarizer = Arc::new(ExtractiveSummarizer::new());
     vec![
-        (Arc::new(SlidingWindow { max_events: 6 }), None),
-        (Arc::new(TurnWindow { max_turns: 2 }), None),
-        (Arc::new(TokenBudget { max_tokens: 120 }), Some(120)),
+        (Arc::new(SlidingWindow::new(6).unwrap()), None),
+        (Arc::new(TurnWindow::new(2).unwrap()), None),
+        (Arc::new(TokenBudget::new(120).unwrap()), Some(120)),
         (
             Arc::new(RecursiveSummarization::new(2, summarizer.clone()).with_overlap(1)),
             None,

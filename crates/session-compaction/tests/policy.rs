@@ -45,7 +45,7 @@ async fn turn(svc: &DefaultSessionService, id: &session_core::SessionId, i: usiz
 #[tokio::test]
 async fn fires_after_append_and_keeps_the_archive() {
     let policy =
-        CompactionPolicy::new(Trigger::TurnCount(5), Arc::new(TurnWindow { max_turns: 2 }));
+        CompactionPolicy::new(Trigger::TurnCount(5), Arc::new(TurnWindow::new(2).unwrap()));
     let (svc, repo, id) = setup(policy).await;
     for i in 1..=4 {
         turn(&svc, &id, i).await;
@@ -77,7 +77,7 @@ async fn fires_after_append_and_keeps_the_archive() {
 async fn token_trigger_uses_the_running_total() {
     let policy = CompactionPolicy::new(
         Trigger::context_fraction(100),
-        Arc::new(TurnWindow { max_turns: 1 }),
+        Arc::new(TurnWindow::new(1).unwrap()),
     );
     let (svc, repo, id) = setup(policy).await;
     let mut i = 0;
@@ -134,7 +134,7 @@ async fn a_lost_race_changes_nothing_and_loses_no_event() {
         Trigger::TurnCount(1),
         Arc::new(Interleaving {
             repo: repo.clone(),
-            inner: TurnWindow { max_turns: 1 },
+            inner: TurnWindow::new(1).unwrap(),
         }),
     );
     // Each plan loses to a write that slips in; after the last attempt
@@ -184,7 +184,7 @@ async fn a_bad_summary_aborts_and_leaves_the_context_untouched() {
         let policy = CompactionPolicy::new(Trigger::TurnCount(1), strategy);
         let (svc, repo, id) = setup(CompactionPolicy::new(
             Trigger::TurnCount(100),
-            Arc::new(TurnWindow { max_turns: 1 }),
+            Arc::new(TurnWindow::new(1).unwrap()),
         ))
         .await;
         for i in 1..=3 {
@@ -229,7 +229,7 @@ impl BeforeCompaction for Flush {
 async fn the_pre_compaction_flush_sees_the_context_before_it_is_compacted() {
     let flush = Arc::new(Flush::default());
     let policy =
-        CompactionPolicy::new(Trigger::TurnCount(3), Arc::new(TurnWindow { max_turns: 1 }))
+        CompactionPolicy::new(Trigger::TurnCount(3), Arc::new(TurnWindow::new(1).unwrap()))
             .with_before_compaction(flush.clone());
     let (svc, _repo, id) = setup(policy).await;
     for i in 1..=3 {
@@ -311,7 +311,7 @@ async fn a_context_length_error_compacts_and_retries_once() {
     }
     let policy = CompactionPolicy::new(
         Trigger::TurnCount(1000),
-        Arc::new(TurnWindow { max_turns: 1 }),
+        Arc::new(TurnWindow::new(1).unwrap()),
     );
     let calls = AtomicUsize::new(0);
     let model = || {
@@ -341,7 +341,7 @@ async fn a_context_length_error_compacts_and_retries_once() {
 async fn background_compaction_runs_off_the_append_path() {
     let repo = InMemoryRepository::new().shared();
     let policy =
-        CompactionPolicy::new(Trigger::TurnCount(2), Arc::new(TurnWindow { max_turns: 1 }))
+        CompactionPolicy::new(Trigger::TurnCount(2), Arc::new(TurnWindow::new(1).unwrap()))
             .in_background(repo.clone());
     let svc = DefaultSessionService::new(repo.clone()).with_append_hook(Arc::new(policy));
     let s = svc

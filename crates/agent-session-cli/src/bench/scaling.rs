@@ -200,7 +200,7 @@ pub(crate) async fn compaction(scratch: &mut Scratch, args: &BenchArgs) -> Resul
         Unit::MsPerOp,
     );
     let policy = CompactionPolicy::new(
-        Trigger::TurnCount(0),
+        Trigger::Always,
         Arc::new(RecursiveSummarization::new(
             2,
             SummarizerChoice::Extractive.build(),
