@@ -426,3 +426,25 @@ fn import_reports_a_bad_line_and_imports_the_rest() {
     assert!(err.contains("1 entries of"), "{err}");
     assert_eq!(out(cli(&t).args(["--json", "list"])).lines().count(), 2);
 }
+
+/// Compacting an ended session is refused like any other write to it:
+/// exit code 8 and a hint naming `reopen`, as the exit-code table says.
+#[test]
+fn compact_on_an_ended_session_exits_8() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    append(&s, "s1", &["--role", "user", "--text", "hi"]);
+    out(cli(&s).args(["end", "s1"]));
+    let err = failure(
+        cli(&s).args([
+            "compact",
+            "s1",
+            "--strategy",
+            "turn-window",
+            "--max-turns",
+            "1",
+        ]),
+        8,
+    );
+    assert!(err.contains("reopen"), "{err}");
+}

@@ -474,6 +474,13 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         compactor: &dyn Compactor,
     ) -> Result<Compacted> {
         let s = self.owned(owner, id).await?;
+        // A compaction is a write: an ended session refuses it even when
+        // there would be nothing to compact.
+        if s.status == crate::session::SessionStatus::Archived {
+            return Err(SessionError::SessionEnded {
+                id: s.id.to_string(),
+            });
+        }
         compactor.compact(&self.repo, s).await
     }
 
