@@ -32,13 +32,16 @@ def _events(session: dict[str, Any]) -> dict[str, Any]:
 
 
 def _compacted(done: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"compacted": False}
     if done["compacted"]:
-        return {
+        out = {
             "compacted": True,
             "events_after": done["events_after"],
             "tokens_after": done["tokens_after"],
         }
-    return {"compacted": False}
+    if done.get("shortfall"):
+        out["over_by"] = done["shortfall"]["over_by"]
+    return out
 
 
 class Face:

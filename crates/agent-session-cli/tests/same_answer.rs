@@ -87,6 +87,9 @@ impl Cli {
         if let Some(invocation) = &e.invocation_id {
             flag("invocation", invocation.clone());
         }
+        if let Some(branch) = &e.branch {
+            flag("branch", branch.clone());
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.call(&args)
     }

@@ -370,7 +370,70 @@ pub fn scenario() -> Vec<Step> {
             spec: json!({"strategy": "sliding_window", "max_events": 0}),
         },
     ]);
+    steps.extend(promise_steps());
     steps
+}
+
+/// Three short turns (invocations `inv-a`..`inv-c`) after a system prompt
+/// and a sub-agent's prompt, appended to `session`.
+fn three_turns(session: &str) -> Step {
+    let mut sub = event(400, Message::system("Research only."), "inv-a");
+    sub.branch = Some("orch.researcher".to_owned());
+    let mut events = vec![event(399, Message::system("Be brief."), "inv-a"), sub];
+    for (i, inv) in ["inv-a", "inv-b", "inv-c"].into_iter().enumerate() {
+        let n = 401 + 2 * u32::try_from(i).unwrap_or(0);
+        events.push(event(n, Message::user(format!("question {i}")), inv));
+        events.push(event(n + 1, Message::assistant(format!("answer {i}")), inv));
+    }
+    Step::Append {
+        session: session.to_owned(),
+        events,
+    }
+}
+
+/// The promise through every face: the root agent's context leaves out
+/// the sub-agent's prompt; a rewind after a window compaction restores the
+/// turns it dropped; a summary that would not save tokens is not made; a
+/// budget the newest turn is over reports by how much.
+fn promise_steps() -> Vec<Step> {
+    let s = |a: &str| a.to_owned();
+    let compact = |session: &str, spec: Value| Step::Compact {
+        session: s(session),
+        spec,
+    };
+    vec![
+        Step::Create {
+            session: s("turns"),
+        },
+        three_turns("turns"),
+        Step::Context {
+            session: s("turns"),
+        },
+        Step::Fork {
+            session: s("turns"),
+            into: s("tiny"),
+        },
+        compact("tiny", json!({"strategy": "summarize", "keep": 1})),
+        Step::Fork {
+            session: s("turns"),
+            into: s("tight"),
+        },
+        compact(
+            "tight",
+            json!({"strategy": "token_budget", "max_tokens": 20}),
+        ),
+        compact("turns", json!({"strategy": "turn_window", "max_turns": 1})),
+        Step::Context {
+            session: s("turns"),
+        },
+        Step::Rewind {
+            session: s("turns"),
+            invocation: s("inv-c"),
+        },
+        Step::Context {
+            session: s("turns"),
+        },
+    ]
 }
 
 /// Runs the scenario through `face`, the steps it does not offer through
@@ -435,7 +498,11 @@ pub fn spec(value: &Value) -> Result<StrategySpec, SessionError> {
 
 /// The outcome of a compaction the service reported.
 pub fn compacted(c: &Compacted) -> Value {
-    compact_outcome(c.compacted, c.events_after, c.tokens_after)
+    let mut outcome = compact_outcome(c.compacted, c.events_after, c.tokens_after);
+    if let (Some(s), Some(map)) = (&c.shortfall, outcome.as_object_mut()) {
+        map.insert("over_by".to_owned(), json!(s.over_by));
+    }
+    outcome
 }
 
 /// The library: the service, called in Rust; also every other face's
