@@ -8,8 +8,8 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, Transaction};
 use session_core::search::COUNT_PAST_PAGE;
 use session_core::{
-    fold_case, page_of_matches, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope,
-    SessionEvent, SessionId, Total,
+    fold_case, page_of_matches, MatchTerms, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery,
+    SearchScope, SessionEvent, SessionId, Total,
 };
 
 use crate::error::{Result, SqlResult, BACKEND};
@@ -102,20 +102,44 @@ fn fts_phrase(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
 }
 
-/// The FTS5 expression that narrows `q` to candidates: every required term
-/// of three or more characters as a phrase, AND-ed; `None` if no term is
-/// that long (the trigram index cannot narrow shorter ones).
+/// The FTS5 expression that narrows `q` to candidates: every included
+/// term of three or more characters as a phrase, AND-ed; `None` if no term
+/// is that long (the trigram index cannot narrow shorter ones). In any-of
+/// mode the phrases are OR-ed, and `None` if any term is shorter (an event
+/// holding only that term is a match the index cannot propose).
 fn fts_candidates(q: &ParsedQuery) -> Option<String> {
-    let phrases: Vec<String> = q
-        .index_terms()
-        .filter(|t| t.chars().count() >= 3)
-        .map(|t| fts_phrase(&t))
+    let long = |t: &String| t.chars().count() >= 3;
+    let terms: Vec<String> = q.index_terms().collect();
+    let joiner = match q.match_terms() {
+        MatchTerms::Any if !terms.iter().all(long) => return None,
+        MatchTerms::Any => " OR ",
+        _ => " AND ",
+    };
+    let phrases: Vec<String> = terms
+        .iter()
+        .filter(|t| long(t))
+        .map(|t| fts_phrase(t))
         .collect();
-    (!phrases.is_empty()).then(|| phrases.join(" AND "))
+    (!phrases.is_empty()).then(|| phrases.join(joiner))
+}
+
+/// The scope of a search as SQL over `events e` (with the query's `since`
+/// bound), its parameters, and whether it spans sessions.
+fn scope(
+    conn: &Connection,
+    q: &SearchQuery,
+    now: DateTime<Utc>,
+) -> Result<(String, Vec<SqlValue>, bool)> {
+    let (mut sql, mut values, multi) = scope_of(conn, q, now)?;
+    if let Some(since) = q.since_micros() {
+        values.push(since.into());
+        sql.push_str(&format!(" AND e.timestamp >= ?{}", values.len()));
+    }
+    Ok((sql, values, multi))
 }
 
 /// The scope of a search as SQL over `events e`, its parameters, and whether it spans sessions.
-fn scope(
+fn scope_of(
     conn: &Connection,
     q: &SearchQuery,
     now: DateTime<Utc>,
@@ -345,6 +369,16 @@ mod tests {
             Some("\"locker\" AND \"4711\"")
         );
         assert_eq!(fts_candidates(&ParsedQuery::parse("ab c").unwrap()), None);
+    }
+
+    #[test]
+    fn any_of_ors_the_phrases_when_every_term_narrows() {
+        let any = |t: &str| ParsedQuery::parse(t).unwrap().matching(MatchTerms::Any);
+        assert_eq!(
+            fts_candidates(&any("Locker \"4711\" -x")).as_deref(),
+            Some("\"locker\" OR \"4711\"")
+        );
+        assert_eq!(fts_candidates(&any("locker my")), None);
     }
 
     #[test]
