@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Client;
 use session_core::search::COUNT_PAST_PAGE;
 use session_core::{
-    Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope, SessionId, Total,
+    MatchTerms, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope, SessionId,
+    Total,
 };
 use tokio_postgres::Row;
 
@@ -22,9 +23,10 @@ fn hit(row: &Row, parsed: &ParsedQuery, score: Option<f64>) -> R<SearchHit> {
     Ok(SearchHit::new(event, parsed, score))
 }
 
-/// The `WHERE` of a search: scope, one `LIKE` per required term and one
-/// `NOT LIKE` per excluded term on the folded text (exact, NUL aside);
-/// whether it spans sessions.
+/// The `WHERE` of a search: scope, the `since` bound, one `LIKE` per
+/// included term (AND-ed, or OR-ed in any-of mode) and one `NOT LIKE` per
+/// excluded term on the folded text (exact, NUL aside); whether it spans
+/// sessions.
 async fn conditions(
     c: &Client,
     t: &Tables,
@@ -55,11 +57,21 @@ async fn conditions(
             true
         }
     };
-    for term in parsed.index_terms() {
-        let m = w.next_mark(like_pattern(&term));
-        w.sql
-            .push_str(&format!(" AND search_text LIKE {m} ESCAPE '\\'"));
+    if let Some(since) = q.since_micros() {
+        w.push("ts >=", since);
     }
+    let likes: Vec<String> = parsed
+        .index_terms()
+        .map(|term| {
+            let m = w.next_mark(like_pattern(&term));
+            format!("search_text LIKE {m} ESCAPE '\\'")
+        })
+        .collect();
+    let joiner = match parsed.match_terms() {
+        MatchTerms::Any => " OR ",
+        _ => " AND ",
+    };
+    w.sql.push_str(&format!(" AND ({})", likes.join(joiner)));
     for term in parsed.exclude() {
         if !term.contains('\0') {
             let m = w.next_mark(like_pattern(term));
