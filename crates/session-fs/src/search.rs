@@ -18,12 +18,13 @@ use crate::repository::Inner;
 use crate::search_index::LogIndex;
 
 /// The events at `seqs` (candidates of the index), read by offset, that
-/// match; at most `enough` of them, and whether every candidate was read.
+/// `q` admits; at most `enough` of them, and whether every candidate was read.
 fn read_candidates(
     dir: &Path,
     file: &SessionFile,
     index: &LogIndex,
     seqs: &[u64],
+    q: &SearchQuery,
     parsed: &ParsedQuery,
     enough: usize,
 ) -> Result<(Vec<SessionEvent>, bool)> {
@@ -51,7 +52,7 @@ fn read_candidates(
         let Ok(mut e) = serde_json::from_slice::<SessionEvent>(&line) else {
             continue;
         };
-        if e.seq == *seq && parsed.matches(&e.message.search_text()) {
+        if e.seq == *seq && q.admits(parsed, &e) {
             file.session.id.as_str().clone_into(&mut e.session_id);
             out.push(e);
         }
@@ -90,13 +91,13 @@ impl Inner {
                 *df = df.saturating_add(index.trigrams.doc_freq(term).unwrap_or(0));
             }
             if let Some(seqs) = index.trigrams.candidates(&parsed) {
-                let (found, all) = read_candidates(dir, f, index, &seqs, &parsed, enough)?;
+                let (found, all) = read_candidates(dir, f, index, &seqs, q, &parsed, enough)?;
                 matches.extend(found);
                 complete &= all;
             } else {
                 // No term long enough to narrow: a streaming scan keeps only matches.
                 let scan = log::scan(&log::path(dir), f.log_bytes, &f.session.id, |e| {
-                    parsed.matches(&e.message.search_text()).then_some(e)
+                    q.admits(&parsed, &e).then_some(e)
                 })?;
                 matches.extend(scan.events);
             }

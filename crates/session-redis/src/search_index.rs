@@ -6,7 +6,8 @@
 //! watermark (at most [`BATCH`] per script call; a script refuses a batch
 //! whose watermark moved, so two searchers never index the same events
 //! twice), then reads the posting lists of the query's rarest trigrams,
-//! intersects them and checks the candidates with the reference matcher.
+//! intersects them per term, intersects the terms (or, in any-of mode,
+//! unites them) and checks the candidates with the reference matcher.
 //! Seqs are never reused, so postings of rewound events only cost a
 //! lookup. The trigram keys expire with the session (see `index_expiry.lua`).
 
@@ -15,8 +16,8 @@ use std::sync::Arc;
 
 use redis::Value;
 use session_core::search::{
-    intersect_all, page_of_first_matches, push_varint, read_limit, read_varint, trigrams_of,
-    trigrams_of_folded, Trigram,
+    combine_term_candidates, intersect_all, page_of_first_matches, push_varint, read_limit,
+    read_varint, trigrams_of, trigrams_of_folded, Trigram,
 };
 use session_core::{
     page_of_matches, EventView, Page, ParsedQuery, RankStats, SearchHit, SearchQuery, SessionEvent,
@@ -110,11 +111,7 @@ impl SearchIndex {
                 let Some(chunk) = chunks.next() else { break };
                 let (events, bad) = self.events.fetch_existing(id, chunk).await?;
                 unreadable.extend(bad);
-                matches.extend(
-                    events
-                        .into_iter()
-                        .filter(|e| parsed.matches(&e.message.search_text())),
-                );
+                matches.extend(events.into_iter().filter(|e| query.admits(parsed, e)));
             }
             complete &= chunks.next().is_none();
         }
@@ -263,7 +260,7 @@ impl SearchIndex {
                     .map(|a| u64::try_from(a.len()).unwrap_or(u64::MAX))
             })
             .collect();
-        let seqs = intersect_all(per_term.into_iter().flatten());
+        let seqs = combine_term_candidates(query, per_term);
         Ok(Candidates { seqs, doc_freq })
     }
 }
