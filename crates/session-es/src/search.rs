@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use session_core::search::COUNT_PAST_PAGE;
 use session_core::{
-    page_of_matches, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery, SearchScope,
-    SessionEvent, Total,
+    page_of_matches, MatchTerms, Page, ParsedQuery, SearchHit, SearchMode, SearchQuery,
+    SearchScope, SessionEvent, Total,
 };
 
 use crate::body;
@@ -45,9 +45,11 @@ impl EventSearch {
 
     /// Search in the sessions of `heads` (the live heads the query's scope
     /// covers; ranked: their pending batches already indexed): every
-    /// required term a `wildcard` on the folded text (`must`), every
-    /// excluded one in `must_not`, the hits and the events of pending
-    /// batches checked with the reference matcher. Chronological: up to
+    /// included term a `wildcard` on the folded text (all in the filter,
+    /// or in any-of mode one `should` with `minimum_should_match: 1`),
+    /// every excluded one in `must_not`, `since` a `range` on `ts_us`; the
+    /// hits and the events of pending batches checked with the reference
+    /// matcher. Chronological: up to
     /// [`COUNT_PAST_PAGE`] matches past the page are counted (beyond, the
     /// total is a lower bound). Ranked: a `match` on the analysed text
     /// scores the same hits.
@@ -86,12 +88,12 @@ impl EventSearch {
             )
             .await?;
         let truncated = hits.len() >= want;
-        let (mut matches, scores) = matching(&hits, parsed)?;
+        let (mut matches, scores) = matching(&hits, query, parsed)?;
         let mut page = if ranked {
             ranked_page(query, parsed, matches, &scores)
         } else {
             for h in heads {
-                matches.extend(pending_matches(h, parsed)?);
+                matches.extend(pending_matches(h, query, parsed)?);
             }
             page_of_matches(query, parsed, matches, None)
         };
@@ -116,11 +118,21 @@ impl EventSearch {
         // hit is then checked before it counts.
         let text_field = self.text_field.get();
         let mut exact = true;
-        let mut must: Vec<Value> = Vec::with_capacity(parsed.include().len().saturating_add(2));
+        let mut must: Vec<Value> = Vec::with_capacity(parsed.include().len().saturating_add(3));
+        let mut terms: Vec<Value> = Vec::with_capacity(parsed.include().len());
         for t in parsed.include() {
             let (clause, whole) = body::search_literal(t, text_field);
             exact &= whole;
-            must.push(clause);
+            terms.push(clause);
+        }
+        match parsed.match_terms() {
+            MatchTerms::Any if terms.len() > 1 => {
+                must.push(json!({"bool": {"should": terms, "minimum_should_match": 1}}));
+            }
+            _ => must.extend(terms),
+        }
+        if let Some(since) = query.since_micros() {
+            must.push(json!({"range": {"ts_us": {"gte": since}}}));
         }
         if incs.len() <= body::MAX_TERMS {
             must.push(json!({"terms": {"inc": incs}}));
@@ -199,16 +211,17 @@ fn keeps(
     })
 }
 
-/// The events of `hits` the reference matcher accepts, with their scores.
+/// The events of `hits` the query admits (see [`SearchQuery::admits`]), with their scores.
 fn matching(
     hits: &[Hit],
+    query: &SearchQuery,
     parsed: &ParsedQuery,
 ) -> session_core::Result<(Vec<SessionEvent>, Scores)> {
     let mut matches = Vec::with_capacity(hits.len());
     let mut scores = HashMap::new();
     for h in hits {
         let e = decode_event(session_of(&h.source), &h.source)?;
-        if parsed.matches(&e.message.search_text()) {
+        if query.admits(parsed, &e) {
             scores.insert((e.session_id.clone(), e.seq), h.score.unwrap_or(0.0));
             matches.push(e);
         }
@@ -216,13 +229,17 @@ fn matching(
     Ok((matches, scores))
 }
 
-/// The live events of a head's pending batch that match (chronological
-/// search: they may not be in the index yet).
-fn pending_matches(head: &Head, parsed: &ParsedQuery) -> session_core::Result<Vec<SessionEvent>> {
+/// The live events of a head's pending batch that the query admits
+/// (chronological search: they may not be in the index yet).
+fn pending_matches(
+    head: &Head,
+    query: &SearchQuery,
+    parsed: &ParsedQuery,
+) -> session_core::Result<Vec<SessionEvent>> {
     Ok(head
         .pending_events()?
         .into_iter()
-        .filter(|e| parsed.matches(&e.message.search_text()))
+        .filter(|e| query.admits(parsed, e))
         .collect())
 }
 
