@@ -368,7 +368,7 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
             let seal = self.seal_to_read(id).await?;
             for e in self.inner.all_events(id, EventView::Archive).await? {
                 let e = seal.open_event(e)?;
-                if parsed.matches(&e.message.search_text()) {
+                if query.admits(&parsed, &e) {
                     matches.push(e);
                 }
             }
