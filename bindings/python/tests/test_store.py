@@ -4,6 +4,7 @@ kind as its exception class."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 
 import pytest
@@ -132,6 +133,24 @@ async def test_search_finds_what_compaction_took_out_of_the_context(store):
     with pytest.raises(InvalidInputError) as missing:
         await store.compact(APP, ADA, s["id"], "sliding_window")
     assert missing.value.problem["field"] == "max_events"
+
+
+async def test_search_any_term_and_since(store):
+    s = await store.create(APP, ADA)
+    await store.append(
+        APP, ADA, s["id"], [{"role": "user", "content": "a plum"}, {"role": "user", "content": "a pear"}]
+    )
+    every = await store.search(APP, ADA, "plum pear", session_id=s["id"])
+    assert every["items"] == []
+    hits = await store.search(APP, ADA, "plum pear", session_id=s["id"], any=True)
+    assert [h["event"]["message"]["content"] for h in hits["items"]] == ["a plum", "a pear"]
+    past = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+    since_past = await store.search(APP, ADA, "plum", session_id=s["id"], since=past)
+    assert len(since_past["items"]) == 1
+    later = await store.search(APP, ADA, "plum pear", any=True, since="2999-01-01T00:00:00Z")
+    assert later["items"] == []
+    with pytest.raises(InvalidInputError):
+        await store.search(APP, ADA, "plum", since="yesterday")
 
 
 async def test_rewind_and_fork(store):

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use session_compaction::StrategySpec;
 use session_core::{
-    ContextOptions, Owner, Result, SearchMode, SearchQuery, SessionError, SessionEvent, SessionId,
-    SessionQuery, SessionService, SessionUpdate, StateMap,
+    ContextOptions, MatchTerms, Owner, Result, SearchMode, SearchQuery, SessionError, SessionEvent,
+    SessionId, SessionQuery, SessionService, SessionUpdate, StateMap,
 };
 use session_wire::{
     CreateBody, EventParams, ForkBody, ResetBody, ResolveBody, ResolvedBody, RewindBody,
@@ -271,6 +271,12 @@ struct SearchArgs {
     session_id: Option<String>,
     #[serde(default)]
     ranked: bool,
+    /// Any one term instead of every term.
+    #[serde(default)]
+    any: bool,
+    /// Only events at or after this time (RFC 3339; null: no bound).
+    #[serde(default)]
+    since: Value,
     #[serde(default)]
     page: usize,
     #[serde(default = "ten")]
@@ -289,11 +295,21 @@ async fn search(s: &dyn SessionService, args: Value) -> Result<String> {
         None => SearchQuery::for_user(owner.app.as_str(), owner.user.as_str(), a.query),
     }
     .page(a.page, a.page_size);
-    let query = if a.ranked {
+    let mut query = if a.ranked {
         query.mode(SearchMode::Ranked)
     } else {
         query
     };
+    if a.any {
+        query = query.matching(MatchTerms::Any);
+    }
+    query.since = serde_json::from_value(a.since).map_err(|e| {
+        SessionError::invalid_because(
+            "since",
+            "must be an RFC 3339 time such as 2026-01-01T00:00:00Z",
+            e,
+        )
+    })?;
     reply(&s.search(&owner, &query).await?)
 }
 
@@ -390,5 +406,65 @@ mod tests {
         assert_eq!(again["session"]["id"], fresh["id"]);
         assert_eq!(again["is_new"], false);
         assert!(missing.is_err_and(|e| e.to_string().contains("reset")));
+    }
+
+    #[test]
+    fn search_takes_any_and_since() {
+        let service = session_core::DefaultSessionService::new(
+            session_core::InMemoryRepository::new().shared(),
+        );
+        let texts = |answer: &str| -> Vec<String> {
+            let page: Value = serde_json::from_str(answer).unwrap_or_default();
+            page["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h["event"]["message"]["content"].as_str())
+                .map(str::to_owned)
+                .collect()
+        };
+        let run = async {
+            let created: Value = serde_json::from_str(
+                &call(&service, "create", r#"{"app": "a", "user_id": "u"}"#).await?,
+            )
+            .map_err(|e| SessionError::serialization("answer", e))?;
+            let event = |n: u8, day: u8, text: &str| {
+                serde_json::json!({"id": format!("0192f0c4-0000-7000-8000-00000000000{n}"),
+                    "timestamp": format!("2026-01-0{day}T00:00:00Z"),
+                    "message": {"role": "user", "content": text}})
+            };
+            let append = serde_json::json!({"app": "a", "user_id": "u", "session_id": created["id"],
+                "events": [event(1, 1, "old plum"), event(2, 2, "new pear"), event(3, 3, "new fig")]});
+            call(&service, "append", &append.to_string()).await?;
+            let search = |extra: Value| {
+                let mut args =
+                    serde_json::json!({"app": "a", "user_id": "u", "query": "plum pear"});
+                if let (Some(a), Some(b)) = (args.as_object_mut(), extra.as_object()) {
+                    a.extend(b.clone());
+                }
+                args.to_string()
+            };
+            let all = call(&service, "search", &search(serde_json::json!({}))).await?;
+            let any = call(
+                &service,
+                "search",
+                &search(serde_json::json!({"any": true})),
+            )
+            .await?;
+            let since = serde_json::json!({"any": true, "since": "2026-01-02T00:00:00Z"});
+            let since = call(&service, "search", &search(since)).await?;
+            let bad = serde_json::json!({"since": "yesterday"});
+            let bad = call(&service, "search", &search(bad)).await;
+            Ok::<_, SessionError>((all, any, since, bad))
+        };
+        let (all, any, since, bad) = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .block_on(run)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(texts(&all).is_empty());
+        assert_eq!(texts(&any), ["old plum", "new pear"]);
+        assert_eq!(texts(&since), ["new pear"]);
+        assert!(bad.is_err_and(|e| e.kind() == session_core::ErrorKind::InvalidInput));
     }
 }

@@ -435,10 +435,20 @@ class Store:
         *,
         session_id: str | None = None,
         ranked: bool = False,
+        any: bool = False,
+        since: str | _dt.datetime | None = None,
         page: int = 0,
         page_size: int = 10,
     ) -> dict[str, Any]:
-        """Searches one session's archive, or all of the user's sessions."""
+        """Searches one session's archive, or all of the user's sessions.
+
+        ``any=True`` finds events holding any one of the query's words and
+        phrases instead of every one (``-word`` still excludes); ``since``
+        (RFC 3339 text or a timezone-aware ``datetime``) keeps the events
+        at or after that time.
+        """
+        if isinstance(since, _dt.datetime):
+            since = since.isoformat()
         return await self._call(
             "search",
             app=app,
@@ -446,6 +456,8 @@ class Store:
             query=query,
             session_id=session_id,
             ranked=ranked,
+            any=any,
+            since=since,
             page=page,
             page_size=page_size,
         )
