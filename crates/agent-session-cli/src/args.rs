@@ -1,5 +1,5 @@
-//! Argument values the command line parses itself: durations (`--ttl`) and
-//! `K=V` pairs (`--state`, `--meta`).
+//! Argument values the command line parses itself: durations (`--ttl`),
+//! times (`--since`) and `K=V` pairs (`--state`, `--meta`).
 //!
 //! Every function here is total: any string gives a value or an
 //! [`ArgError`] naming the flag, the value and what is allowed, never a
@@ -198,6 +198,25 @@ pub fn parse_interval(flag: &str, value: &str) -> Result<StdDuration, ArgError> 
         return Err(ArgError::new(flag, value, "must be 50ms to 1h"));
     }
     Ok(d)
+}
+
+/// Parses a point in time (`--since`): RFC 3339 (`2026-01-01T00:00:00Z`,
+/// any offset) or a date (`2026-01-01`, midnight UTC).
+pub fn parse_time(flag: &str, value: &str) -> Result<DateTime<Utc>, ArgError> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(value.trim()) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    chrono::NaiveDate::parse_from_str(value.trim(), "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| {
+            ArgError::new(
+                flag,
+                value,
+                "not a time: use RFC 3339 such as 2026-01-01T00:00:00Z, or a date such as 2026-01-01",
+            )
+        })
 }
 
 /// Parses `--ttl` into an expiry: `never` is `None`, a duration is `now`

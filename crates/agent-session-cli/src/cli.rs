@@ -85,7 +85,8 @@ pub(crate) enum Command {
     /// few first, then every new one, polling the store.
     Watch(WatchArgs),
     /// Searches a session's archive: every word must occur (any order, any
-    /// case, accents ignored); "a phrase" in quotes; -word excludes.
+    /// case, accents ignored; with --any, one is enough); "a phrase" in
+    /// quotes; -word excludes; --since keeps events from a time on.
     Search(SearchArgs),
     /// Prints the context a session's next model call gets: the pinned
     /// system messages first, the view of the agent on --branch, tool calls
@@ -399,6 +400,14 @@ pub(crate) struct SearchArgs {
     /// Search all of the session owner's sessions in its app.
     #[arg(long)]
     pub(crate) across: bool,
+    /// Events holding any one of the words and phrases (default: every one);
+    /// -word still excludes.
+    #[arg(long)]
+    pub(crate) any: bool,
+    /// Only events at or after this time: RFC 3339 (2026-01-01T00:00:00Z)
+    /// or a date (2026-01-01, midnight UTC).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
     /// Print exactly what the `conversation_search` agent tool returns: a
     /// page bounded to 2,000 tokens, long hits cut to their snippets.
     #[arg(long)]

@@ -9,7 +9,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use crate::args::{parse_duration, parse_pair, parse_ttl, ArgError};
+use crate::args::{parse_duration, parse_pair, parse_time, parse_ttl, ArgError};
 use crate::store_url::redact;
 
 /// A fuzz target's body: panics only when a property breaks.
@@ -31,7 +31,7 @@ fn one_line(e: &ArgError, flag: &str) {
 }
 
 /// One argument value through every parser of the command line: `--ttl`,
-/// a duration flag, `--state` and `--meta` pairs. Nothing panics; a refused
+/// a duration flag, `--since`, `--state` and `--meta` pairs. Nothing panics; a refused
 /// value is a one-line error naming the flag; an accepted duration is at
 /// least a second and formats back (humantime) to itself; an accepted TTL
 /// lands after now by that duration; an accepted pair has a non-empty key
@@ -70,6 +70,14 @@ pub fn cli_args(data: &[u8]) {
             }
         }
         Err(e) => one_line(&e, "--ttl"),
+    }
+
+    match parse_time("--since", text) {
+        Ok(t) => match parse_time("--since", &t.to_rfc3339()) {
+            Ok(again) => assert_eq!(again, t, "{text:?} → {t}"),
+            Err(e) => panic!("{text:?} → {t} does not parse back: {e}"),
+        },
+        Err(e) => one_line(&e, "--since"),
     }
 
     for (flag, json_values) in [("--state", true), ("--meta", false)] {

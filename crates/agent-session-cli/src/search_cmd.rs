@@ -7,7 +7,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use agent_session::compaction::{ConversationSearch, ToolContext};
-use agent_session::{Owner, Page, SearchHit, SearchMode, SearchQuery, SessionService};
+use agent_session::{MatchTerms, Owner, Page, SearchHit, SearchMode, SearchQuery, SessionService};
+use agent_session_cli::args::parse_time;
 use anyhow::Result;
 use serde_json::{json, Value};
 
@@ -78,6 +79,16 @@ pub(crate) async fn run(
     // Negative pages read as 0; sizes are clamped, never an overflow.
     let page = usize::try_from(args.page.max(0)).unwrap_or(usize::MAX);
     let page_size = args.page_size.clamp(1, 1000);
+    let since = args
+        .since
+        .as_deref()
+        .map(|t| parse_time("--since", t))
+        .transpose()?;
+    let terms = if args.any {
+        MatchTerms::Any
+    } else {
+        MatchTerms::All
+    };
     let s = service.locate(&args.session).await?;
     let owner = Owner::of(&s);
     if args.tool {
@@ -89,7 +100,14 @@ pub(crate) async fn run(
             owner,
             session_id: s.id,
         };
-        let call = json!({"query": args.query, "page": args.page.max(0)});
+        let mut call = json!({"query": args.query, "page": args.page.max(0)});
+        // The tool's own optional arguments; left out, it is the seed's call.
+        if args.any {
+            call["match"] = json!("any");
+        }
+        if let Some(t) = since {
+            call["since"] = json!(t.to_rfc3339());
+        }
         writeln!(out, "{}", tool.call(&ctx, &call).await?)?;
         return Ok(());
     }
@@ -103,9 +121,11 @@ pub(crate) async fn run(
     } else {
         SearchMode::Literal
     };
-    let page = service
-        .search(&owner, &q.page(page, page_size).mode(mode))
-        .await?;
+    let mut q = q.page(page, page_size).mode(mode).matching(terms);
+    if let Some(t) = since {
+        q = q.since(t);
+    }
+    let page = service.search(&owner, &q).await?;
     if json_out {
         let total = page
             .total

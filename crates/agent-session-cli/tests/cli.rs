@@ -552,6 +552,67 @@ fn watch_follows_a_session() {
 }
 
 /// `list` says when there is more, and pages or lists everything.
+/// `search --any` finds events holding any one word (exclusions still
+/// hold), through the tool too; `--since` keeps events from a time on; a
+/// time that does not parse is bad input (exit 2) naming the flag.
+#[test]
+fn search_any_of_and_since() {
+    let s = store();
+    create(&s, &["--id", "s1"]);
+    for text in ["a ripe plum", "a green pear", "plum and pear, cancelled"] {
+        append(&s, "s1", &["--role", "user", "--text", text]);
+    }
+    assert_eq!(
+        out(cli(&s).args(["search", "s1", "plum pear -cancelled"])),
+        "no hits for \"plum pear -cancelled\""
+    );
+    let page: Value = serde_json::from_str(&out(cli(&s).args([
+        "--json",
+        "search",
+        "s1",
+        "plum pear -cancelled",
+        "--any",
+    ])))
+    .unwrap();
+    let texts: Vec<&str> = page["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["a ripe plum", "a green pear"]);
+    let tool: Value = serde_json::from_str(&out(cli(&s).args([
+        "search",
+        "s1",
+        "PEAR plum",
+        "--any",
+        "--tool",
+    ])))
+    .unwrap();
+    assert_eq!(tool.as_array().map(Vec::len), Some(3), "{tool}");
+    let since_then = out(cli(&s).args(["search", "s1", "plum", "--since", "2000-01-01"]));
+    assert!(since_then.ends_with("2 of 2 hits"), "{since_then}");
+    let later = [
+        "search",
+        "s1",
+        "plum",
+        "--any",
+        "--since",
+        "2999-01-01T00:00:00Z",
+    ];
+    assert_eq!(out(cli(&s).args(later)), "no hits for \"plum\"");
+    assert_eq!(
+        out(cli(&s).args(["search", "s1", "plum", "--tool", "--since", "2999-01-01"])),
+        "No results found."
+    );
+    cli(&s)
+        .args(["search", "s1", "plum", "--since", "yesterday"])
+        .assert()
+        .failure()
+        .code(2)
+        .stderr(predicate::str::contains("--since \"yesterday\""));
+}
+
 #[test]
 fn list_says_there_is_more_and_pages() {
     let s = store();
