@@ -12,11 +12,11 @@
 
 use std::sync::Arc;
 
-use chrono::SecondsFormat;
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::{json, Value};
 use session_core::{
-    EventFilter, HeuristicEstimator, Owner, Page, SearchHit, SearchQuery, SessionError,
+    EventFilter, HeuristicEstimator, MatchTerms, Owner, Page, SearchHit, SearchQuery, SessionError,
     SessionEvent, SessionId, SessionService, TokenEstimator, DEFAULT_PAGE_SIZE,
 };
 
@@ -50,12 +50,18 @@ pub struct SearchArgs {
     pub query: String,
     /// Zero-based page; negative pages were clamped to 0.
     pub page: usize,
+    /// Every term (the default) or any one: the optional `"match": "all" | "any"`.
+    pub match_terms: MatchTerms,
+    /// Only events at or after this time: the optional `"since"` (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
 }
 
 impl SearchArgs {
     /// Reads `{"innerThought", "query", "page"}` (a JSON object or its text),
-    /// the seed's parameters. `innerThought` (or `inner_thought`) is
-    /// accepted and ignored: it is never echoed back.
+    /// the seed's parameters, and the optional `match` and `since` that
+    /// faces such as MCP offer (the tool definitions keep the seed's three).
+    /// `innerThought` (or `inner_thought`) is accepted and ignored: it is
+    /// never echoed back.
     pub fn parse(arguments: &Value) -> Result<Self, SessionError> {
         let owned;
         let args = if let Some(text) = arguments.as_str() {
@@ -82,7 +88,31 @@ impl SearchArgs {
                 usize::try_from(n.max(0)).unwrap_or(usize::MAX)
             }
         };
-        Ok(Self { query, page })
+        let field = |name: &str| args.get(name).cloned().unwrap_or(Value::Null);
+        let match_terms = serde_json::from_value::<Option<MatchTerms>>(field("match"))
+            .map_err(|_| SessionError::invalid("match", "must be \"all\" or \"any\""))?
+            .unwrap_or_default();
+        let since = serde_json::from_value(field("since")).map_err(|_| {
+            SessionError::invalid(
+                "since",
+                "must be an RFC 3339 time such as 2026-01-01T00:00:00Z",
+            )
+        })?;
+        Ok(Self {
+            query,
+            page,
+            match_terms,
+            since,
+        })
+    }
+
+    /// `query` with these arguments' mode and time bound.
+    fn narrow(&self, query: SearchQuery) -> SearchQuery {
+        let query = query.matching(self.match_terms);
+        match self.since {
+            Some(t) => query.since(t),
+            None => query,
+        }
     }
 }
 
@@ -381,8 +411,9 @@ impl ConversationSearch {
     /// `{timestamp, type, text}`; or exactly `No results found.`.
     pub async fn call(&self, ctx: &ToolContext, arguments: &Value) -> Result<String, SessionError> {
         let args = SearchArgs::parse(arguments)?;
-        let query = SearchQuery::in_session(ctx.session_id.as_str(), args.query)
+        let query = SearchQuery::in_session(ctx.session_id.as_str(), args.query.as_str())
             .page(args.page, self.page_size);
+        let query = args.narrow(query);
         let page = self.service.search(&ctx.owner, &query).await?;
         self.output.render(&page, false)
     }
@@ -474,9 +505,10 @@ impl CrossSessionSearch {
         let query = SearchQuery::for_user(
             self.owner.app.as_str(),
             self.owner.user.as_str(),
-            args.query,
+            args.query.as_str(),
         )
         .page(args.page, self.page_size);
+        let query = args.narrow(query);
         let page = self.service.search(&self.owner, &query).await?;
         self.output.render(&page, true)
     }
@@ -607,9 +639,22 @@ mod tests {
             a,
             SearchArgs {
                 query: "cat".into(),
-                page: 0
+                page: 0,
+                match_terms: MatchTerms::All,
+                since: None,
             }
         );
+        let a = SearchArgs::parse(
+            &json!({"query": "q", "match": "any", "since": "2026-01-01T01:00:00+01:00"}),
+        )
+        .unwrap();
+        assert_eq!(a.match_terms, MatchTerms::Any);
+        assert_eq!(
+            a.since.map(|t| t.to_rfc3339()).as_deref(),
+            Some("2026-01-01T00:00:00+00:00")
+        );
+        assert!(SearchArgs::parse(&json!({"query": "q", "match": "or"})).is_err());
+        assert!(SearchArgs::parse(&json!({"query": "q", "since": "yesterday"})).is_err());
         let a = SearchArgs::parse(&json!("{\"query\": \"dog\", \"page\": 2}")).unwrap();
         assert_eq!(a.page, 2);
         assert_eq!(

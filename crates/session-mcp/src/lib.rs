@@ -35,6 +35,6 @@ mod tools;
 pub use http_service::streamable_http;
 pub use stdio::serve_stdio;
 pub use tools::{
-    AppendArgs, AppendRole, CompactArgs, ContextArgs, CrossSearchArgs, OwnerArgs, QueryArgs,
-    ReadArgs, ResetArgs, ResolveArgs, SearchArgs, SessionArgs, SessionTools, StartArgs,
+    AppendArgs, AppendRole, CompactArgs, ContextArgs, CrossSearchArgs, MatchArg, OwnerArgs,
+    QueryArgs, ReadArgs, ResetArgs, ResolveArgs, SearchArgs, SessionArgs, SessionTools, StartArgs,
 };

@@ -216,6 +216,117 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
     server.await.unwrap();
 }
 
+/// The search tools take `match: "any"` (any one word instead of every
+/// one) and `since` (only messages at or after a time), in one session and
+/// across the user's sessions; a time that is not RFC 3339 is the agent's
+/// error to read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_tools_take_any_of_and_since() {
+    let service = Arc::new(DefaultSessionService::new(
+        InMemoryRepository::new().shared(),
+    ));
+    let ada = Owner::parse("support", "ada").unwrap();
+    let mut ids = Vec::new();
+    for texts in [
+        [
+            ("2026-01-01T00:00:00Z", "old plum"),
+            ("2026-01-02T00:00:00Z", "new pear"),
+        ],
+        [
+            ("2026-01-03T00:00:00Z", "newer plum"),
+            ("2026-01-04T00:00:00Z", "fig"),
+        ],
+    ] {
+        let s = service
+            .create(
+                CreateSessionRequest::builder("ada")
+                    .app("support")
+                    .build()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let events = texts
+            .iter()
+            .map(|(at, text)| {
+                session_core::SessionEvent::builder(session_core::Message::user(*text))
+                    .timestamp(at.parse().unwrap())
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        service.append_events(&ada, &s.id, events).await.unwrap();
+        ids.push(s.id.to_string());
+    }
+    let tools = SessionTools::for_owner(service.clone(), ada);
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(async move {
+        let running = tools.serve(server_io).await.unwrap();
+        running.waiting().await.unwrap();
+    });
+    let client = ClientConfig::default().serve(client_io).await.unwrap();
+    let listed = client.list_all_tools().await.unwrap();
+    for tool in ["conversation_search", "cross_session_search"] {
+        let schema = &listed.iter().find(|t| t.name == tool).unwrap().input_schema;
+        let properties = schema.get("properties").and_then(Value::as_object).unwrap();
+        assert!(
+            properties.contains_key("match") && properties.contains_key("since"),
+            "{tool}: {schema:?}"
+        );
+    }
+    let texts = |name: &'static str, arguments: Value| {
+        let client = &client;
+        async move {
+            let r = client
+                .call_tool(CallToolRequestParams::new(name).with_arguments(args(arguments)))
+                .await
+                .unwrap();
+            assert_eq!(r.is_error, Some(false), "{}", text(&r));
+            let hits: Value = serde_json::from_str(&text(&r)).unwrap_or(json!([]));
+            hits.as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["text"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    let one = |extra: Value| {
+        let mut a = json!({"session_id": ids[0], "query": "plum pear"});
+        a.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        a
+    };
+    let every = texts("conversation_search", one(json!({}))).await;
+    assert!(every.is_empty(), "{every:?}");
+    let any = texts("conversation_search", one(json!({"match": "any"}))).await;
+    assert_eq!(any, ["old plum", "new pear"]);
+    let recent = json!({"match": "any", "since": "2026-01-02T00:00:00Z"});
+    assert_eq!(
+        texts("conversation_search", one(recent)).await,
+        ["new pear"]
+    );
+    let across = json!({"query": "plum", "since": "2026-01-01T12:00:00Z"});
+    assert_eq!(texts("cross_session_search", across).await, ["newer plum"]);
+    let across = json!({"query": "fig pear", "match": "any"});
+    assert_eq!(
+        texts("cross_session_search", across).await,
+        ["new pear", "fig"]
+    );
+
+    let bad = client
+        .call_tool(
+            CallToolRequestParams::new("cross_session_search")
+                .with_arguments(args(json!({"query": "plum", "since": "yesterday"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    assert!(text(&bad).contains("since"), "{}", text(&bad));
+    client.cancel().await.unwrap();
+    server.await.unwrap();
+}
+
 /// An agent that knows only MCP: it starts a session, finds the session of
 /// a conversation key again (the same one twice), starts the key over (a
 /// new one, which the key then finds), and writes and reads it.

@@ -18,7 +18,7 @@ use session_server::Caller;
 mod recall;
 mod sessions;
 
-pub use recall::{CrossSearchArgs, QueryArgs, ReadArgs, SearchArgs};
+pub use recall::{CrossSearchArgs, MatchArg, QueryArgs, ReadArgs, SearchArgs};
 pub use sessions::{
     AppendArgs, AppendRole, CompactArgs, ContextArgs, ResetArgs, ResolveArgs, StartArgs,
 };

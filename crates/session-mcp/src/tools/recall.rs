@@ -5,20 +5,37 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{schemars, tool, tool_router, ErrorData as McpError, RoleServer};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use session_compaction::{ConversationSearch, CrossSessionSearch, ReadEvent, ToolContext};
 
 use super::{answer, OwnerArgs, SessionArgs, SessionTools};
 
+/// Which of the query's words a message must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchArg {
+    /// Every word and phrase (the default).
+    All,
+    /// At least one of them.
+    Any,
+}
+
 /// A keyword query and the page of hits wanted.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct QueryArgs {
-    /// Keywords: every word must occur, any order; "a phrase"; -excluded.
+    /// Keywords: every word must occur (or any one, with match "any"), any
+    /// order; "a phrase"; -excluded.
     pub query: String,
     /// Zero-based page of 10 hits.
     #[serde(default)]
     pub page: Option<u32>,
+    /// "all" (default): a message must hold every word; "any": at least one.
+    #[serde(default, rename = "match")]
+    pub match_terms: Option<MatchArg>,
+    /// Only messages at or after this time (RFC 3339, e.g. 2026-01-01T00:00:00Z).
+    #[serde(default)]
+    pub since: Option<String>,
 }
 
 /// `conversation_search`'s arguments: the session (its whole archive,
@@ -57,7 +74,7 @@ pub struct ReadArgs {
 impl QueryArgs {
     /// The arguments as the search tools of `session_compaction` take them.
     fn as_json(&self) -> Value {
-        json!({"query": self.query, "page": self.page})
+        json!({"query": self.query, "page": self.page, "match": self.match_terms, "since": self.since})
     }
 }
 
