@@ -13,6 +13,38 @@ use session_core::{
 /// The fixture's sessions.
 pub(crate) const SESSIONS: [&str; 2] = ["fixture-chat", "fixture-tools"];
 
+/// The character heuristic the fixtures were estimated with in v0.1 (JSON
+/// / 3, code fences / 6, other text / 4, plus 4 a message and 3 a call):
+/// the history carries these estimates, so it stays byte for byte what the
+/// fixtures hold whatever today's default estimator counts.
+fn v0_1_estimate(m: &Message) -> u32 {
+    let text = |t: &str| -> u32 {
+        let len = t.chars().count();
+        let trimmed = t.trim_start();
+        let divisor = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+            3
+        } else if t.contains("```") {
+            6
+        } else {
+            4
+        };
+        u32::try_from(len.div_ceil(divisor)).unwrap()
+    };
+    let mut total = 4 + text(m.text());
+    for call in m.tool_calls() {
+        total += text(&call.name) + text(&call.arguments) + 3;
+    }
+    total
+}
+
+/// `events` with their v0.1 estimates.
+fn v0_1(mut events: Vec<SessionEvent>) -> Vec<SessionEvent> {
+    for e in &mut events {
+        e.token_estimate = v0_1_estimate(&e.message);
+    }
+    events
+}
+
 /// Writes the same two-session history into any store.
 pub(crate) async fn write_history(repo: &dyn SessionRepository, clock: &ManualClock) {
     let chat = repo
@@ -58,17 +90,17 @@ pub(crate) async fn write_history(repo: &dyn SessionRepository, clock: &ManualCl
             .build()
             .unwrap(),
     ];
-    repo.append(&chat.id, events).await.unwrap();
+    repo.append(&chat.id, v0_1(events)).await.unwrap();
     clock.advance(chrono::Duration::seconds(60));
     repo.append(
         &chat.id,
-        vec![SessionEvent::builder(Message::user("thanks"))
+        v0_1(vec![SessionEvent::builder(Message::user("thanks"))
             .id("ev-3")
             .timestamp(t(3))
             .invocation_id("inv-2")
             .state("resolved", true)
             .build()
-            .unwrap()],
+            .unwrap()]),
     )
     .await
     .unwrap();
@@ -76,8 +108,9 @@ pub(crate) async fn write_history(repo: &dyn SessionRepository, clock: &ManualCl
     let version = repo.event_version(&chat.id).await.unwrap();
     let archive = repo.all_events(&chat.id, EventView::Archive).await.unwrap();
     let source = CompactionSource::RecursiveSummarization;
-    let mut context =
-        SessionEvent::summary_turn("Locker 4711, order A-1009.", source, t(3)).to_vec();
+    let mut context = v0_1(
+        SessionEvent::summary_turn("Locker 4711, order A-1009.", source, t(3)).to_vec(),
+    );
     for e in &mut context {
         e.id = format!("summary-{}", e.message.role().as_str());
     }
@@ -100,7 +133,7 @@ pub(crate) async fn write_history(repo: &dyn SessionRepository, clock: &ManualCl
     let call = ToolCall::new("call-1", "read_file", &json!({"path": "src/main.rs"}));
     repo.append(
         &tools.id,
-        vec![
+        v0_1(vec![
             SessionEvent::builder(Message::user("fix the build"))
                 .id("t-1")
                 .timestamp(t(10))
@@ -126,7 +159,7 @@ pub(crate) async fn write_history(repo: &dyn SessionRepository, clock: &ManualCl
             .state("user:editor", "vim")
             .build()
             .unwrap(),
-        ],
+        ]),
     )
     .await
     .unwrap();
