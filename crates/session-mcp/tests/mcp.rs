@@ -26,29 +26,9 @@ fn text(result: &CallToolResult) -> String {
     result.content[0].as_text().unwrap().text.clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_mcp_client_lists_and_calls_the_session_tools() {
-    let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
-    let service = Arc::new(DefaultSessionService::new(repo.clone()));
-    let ada = Owner::parse("support", "ada").unwrap();
-    let session = service
-        .create(
-            CreateSessionRequest::builder("ada")
-                .app("support")
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let tools = SessionTools::for_owner(service.clone(), ada);
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(async move {
-        let running = tools.serve(server_io).await.unwrap();
-        running.waiting().await.unwrap();
-    });
-    let client = ClientConfig::default().serve(client_io).await.unwrap();
-
-    let listed = client.list_all_tools().await.unwrap();
+/// Every tool is listed, each argument a top-level property of its input
+/// schema, the shared session and owner arguments included.
+fn check_listed_tools(listed: &[rmcp::model::Tool]) {
     let names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
     // The model sees every argument as a top-level property of the tool's
     // input schema, the shared session and owner arguments included.
@@ -117,6 +97,31 @@ async fn an_mcp_client_lists_and_calls_the_session_tools() {
     ] {
         assert!(names.iter().any(|n| n == tool), "{tool} in {names:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_lists_and_calls_the_session_tools() {
+    let repo: Arc<dyn SessionRepository> = InMemoryRepository::new().shared();
+    let service = Arc::new(DefaultSessionService::new(repo.clone()));
+    let ada = Owner::parse("support", "ada").unwrap();
+    let session = service
+        .create(
+            CreateSessionRequest::builder("ada")
+                .app("support")
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let tools = SessionTools::for_owner(service.clone(), ada);
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(async move {
+        let running = tools.serve(server_io).await.unwrap();
+        running.waiting().await.unwrap();
+    });
+    let client = ClientConfig::default().serve(client_io).await.unwrap();
+
+    check_listed_tools(&client.list_all_tools().await.unwrap());
 
     let id = session.id.to_string();
     let call = |name: &'static str, arguments: Value| {

@@ -108,9 +108,8 @@ pub(crate) async fn write_history(repo: &dyn SessionRepository, clock: &ManualCl
     let version = repo.event_version(&chat.id).await.unwrap();
     let archive = repo.all_events(&chat.id, EventView::Archive).await.unwrap();
     let source = CompactionSource::RecursiveSummarization;
-    let mut context = v0_1(
-        SessionEvent::summary_turn("Locker 4711, order A-1009.", source, t(3)).to_vec(),
-    );
+    let mut context =
+        v0_1(SessionEvent::summary_turn("Locker 4711, order A-1009.", source, t(3)).to_vec());
     for e in &mut context {
         e.id = format!("summary-{}", e.message.role().as_str());
     }

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use super::terms::MatchTerms;
 use super::terms::ParsedQuery;
 use crate::error::Result;
 use crate::event::SessionEvent;
@@ -38,27 +39,6 @@ pub enum SearchMode {
     /// The same matches, best first (BM25 or the engine's own relevance);
     /// only where [`crate::Capabilities::ranked_search`].
     Ranked,
-}
-
-/// Which of a query's terms an event must hold. A mode of the query,
-/// never syntax: `OR` in a query's text stays a word to find.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum MatchTerms {
-    /// Every word and phrase (`a b` is a and b): the default.
-    #[default]
-    All,
-    /// At least one word or phrase (`a b` is a or b); exclusions still exclude.
-    Any,
-}
-
-impl MatchTerms {
-    /// Whether this is the default, [`MatchTerms::All`].
-    pub fn is_all(&self) -> bool {
-        *self == MatchTerms::All
-    }
 }
 
 /// A keyword search over the archive.

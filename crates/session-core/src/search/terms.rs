@@ -4,8 +4,28 @@
 use memchr::memmem;
 
 use super::fold::{fold_case, FoldedText};
-use super::query::MatchTerms;
 use crate::error::{Result, SessionError};
+
+/// Which of a query's terms an event must hold. A mode of the query,
+/// never syntax: `OR` in a query's text stays a word to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum MatchTerms {
+    /// Every word and phrase (`a b` is a and b): the default.
+    #[default]
+    All,
+    /// At least one word or phrase (`a b` is a or b); exclusions still exclude.
+    Any,
+}
+
+impl MatchTerms {
+    /// Whether this is the default, [`MatchTerms::All`].
+    pub fn is_all(&self) -> bool {
+        *self == MatchTerms::All
+    }
+}
 
 /// The most terms (words, phrases and exclusions) one query may hold.
 pub const MAX_QUERY_TERMS: usize = 32;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use session_compaction::{ConversationSearch, CrossSessionSearch, ReadEvent, ToolContext};
 
-use super::{answer, OwnerArgs, SessionArgs, SessionTools};
+use super::handler::{answer, OwnerArgs, SessionArgs, SessionTools};
 
 /// Which of the query's words a message must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -11,7 +11,7 @@ use session_compaction::StrategySpec;
 use session_core::{ContextOptions, Message, SessionError, StateMap};
 use session_wire::{CreateBody, ResetBody, ResolveBody, ResolvedBody};
 
-use super::{answer, to_json, OwnerArgs, SessionArgs, SessionTools};
+use super::handler::{answer, to_json, OwnerArgs, SessionArgs, SessionTools};
 
 /// `start_session`'s arguments: what to create, everything optional (as
 /// the HTTP create body).
