@@ -331,7 +331,9 @@ const BOUNDED_NOTE: &str = "A long message is cut to an excerpt around the match
 
 /// The `conversation_search` tool: keyword search over the current
 /// session's archive (synthetic summaries included), oldest first, each
-/// page bounded (see the [module docs](self)) unless [`Self::seed_exact`].
+/// page bounded (at most [`DEFAULT_RECALL_PAGE_TOKENS`] a page and
+/// [`DEFAULT_RECALL_HIT_TOKENS`] a hit by default) unless
+/// [`Self::seed_exact`].
 #[derive(Clone)]
 pub struct ConversationSearch {
     service: Arc<dyn SessionService>,
