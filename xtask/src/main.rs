@@ -294,6 +294,35 @@ fn forget_unpacked_packages() -> Result<(), String> {
     Ok(())
 }
 
+/// Forgets what an earlier `cargo publish --dry-run` built of this
+/// workspace's own packages: the verify builds share `target/debug`, where
+/// cargo takes a registry crate it compiled before as fresh by name and
+/// version alone, so an earlier run's build of a workspace crate would
+/// stand in for the new package. Removing the workspace crates'
+/// fingerprints makes cargo build them again (nothing else).
+fn forget_built_packages() -> Result<(), String> {
+    let ours: Vec<String> = std::fs::read_dir("crates")
+        .map_err(|e| format!("cannot list crates/ (run from the workspace root): {e}"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(|n| format!("{n}-")))
+        .collect();
+    let Ok(fingerprints) = std::fs::read_dir("target/debug/.fingerprint") else {
+        return Ok(()); // nothing built yet
+    };
+    for built in fingerprints.flatten() {
+        let name = built.file_name().to_string_lossy().into_owned();
+        let is_ours = ours.iter().any(|p| {
+            name.strip_prefix(p.as_str())
+                .is_some_and(|hash| hash.chars().all(|c| c.is_ascii_hexdigit()))
+        });
+        if is_ours {
+            std::fs::remove_dir_all(built.path())
+                .map_err(|e| format!("cannot remove {}: {e}", built.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Packages every publishable crate and builds each from its package, in
 /// dependency order, as `cargo publish` would, without uploading.
 /// `--allow-dirty` so it can check a change before it is committed.
@@ -367,6 +396,10 @@ fn main() -> ExitCode {
         Some("docs") => docs_steps(),
         Some("publish-check") => {
             if let Err(e) = forget_unpacked_packages() {
+                eprintln!("xtask: {e}");
+                return ExitCode::FAILURE;
+            }
+            if let Err(e) = forget_built_packages() {
                 eprintln!("xtask: {e}");
                 return ExitCode::FAILURE;
             }
