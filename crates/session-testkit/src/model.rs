@@ -203,14 +203,11 @@ async fn observe(repo: &dyn SessionRepository) -> Vec<Seen> {
     out
 }
 
-/// Runs `cases` random histories (env `MODEL_CASES` overrides) against the
-/// backend from `factory` and the reference, comparing after every step.
-pub fn run_model<F, FF>(factory: F, cases: u32)
-where
-    F: Fn(SharedClock) -> FF,
-    FF: Future<Output = Option<TestStore>>,
-{
-    let cases = std::env::var("MODEL_CASES")
+/// A two-thread runtime and a proptest runner of `cases` cases (the env
+/// variable `var` overrides), without failure files: what the model-based
+/// suites run their histories on.
+pub(crate) fn runner(var: &str, cases: u32) -> (tokio::runtime::Runtime, TestRunner) {
+    let cases = std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(cases);
@@ -219,11 +216,22 @@ where
         .enable_all()
         .build()
         .unwrap();
-    let mut runner = TestRunner::new(Config {
+    let runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
         ..Config::default()
     });
+    (rt, runner)
+}
+
+/// Runs `cases` random histories (env `MODEL_CASES` overrides) against the
+/// backend from `factory` and the reference, comparing after every step.
+pub fn run_model<F, FF>(factory: F, cases: u32)
+where
+    F: Fn(SharedClock) -> FF,
+    FF: Future<Output = Option<TestStore>>,
+{
+    let (rt, mut runner) = runner("MODEL_CASES", cases);
     let result = runner.run(&prop::collection::vec(op(), 1..24), |ops| {
         rt.block_on(async {
             let clock = Arc::new(ManualClock::at(

@@ -30,7 +30,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};
 use session_compaction::StrategySpec;
 use session_core::{
@@ -525,20 +525,7 @@ where
     F: Fn(SharedClock) -> FF,
     FF: Future<Output = Option<TestStore>>,
 {
-    let cases = std::env::var("PROMISE_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let (rt, mut runner) = crate::model::runner("PROMISE_CASES", cases);
     let result = runner.run(&prop::collection::vec(op(), 1..16), |ops| {
         rt.block_on(async {
             let clock = Arc::new(ManualClock::at(
