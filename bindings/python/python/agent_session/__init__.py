@@ -38,6 +38,8 @@ from .errors import (
     from_native,
 )
 
+from typing import List
+
 __all__ = [
     "Store",
     "SyncStore",
@@ -148,7 +150,8 @@ class Store:
     @property
     def backend(self) -> str:
         """The store's backend (``sqlite``, ``postgres``, ...)."""
-        return self._native.backend
+        backend: str = self._native.backend
+        return backend
 
     async def _call(self, op: str, **args: Any) -> Json:
         text = json.dumps(args, default=str)
@@ -162,6 +165,11 @@ class Store:
         except _native.NativeError as e:
             raise from_native(e) from None
         return json.loads(answer)
+
+    async def _object(self, op: str, **args: Any) -> dict[str, Any]:
+        """:meth:`_call` of an operation that answers a JSON object."""
+        answer: dict[str, Any] = await self._call(op, **args)
+        return answer
 
     # Sessions.
 
@@ -188,11 +196,11 @@ class Store:
                 "state": dict(state) if state else None,
             }
         )
-        return await self._call("create", app=app, user_id=user_id, session=session)
+        return await self._object("create", app=app, user_id=user_id, session=session)
 
     async def get(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
         """The session, its state with the ``user:`` and ``app:`` scopes merged."""
-        return await self._call("get", app=app, user_id=user_id, session_id=session_id)
+        return await self._object("get", app=app, user_id=user_id, session_id=session_id)
 
     async def list(
         self,
@@ -215,7 +223,7 @@ class Store:
                 "page_size": page_size,
             }
         )
-        return await self._call("list", app=app, user_id=user_id, query=query)
+        return await self._object("list", app=app, user_id=user_id, query=query)
 
     async def list_all(
         self,
@@ -228,7 +236,7 @@ class Store:
         """Sessions of any owner (an operator's view), newest activity first,
         filtered by ``app`` and ``user_id`` when given."""
         query = _drop_none({"app": app, "user_id": user_id, "page": page, "page_size": page_size})
-        return await self._call("list_all", query=query)
+        return await self._object("list_all", query=query)
 
     async def delete(self, app: str, user_id: str, session_id: str) -> None:
         """Deletes the session and its events."""
@@ -236,18 +244,18 @@ class Store:
 
     async def end(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
         """Ends the session: readable, closed to writes until :meth:`reopen`."""
-        return await self._call("end", app=app, user_id=user_id, session_id=session_id)
+        return await self._object("end", app=app, user_id=user_id, session_id=session_id)
 
     async def reopen(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
         """Makes an ended session writable again."""
-        return await self._call("reopen", app=app, user_id=user_id, session_id=session_id)
+        return await self._object("reopen", app=app, user_id=user_id, session_id=session_id)
 
     async def update(
         self, app: str, user_id: str, session_id: str, **update: Any
     ) -> dict[str, Any]:
         """Changes ``metadata``, ``state`` (session scope), ``status`` or
         ``expires_at``; ``expected_version`` makes it a compare-and-swap."""
-        return await self._call(
+        return await self._object(
             "update", app=app, user_id=user_id, session_id=session_id, update=update
         )
 
@@ -298,7 +306,7 @@ class Store:
                 "metadata": dict(metadata) if metadata else None,
             }
         )
-        return await self._call("reset", app=app, user_id=user_id, reset=body)
+        return await self._object("reset", app=app, user_id=user_id, reset=body)
 
     # Events.
 
@@ -325,7 +333,7 @@ class Store:
         self, app: str, user_id: str, session_id: str, events: Iterable[Mapping[str, Any]]
     ) -> dict[str, Any]:
         """Appends events (see :func:`event`) atomically; idempotent by event id."""
-        return await self._call(
+        return await self._object(
             "append",
             app=app,
             user_id=user_id,
@@ -363,7 +371,7 @@ class Store:
                 "page_size": page_size,
             }
         )
-        return await self._call(
+        return await self._object(
             "events", app=app, user_id=user_id, session_id=session_id, filter=filter_
         )
 
@@ -385,24 +393,28 @@ class Store:
         it has none (a summary). Half the JSON of :meth:`events` when each event
         carries its framework's item, for reads of whole conversations."""
         filter_ = _drop_none({"last_n": last_n, "page": page, "page_size": page_size})
-        return await self._call(
+        return await self._object(
             "items", app=app, user_id=user_id, session_id=session_id, key=key, filter=filter_
         )
 
     async def pop(self, app: str, user_id: str, session_id: str) -> dict[str, Any] | None:
         """Removes the latest event that is not a summary and returns it
         (``None`` when there is none); a compaction since then is undone."""
-        return await self._call("pop", app=app, user_id=user_id, session_id=session_id)
+        answer: dict[str, Any] | None = await self._call(
+            "pop", app=app, user_id=user_id, session_id=session_id
+        )
+        return answer
 
     async def messages(
         self, app: str, user_id: str, session_id: str, *, branch: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> List[dict[str, Any]]:
         """The context as chat messages, ready for the next model call: the
         pinned system messages first, the view of the agent on ``branch``
         (all of it by default), tool calls without their results left out."""
-        return await self._call(
+        answer: List[dict[str, Any]] = await self._call(
             "messages", app=app, user_id=user_id, session_id=session_id, branch=branch
         )
+        return answer
 
     async def replace_context(
         self,
@@ -416,7 +428,7 @@ class Store:
         and returns the session's new version; if it is not, raises
         ``ConflictError`` (with the version it is at) and nothing changed.
         The archive keeps everything."""
-        return await self._call(
+        answer: int = await self._call(
             "replace_context",
             app=app,
             user_id=user_id,
@@ -424,6 +436,7 @@ class Store:
             events=[dict(e) for e in events],
             expected_version=expected_version,
         )
+        return answer
 
     # Search, compaction, rewind, fork.
 
@@ -449,7 +462,7 @@ class Store:
         """
         if isinstance(since, _dt.datetime):
             since = since.isoformat()
-        return await self._call(
+        return await self._object(
             "search",
             app=app,
             user_id=user_id,
@@ -474,7 +487,7 @@ class Store:
         (``"extractive"`` or ``"openai:MODEL"``). Answers what it did, or
         ``compacted: False`` and the reason."""
         spec = {"strategy": strategy, **params}
-        return await self._call(
+        return await self._object(
             "compact", app=app, user_id=user_id, session_id=session_id, strategy=spec
         )
 
@@ -495,7 +508,7 @@ class Store:
             target["invocation_id"] = invocation_id
         if seq is not None:
             target["seq"] = seq
-        return await self._call(
+        return await self._object(
             "rewind",
             app=app,
             user_id=user_id,
@@ -508,7 +521,7 @@ class Store:
     ) -> dict[str, Any]:
         """A new session from this one's events up to ``at``: ``"latest"``,
         ``{"seq": n}`` or ``{"invocation": id}``."""
-        return await self._call(
+        return await self._object(
             "fork", app=app, user_id=user_id, session_id=session_id, fork={"at": at}
         )
 
@@ -516,14 +529,14 @@ class Store:
 
     async def state(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
         """The session's state by scope: ``{"session", "user", "app"}``."""
-        return await self._call("state", app=app, user_id=user_id, session_id=session_id)
+        return await self._object("state", app=app, user_id=user_id, session_id=session_id)
 
     async def patch_state(
         self, app: str, user_id: str, session_id: str, patch: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Merges ``patch`` into the session scope (``None`` removes a key);
         ``user:`` and ``app:`` keys change through events' ``state_delta``."""
-        return await self._call(
+        return await self._object(
             "patch_state",
             app=app,
             user_id=user_id,
@@ -533,15 +546,15 @@ class Store:
 
     async def shared_state(self, app: str, user_id: str) -> dict[str, Any]:
         """The user's ``user:`` and the app's ``app:`` state."""
-        return await self._call("shared_state", app=app, user_id=user_id)
+        return await self._object("shared_state", app=app, user_id=user_id)
 
     async def usage(self, app: str, user_id: str, session_id: str) -> dict[str, Any]:
         """Model usage recorded in the session: total, per invocation, per model."""
-        return await self._call("usage", app=app, user_id=user_id, session_id=session_id)
+        return await self._object("usage", app=app, user_id=user_id, session_id=session_id)
 
     async def erase_user(self, app: str, user_id: str) -> dict[str, Any]:
         """Erases every session, event and ``user:`` value of the user in the app."""
-        return await self._call("erase_user", app=app, user_id=user_id)
+        return await self._object("erase_user", app=app, user_id=user_id)
 
 
 class SyncStore:
