@@ -265,3 +265,18 @@ async def test_a_bad_compaction_spec_is_refused(store):
     session = Session("chat-bad", store, user_id="ada", compaction={"strategy": "sliding_window"})
     with pytest.raises(InvalidInputError):
         await session.add_items([{"role": "user", "content": "hi"}])
+
+
+async def test_an_invocations_trigger_counts_the_runners_runs(store):
+    session = Session(
+        "chat-runs-trigger",
+        store,
+        user_id="ada",
+        compaction={"strategy": "turn_window", "max_turns": 1, "trigger": {"invocations": 3}},
+    )
+    model = ScriptedModel([[say(f"a{n}", n)] for n in range(4)])
+    sizes = []
+    for n in range(4):
+        await Runner.run(agent_with(model), f"q{n}", session=session)
+        sizes.append(len(await session.get_items()))
+    assert sizes == [2, 4, 2, 4], "the third run fires the trigger and one turn is kept"
