@@ -27,7 +27,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from pydantic import Field
 
-from agent_session.adk import SessionService
+from agent_session.adk import SessionService, store_session_id
 
 APP = "weather"
 
@@ -144,7 +144,7 @@ async def test_a_compacted_adk_session_reads_its_summary_as_text_events(store):
             ),
         )
         await service.append_event(session, event)
-    await store.compact(APP, "ada", session.id, "summarize", keep=1)
+    await store.compact(APP, "ada", store_session_id(APP, "ada", session.id), "summarize", keep=1)
     read = await service.get_session(app_name=APP, user_id="ada", session_id=session.id)
     texts = [p.text for e in read.events for p in e.content.parts if p.text]
     assert any("PX-0" in t for t in texts[:2]), "the summary reads back as a text event"

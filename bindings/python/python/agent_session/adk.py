@@ -1,48 +1,162 @@
-"""A Google ADK (``google-adk``) session service on agent-session.
+"""A Google ADK (``google-adk``) session service and memory service on agent-session.
 
     from google.adk.runners import Runner
     from agent_session import Store
-    from agent_session.adk import SessionService
+    from agent_session.adk import MemoryService, SessionService
 
     store = await Store.open("sqlite://sessions.db")
-    runner = Runner(agent=agent, app_name="support", session_service=SessionService(store))
+    runner = Runner(
+        agent=agent,
+        app_name="support",
+        session_service=SessionService(store),
+        memory_service=MemoryService(store),
+    )
 
 Each ADK event is one event of the store: the ADK event is kept whole
 (its content, actions, flags) and comes back as ADK wrote it, while the
 event's message is its chat view (text, function calls and responses),
 which compaction and recall search read. State deltas go through the
 store's scopes exactly as ADK defines them: ``app:`` keys are the app's,
-``user:`` keys the user's across their sessions, ``temp:`` keys are never
-stored, the rest belong to the session.
+``user:`` keys the user's across their sessions, ``temp:`` keys live on
+the in-memory session of the invocation and are never stored, the rest
+belong to the session.
+
+A session id is scoped to its (app, user), as in ADK: two users may each
+have a session ``s1``. The store's id behind it is :func:`store_session_id`,
+an injective encoding of the three names into the store's id alphabet.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Optional
+import re
+from typing import Any, Optional, Sequence
 
+from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
+from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
+from google.adk.memory.memory_entry import MemoryEntry
+from google.adk.platform import uuid as _adk_uuid
 from google.adk.sessions.base_session_service import (
     BaseSessionService,
     GetSessionConfig,
     ListSessionsResponse,
 )
 from google.adk.sessions.session import Session
+from google.genai import types
 
 from . import Store, event as _event
-from .errors import NotFoundError
+from .errors import AlreadyExistsError, NotFoundError
 
 #: The event metadata key that holds the ADK event as it was appended.
 EVENT_KEY = "adk_event"
+#: The session-state key (hidden from ADK) that holds the timestamp of the
+#: last event ADK appended: ADK's ``Session.last_update_time``.
+LAST_UPDATE_KEY = "__adk_last_update_time__"
+#: The marker of a state value the store could not hold as it is (``None``,
+#: which the store reads as "remove the key", and objects that carry the marker).
+VALUE_MARKER = "__adk_value__"
+#: The longest store session id (the store's rule).
+MAX_ID_LEN = 128
+
+_PLAIN = re.compile(r"[A-Za-z0-9_-]")
+_ESCAPED = re.compile(r"(?:[A-Za-z0-9_-]|\.[0-9a-f]{2})*")
+
+
+def _escape(name: str) -> str:
+    """``name`` in the letters ``[A-Za-z0-9_-]``, every other byte of its
+    UTF-8 as ``.xx`` (lowercase hex): injective, and never holds ``:``."""
+    out = []
+    for c in name:
+        if _PLAIN.fullmatch(c):
+            out.append(c)
+        else:
+            out.extend(f".{b:02x}" for b in c.encode("utf-8"))
+    return "".join(out)
+
+
+def _unescape(text: str) -> Optional[str]:
+    """The name :func:`_escape` made ``text`` from, or ``None`` if it made none."""
+    if not _ESCAPED.fullmatch(text):
+        return None
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == ".":
+            raw.append(int(text[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(text[i].encode("ascii"))
+            i += 1
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def store_session_id(app_name: str, user_id: str, session_id: str) -> str:
+    """The store's session id behind ADK's ``session_id`` of (app, user).
+
+    ``<app>:<user>:<id>``, each escaped to ``[A-Za-z0-9_-]`` and ``.xx``
+    per other byte: a valid store id, different for every different
+    triple. Raises ``ValueError`` when it would pass the store's 128 bytes.
+    """
+    encoded = ":".join(_escape(part) for part in (app_name, user_id, session_id))
+    if len(encoded) > MAX_ID_LEN:
+        raise ValueError(
+            f"session id {session_id!r} of app {app_name!r} and user {user_id!r} "
+            f"encodes to {len(encoded)} bytes; the store allows {MAX_ID_LEN}"
+        )
+    return encoded
+
+
+def adk_session_id(stored_id: str, app_name: str, user_id: str) -> Optional[str]:
+    """ADK's session id behind a store id of (app, user), or ``None`` when
+    the store session is not one this service created for that owner."""
+    parts = [_unescape(p) for p in stored_id.split(":")]
+    if len(parts) != 3 or parts[0] != app_name or parts[1] != user_id:
+        return None
+    return parts[2]
+
+
+def _encode_value(value: Any) -> Any:
+    if value is None:
+        return {VALUE_MARKER: "null"}
+    if isinstance(value, dict) and VALUE_MARKER in value:
+        return {VALUE_MARKER: "raw", "value": value}
+    return value
+
+
+def _decode_value(value: Any) -> Any:
+    if isinstance(value, dict) and VALUE_MARKER in value:
+        return None if value[VALUE_MARKER] == "null" else value.get("value")
+    return value
+
+
+def _encode_state(state: dict[str, Any]) -> dict[str, Any]:
+    """State as the store keeps it: ``None`` stays a value (ADK stores it;
+    the store would remove the key), ``temp:`` keys are dropped."""
+    return {k: _encode_value(v) for k, v in state.items() if not k.startswith("temp:")}
+
+
+def _decode_state(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: _decode_value(v) for k, v in state.items() if k != LAST_UPDATE_KEY}
 
 
 def _time(seconds: float) -> str:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc).isoformat()
 
 
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
 def _seconds(iso: str) -> float:
-    return _dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    """Seconds since the epoch of an RFC 3339 time (nanoseconds cut to
+    microseconds: ``fromisoformat`` before 3.11 reads no more)."""
+    text = _FRACTION.sub(r"\1", iso.replace("Z", "+00:00"))
+    return _dt.datetime.fromisoformat(text).timestamp()
 
 
 def chat_view(e: Event) -> dict[str, Any]:
@@ -82,8 +196,6 @@ def _adk_event(stored: dict[str, Any]) -> Event:
     message = stored.get("message") or {}
     text = message.get("content")
     role = message.get("role")
-    from google.genai import types
-
     return Event(
         id=stored["id"],
         invocation_id=stored.get("invocation_id") or "",
@@ -96,22 +208,54 @@ def _adk_event(stored: dict[str, Any]) -> Event:
     )
 
 
+def _stored_event(e: Event, *, with_state: bool = True) -> dict[str, Any]:
+    """The store event of an ADK event (``temp:`` keys already trimmed):
+    its state delta encoded (or left out), with the event's time as the
+    session's last update; ids escaped to the store's alphabet (the ADK
+    event keeps them)."""
+    delta = dict(e.actions.state_delta) if with_state and e.actions and e.actions.state_delta else {}
+    delta = _encode_state(delta)
+    delta[LAST_UPDATE_KEY] = e.timestamp
+    stored = _event(
+        chat_view(e),
+        id=_escape(e.id),
+        invocation_id=_escape(e.invocation_id) if e.invocation_id else None,
+        branch=e.branch or None,
+        author=e.author or None,
+        state_delta=delta,
+        metadata={EVENT_KEY: e.model_dump(mode="json", exclude_none=True)},
+    )
+    stored["timestamp"] = _time(e.timestamp)
+    return stored
+
+
+def _session(stored: dict[str, Any], adk_id: str, events: list[Event]) -> Session:
+    """The ADK session of a store session (state decoded, scopes merged)."""
+    state = stored.get("state") or {}
+    updated = state.get(LAST_UPDATE_KEY)
+    return Session(
+        id=adk_id,
+        app_name=stored["app"],
+        user_id=stored["user_id"],
+        state=_decode_state(state),
+        events=events,
+        last_update_time=float(updated) if updated is not None else _seconds(stored["created_at"]),
+    )
+
+
 class SessionService(BaseSessionService):
-    """ADK's ``BaseSessionService`` over a :class:`agent_session.Store`."""
+    """ADK's ``BaseSessionService`` over a :class:`agent_session.Store`.
+
+    Behaves as ADK's own services do: ids scoped per (app, user) and
+    stripped of surrounding whitespace (none given: a uuid4), ADK's
+    ``AlreadyExistsError`` for a taken id and ``SessionNotFoundError`` for
+    an append to a session that is gone, ``last_update_time`` the time of
+    the last appended event, ``None`` state values kept as ``None``.
+    """
 
     def __init__(self, store: Store) -> None:
         super().__init__()
         self._store = store
-
-    def _session(self, stored: dict[str, Any], events: list[Event]) -> Session:
-        return Session(
-            id=stored["id"],
-            app_name=stored["app"],
-            user_id=stored["user_id"],
-            state=dict(stored.get("state") or {}),
-            events=events,
-            last_update_time=_seconds(stored["updated_at"]),
-        )
 
     async def create_session(
         self,
@@ -121,14 +265,39 @@ class SessionService(BaseSessionService):
         state: Optional[dict[str, Any]] = None,
         session_id: Optional[str] = None,
     ) -> Session:
-        created = await self._store.create(
-            app_name,
-            user_id,
-            id=session_id.strip() if session_id else None,
-            state={k: v for k, v in (state or {}).items() if not k.startswith("temp:")},
-        )
-        stored = await self._store.get(app_name, user_id, created["id"])
-        return self._session(stored, [])
+        """Creates a session; a taken id raises ADK's ``AlreadyExistsError``."""
+        adk_id = (session_id.strip() if session_id else "") or _adk_uuid.new_uuid()
+        sid = store_session_id(app_name, user_id, adk_id)
+        try:
+            await self._store.create(app_name, user_id, id=sid, state=_encode_state(state or {}))
+        except AlreadyExistsError:
+            raise AdkAlreadyExistsError(f"Session with id {adk_id} already exists.") from None
+        stored = await self._store.get(app_name, user_id, sid)
+        return _session(stored, adk_id, [])
+
+    async def _read(self, app_name: str, user_id: str, session_id: str) -> Optional[dict[str, Any]]:
+        """The store session behind an ADK id, or ``None``."""
+        try:
+            sid = store_session_id(app_name, user_id, session_id.strip())
+            return await self._store.get(app_name, user_id, sid)
+        except (NotFoundError, ValueError):
+            return None
+
+    async def _events(self, stored: dict[str, Any], last_n: Optional[int]) -> list[Event]:
+        """The ADK events of a store session's context: all, or the last ``last_n``."""
+        owner = (stored["app"], stored["user_id"], stored["id"])
+        if last_n is not None:
+            page = await self._store.items(*owner, EVENT_KEY, last_n=last_n)
+            kept = page["items"]
+        else:
+            kept, page_no = [], 0
+            while True:
+                page = await self._store.items(*owner, EVENT_KEY, page=page_no, page_size=1000)
+                kept.extend(page["items"])
+                if not page["has_more"]:
+                    break
+                page_no += 1
+        return [Event.model_validate(v) if e is None else _adk_event(e) for v, e in kept]
 
     async def get_session(
         self,
@@ -138,85 +307,182 @@ class SessionService(BaseSessionService):
         session_id: str,
         config: Optional[GetSessionConfig] = None,
     ) -> Optional[Session]:
-        try:
-            stored = await self._store.get(app_name, user_id, session_id.strip())
-        except NotFoundError:
+        """The session with its events (``config`` keeps the most recent
+        ``num_recent_events`` and those at or after ``after_timestamp``), or ``None``."""
+        stored = await self._read(app_name, user_id, session_id)
+        if stored is None:
             return None
         recent = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
-        if recent == 0:
-            return self._session(stored, [])
-        kept: list[list[Any]] = []
-        if recent is not None:
-            page = await self._store.items(
-                app_name, user_id, stored["id"], EVENT_KEY, last_n=recent
-            )
-            kept = page["items"]
-        else:
-            page_no = 0
-            while True:
-                page = await self._store.items(
-                    app_name, user_id, stored["id"], EVENT_KEY, page=page_no, page_size=1000
-                )
-                kept.extend(page["items"])
-                if not page["has_more"]:
-                    break
-                page_no += 1
-        adk_events = [
-            Event.model_validate(value) if event is None else _adk_event(event)
-            for value, event in kept
-        ]
+        events = [] if recent == 0 else await self._events(stored, recent)
         if after is not None:
-            adk_events = [e for e in adk_events if e.timestamp >= after]
-        return self._session(stored, adk_events)
+            events = [e for e in events if e.timestamp >= after]
+        return _session(stored, session_id.strip(), events)
+
+    async def _list(self, app_name: str, user_id: Optional[str]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        page_no = 0
+        while True:
+            if user_id is None:
+                page = await self._store.list_all(app=app_name, page=page_no, page_size=100)
+            else:
+                page = await self._store.list(app_name, user_id, page=page_no, page_size=100)
+            found.extend(page["items"])
+            if not page["has_more"]:
+                return found
+            page_no += 1
 
     async def list_sessions(
         self, *, app_name: str, user_id: Optional[str] = None
     ) -> ListSessionsResponse:
-        sessions: list[Session] = []
-        page_no = 0
-        while True:
-            if user_id is None:
-                page = await self._store.list_all(app=app_name, page=page_no, page_size=500)
-            else:
-                page = await self._store.list(app_name, user_id, page=page_no, page_size=500)
-            sessions.extend(self._session(s, []) for s in page["items"])
-            if not page["has_more"]:
-                break
-            page_no += 1
-        # ADK lists the most recently active session last.
-        sessions.sort(key=lambda s: s.last_update_time)
+        """The app's sessions of ``user_id`` (of every user when ``None``),
+        without events, the least recently updated first."""
+        sessions = []
+        shared: dict[str, dict[str, Any]] = {}
+        for stored in await self._list(app_name, user_id):
+            adk_id = adk_session_id(stored["id"], stored["app"], stored["user_id"])
+            if adk_id is None:
+                continue
+            owner = stored["user_id"]
+            if owner not in shared:
+                shared[owner] = await self._shared(app_name, owner)
+            merged = {**stored, "state": {**(stored.get("state") or {}), **shared[owner]}}
+            sessions.append(_session(merged, adk_id, []))
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
+    async def _shared(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's ``user:`` and the app's ``app:`` keys, prefixed (a list
+        answers session scopes only; ADK lists sessions with all three merged)."""
+        shared = await self._store.shared_state(app_name, user_id)
+        return {**shared["user"], **shared["app"]}
+
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Deletes the session and its events; an unknown one is no error."""
         try:
-            await self._store.delete(app_name, user_id, session_id.strip())
-        except NotFoundError:
+            sid = store_session_id(app_name, user_id, session_id.strip())
+            await self._store.delete(app_name, user_id, sid)
+        except (NotFoundError, ValueError):
             pass
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's ``user:`` state in the app, keys without the prefix."""
         shared = await self._store.shared_state(app_name, user_id)
-        return {k.removeprefix("user:"): v for k, v in shared["user"].items()}
+        return {k[len("user:") :]: _decode_value(v) for k, v in shared["user"].items()}
 
     async def append_event(self, session: Session, event: Event) -> Event:
+        """Stores the event (``temp:`` keys left out), then applies it to
+        ``session`` as ADK does; a partial event is neither."""
         if event.partial:
             return event
-        # ADK applies temp: keys to the in-memory session, drops them from
-        # the delta and appends the event to `session.events`.
-        event = await super().append_event(session=session, event=event)
-        delta = dict(event.actions.state_delta) if event.actions and event.actions.state_delta else {}
-        stored = _event(
-            chat_view(event),
-            id=event.id,
-            invocation_id=event.invocation_id or None,
-            branch=event.branch or None,
-            author=event.author or None,
-            state_delta=delta or None,
-            metadata={EVENT_KEY: event.model_dump(mode="json", exclude_none=True)},
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        try:
+            sid = store_session_id(session.app_name, session.user_id, session.id)
+            await self._store.append_events(
+                session.app_name, session.user_id, sid, [_stored_event(event)]
+            )
+        except NotFoundError:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        session.last_update_time = event.timestamp
+        return self._commit_event_to_session(session, event)
+
+
+#: The ADK id a memory copy of events without a session goes under (ADK's
+#: in-memory memory service files them under the same name).
+UNKNOWN_SESSION_ID = "__unknown_session_id__"
+
+
+class MemoryService(BaseMemoryService):
+    """ADK's ``BaseMemoryService`` over the store's cross-session recall.
+
+    Every event of every session the user has in the app is memory: the
+    store's search reads them all (the archive too, so compaction forgets
+    nothing), and a session written through :class:`SessionService` on the
+    same store is searchable the moment an event is appended.
+    :meth:`add_session_to_memory` therefore copies nothing for such a
+    session; a session from another session service (ADK's in-memory one,
+    say) is copied in under its own id, events only, so that it is found
+    too. A search answers the best-ranked events holding any word of the
+    query, at most ``limit``, each a ``MemoryEntry`` with the event's
+    content, author, time (RFC 3339, UTC) and id.
+    """
+
+    def __init__(self, store: Store, *, limit: int = 10) -> None:
+        self._store = store
+        self._limit = limit
+
+    async def _exists(self, app_name: str, user_id: str, sid: str) -> bool:
+        try:
+            await self._store.get(app_name, user_id, sid)
+            return True
+        except NotFoundError:
+            return False
+
+    async def _copy(self, app_name: str, user_id: str, sid: str, events: Sequence[Event]) -> None:
+        """Stores ``events`` in the session ``sid`` (created if need be),
+        their state deltas left out: a copy for recall, not a second owner
+        of the state. Appends are idempotent by event id."""
+        try:
+            await self._store.create(app_name, user_id, id=sid)
+        except AlreadyExistsError:
+            pass
+        stored = [_stored_event(e, with_state=False) for e in events if not e.partial]
+        if stored:
+            await self._store.append_events(app_name, user_id, sid, stored)
+
+    async def add_session_to_memory(self, session: Session) -> None:
+        """Makes the session searchable: nothing to do for one this store
+        holds; one it does not hold is copied in (events only)."""
+        sid = store_session_id(session.app_name, session.user_id, session.id)
+        if not await self._exists(session.app_name, session.user_id, sid):
+            await self._copy(session.app_name, session.user_id, sid, session.events)
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: Optional[str] = None,
+        custom_metadata: Optional[dict[str, object]] = None,
+    ) -> None:
+        """Makes ``events`` searchable: the ones the session already holds
+        are skipped (same id), the others are appended without their state
+        deltas; ``custom_metadata`` is not used."""
+        sid = store_session_id(app_name, user_id, session_id or UNKNOWN_SESSION_ID)
+        await self._copy(app_name, user_id, sid, events)
+
+    def _entry(self, app_name: str, user_id: str, hit: dict[str, Any]) -> Optional[MemoryEntry]:
+        e = _adk_event(hit["event"])
+        if not e.content or not e.content.parts:
+            return None
+        adk_id = adk_session_id(hit["session_id"], app_name, user_id)
+        return MemoryEntry(
+            id=e.id,
+            content=e.content,
+            author=e.author,
+            timestamp=_time(e.timestamp),
+            custom_metadata={"session_id": adk_id if adk_id is not None else hit["session_id"]},
         )
-        stored["timestamp"] = _time(event.timestamp)
-        await self._store.append_events(session.app_name, session.user_id, session.id, [stored])
-        return event
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        """The user's events in the app that hold any word of ``query``, best first."""
+        if not query.strip():
+            return SearchMemoryResponse()
+        page = await self._store.search(
+            app_name, user_id, query, any=True, ranked=True, page_size=self._limit
+        )
+        entries = [self._entry(app_name, user_id, hit) for hit in page["items"]]
+        return SearchMemoryResponse(memories=[m for m in entries if m is not None])
 
 
-__all__ = ["SessionService", "chat_view", "EVENT_KEY"]
+__all__ = [
+    "SessionService",
+    "MemoryService",
+    "chat_view",
+    "store_session_id",
+    "adk_session_id",
+    "EVENT_KEY",
+    "LAST_UPDATE_KEY",
+]
