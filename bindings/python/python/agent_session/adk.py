@@ -455,8 +455,8 @@ class MemoryService(BaseMemoryService):
 
     def _entry(self, app_name: str, user_id: str, hit: dict[str, Any]) -> Optional[MemoryEntry]:
         e = _adk_event(hit["event"])
-        if not e.content or not e.content.parts:
-            return None
+        if not e.content or not any(p.text for p in e.content.parts or []):
+            return None  # as ADK's in-memory memory: text is what is recalled
         adk_id = adk_session_id(hit["session_id"], app_name, user_id)
         return MemoryEntry(
             id=e.id,
