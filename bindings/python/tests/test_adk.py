@@ -353,3 +353,14 @@ async def test_memory_service_adds_event_deltas(store):
     found = (await memory.search_memory(app_name=APP, user_id="ada", query="invoice paid")).memories
     assert {m.custom_metadata["session_id"] for m in found} == {"billing", "__unknown_session_id__"}
     assert all(m.content == fact.content for m in found)
+
+
+async def test_memory_finds_events_compaction_took_out_of_the_context(store):
+    sessions, memory = SessionService(store), MemoryService(store)
+    session = await sessions.create_session(app_name=APP, user_id="ada")
+    for n in range(6):
+        await sessions.append_event(session, Event(author="user", content=user(f"turn {n}: code ZX-{n}")))
+    await store.compact(APP, "ada", store_session_id(APP, "ada", session.id), "sliding_window", max_events=2)
+    assert len((await sessions.get_session(app_name=APP, user_id="ada", session_id=session.id)).events) == 2
+    found = (await memory.search_memory(app_name=APP, user_id="ada", query="ZX-1")).memories
+    assert [m.content.parts[0].text for m in found] == ["turn 1: code ZX-1"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -162,9 +162,9 @@ def _seconds(iso: str) -> float:
 def chat_view(e: Event) -> dict[str, Any]:
     """The chat message an ADK event reads as, for compaction and search."""
     parts = (e.content.parts if e.content and e.content.parts else None) or []
-    texts = [p.text for p in parts if getattr(p, "text", None)]
-    calls = [p.function_call for p in parts if getattr(p, "function_call", None)]
-    responses = [p.function_response for p in parts if getattr(p, "function_response", None)]
+    texts = [p.text for p in parts if p.text]
+    calls = [p.function_call for p in parts if p.function_call]
+    responses = [p.function_response for p in parts if p.function_response]
     if responses:
         r = responses[0]
         return {
@@ -445,7 +445,7 @@ class MemoryService(BaseMemoryService):
         user_id: str,
         events: Sequence[Event],
         session_id: Optional[str] = None,
-        custom_metadata: Optional[dict[str, object]] = None,
+        custom_metadata: Optional[Mapping[str, object]] = None,
     ) -> None:
         """Makes ``events`` searchable: the ones the session already holds
         are skipped (same id), the others are appended without their state
