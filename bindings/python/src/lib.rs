@@ -1,10 +1,14 @@
 //! The native half of the `agent_session` Python package: one store per
-//! `NativeStore`, each call an awaitable that runs on a Tokio runtime
-//! without the GIL. Calls take and return JSON text and run the session
+//! `NativeStore`, each call run on a Tokio runtime without the GIL (its
+//! answer handed to a callback) or on the calling thread with the GIL
+//! released. Calls take and return JSON text and run the session
 //! service's named operations (`agent_session::ops`), the table every
 //! binding shares; the Python half (`python/agent_session`) gives them
 //! names, types and exception classes.
 
+mod runtime;
+
+use std::future::Future;
 use std::sync::Arc;
 
 use agent_session::wire::Problem;
@@ -19,10 +23,38 @@ pyo3::create_exception!(
     "A store error; its one argument is the error's problem document as JSON."
 );
 
+/// The problem document of an error, as JSON text.
+fn problem(e: &SessionError) -> String {
+    serde_json::to_string(&Problem::from_error(e)).unwrap_or_default()
+}
+
 /// A failed call as the Python exception the wrapper turns into its class.
 fn raise(e: &SessionError) -> PyErr {
-    let problem = serde_json::to_string(&Problem::from_error(e)).unwrap_or_default();
-    NativeError::new_err(problem)
+    NativeError::new_err(problem(e))
+}
+
+/// Runs `work` on the runtime and hands its outcome to `done(ok, value)`
+/// from a runtime thread: `(True, answer)` or `(False, problem JSON)`.
+/// The Python half's `done` passes it to its event loop thread-safely.
+fn spawn<F, T>(py: Python<'_>, done: Py<PyAny>, work: F) -> PyResult<()>
+where
+    F: Future<Output = Result<T, SessionError>> + Send + 'static,
+    T: for<'py> IntoPyObject<'py> + Send + 'static,
+{
+    let handle = runtime::handle(py)?;
+    handle.spawn(async move {
+        let outcome = work.await;
+        Python::attach(|py| {
+            let delivered = match outcome {
+                Ok(value) => done.call1(py, (true, value)),
+                Err(e) => done.call1(py, (false, problem(&e))),
+            };
+            if let Err(e) = delivered {
+                e.write_unraisable(py, Some(done.bind(py)));
+            }
+        });
+    });
+    Ok(())
 }
 
 /// One store: what `agent_session.Store.open(url)` wraps.
@@ -46,11 +78,12 @@ impl NativeStore {
 #[pymethods]
 impl NativeStore {
     /// Opens the store a URL names (`sqlite://sessions.db`, `postgres://…`,
-    /// `redis://…`, `fs://dir`, `memory://`, `http://…`).
+    /// `redis://…`, `fs://dir`, `memory://`, `http://…`) on the runtime and
+    /// calls `done(ok, store or problem)` when it is open.
     #[staticmethod]
-    fn open(py: Python<'_>, url: String) -> PyResult<Bound<'_, PyAny>> {
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let repo = agent_session::open(&url).await.map_err(|e| raise(&e))?;
+    fn open(py: Python<'_>, url: String, done: Py<PyAny>) -> PyResult<()> {
+        spawn(py, done, async move {
+            let repo = agent_session::open(&url).await?;
             Ok(NativeStore::over(repo))
         })
     }
@@ -59,19 +92,16 @@ impl NativeStore {
     /// meanwhile (what `SyncStore` opens with).
     #[staticmethod]
     fn open_blocking(py: Python<'_>, url: &str) -> PyResult<NativeStore> {
-        let repo = py
-            .detach(|| pyo3_async_runtimes::tokio::get_runtime().block_on(agent_session::open(url)))
-            .map_err(|e| raise(&e))?;
+        let repo = runtime::block_on(py, agent_session::open(url))?.map_err(|e| raise(&e))?;
         Ok(NativeStore::over(repo))
     }
 
-    /// Runs `op` with `args` (JSON text); the answer is JSON text.
-    fn call<'py>(&self, py: Python<'py>, op: String, args: String) -> PyResult<Bound<'py, PyAny>> {
+    /// Runs `op` with `args` (JSON text) on the runtime and calls
+    /// `done(ok, answer JSON or problem JSON)` when it is done.
+    fn call(&self, py: Python<'_>, op: String, args: String, done: Py<PyAny>) -> PyResult<()> {
         let service = self.service.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent_session::ops::call(service.as_ref(), &op, &args)
-                .await
-                .map_err(|e| raise(&e))
+        spawn(py, done, async move {
+            agent_session::ops::call(service.as_ref(), &op, &args).await
         })
     }
 
@@ -81,14 +111,8 @@ impl NativeStore {
     /// to the event loop and back, and for every call of `SyncStore`.
     fn call_blocking(&self, py: Python<'_>, op: &str, args: &str) -> PyResult<String> {
         let service = self.service.clone();
-        py.detach(|| {
-            pyo3_async_runtimes::tokio::get_runtime().block_on(agent_session::ops::call(
-                service.as_ref(),
-                op,
-                args,
-            ))
-        })
-        .map_err(|e| raise(&e))
+        runtime::block_on(py, agent_session::ops::call(service.as_ref(), op, args))?
+            .map_err(|e| raise(&e))
     }
 
     /// The store's backend name (`sqlite`, `postgres`, ...).
@@ -102,6 +126,8 @@ impl NativeStore {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeStore>()?;
+    m.add_function(wrap_pyfunction!(runtime::shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::after_fork_in_child, m)?)?;
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     Ok(())
 }

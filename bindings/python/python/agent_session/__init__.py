@@ -14,10 +14,13 @@ without ``await``.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import datetime as _dt
 import json
+import os
 import uuid
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from . import _native
 from .errors import (
@@ -61,6 +64,39 @@ __all__ = [
 ]
 
 Json = Any
+
+# The store's runtime threads stop before the interpreter finalizes (a
+# thread touching Python then would kill the process), and a forked child
+# starts its own runtime instead of the parent's, whose threads it lacks.
+atexit.register(_native.shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_native.after_fork_in_child)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, answer: Any) -> None:
+    """Completes ``future`` with a native call's outcome, on its loop."""
+    if future.done():  # cancelled while the store worked
+        return
+    if ok:
+        future.set_result(answer)
+    else:
+        future.set_exception(from_native(_native.NativeError(answer)))
+
+
+async def _on_runtime(start: Callable[[Callable[[bool, Any], None]], None]) -> Any:
+    """Awaits a native call that ``start(done)`` puts on the store's
+    runtime; ``done`` is called from a runtime thread with its outcome."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def done(ok: bool, answer: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(_settle, future, ok, answer)
+        except RuntimeError:  # the loop closed before the answer came
+            pass
+
+    start(done)
+    return await future
 
 
 def _now() -> str:
@@ -131,6 +167,8 @@ class Store:
 
     def __init__(self, native: Any, *, blocking: bool = False) -> None:
         self._native = native
+        # The process that opened it: a forked child must open its own.
+        self._pid = os.getpid()
         self._inline = native.backend in self.EMBEDDED
         # Every call on the calling thread, whatever the store (SyncStore).
         self._blocking = blocking
@@ -141,10 +179,7 @@ class Store:
         ``postgres://user@host/db``, ``redis://host:6379``, ``fs://./dir``,
         ``memory://``, ``http://host:8080`` (limits as query parameters,
         e.g. ``?max_session_events=10000``)."""
-        try:
-            native = await _native.NativeStore.open(url)
-        except _native.NativeError as e:
-            raise from_native(e) from None
+        native = await _on_runtime(lambda done: _native.NativeStore.open(url, done))
         return cls(native)
 
     @property
@@ -154,16 +189,19 @@ class Store:
         return backend
 
     async def _call(self, op: str, **args: Any) -> Json:
+        if os.getpid() != self._pid:
+            raise UnavailableError(
+                f"this store was opened in process {self._pid}, before a fork; "
+                "open it again in this process"
+            )
         text = json.dumps(args, default=str)
-        try:
-            if self._blocking or (
-                self._inline and (op in self.SHORT_CALLS or _is_short_read(op, args))
-            ):
+        if self._blocking or (self._inline and (op in self.SHORT_CALLS or _is_short_read(op, args))):
+            try:
                 answer = self._native.call_blocking(op, text)
-            else:
-                answer = await self._native.call(op, text)
-        except _native.NativeError as e:
-            raise from_native(e) from None
+            except _native.NativeError as e:
+                raise from_native(e) from None
+        else:
+            answer = await _on_runtime(lambda done: self._native.call(op, text, done))
         return json.loads(answer)
 
     async def _object(self, op: str, **args: Any) -> dict[str, Any]:
