@@ -26,11 +26,12 @@ use std::pin::Pin;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use session_compaction::StrategySpec;
 use session_core::{
-    ContextOptions, MatchTerms, Owner, Result, SearchMode, SearchQuery, SessionError, SessionEvent,
-    SessionId, SessionQuery, SessionService, SessionUpdate, StateMap,
+    ContextOptions, KeyedItem, MatchTerms, Owner, Result, SearchMode, SearchQuery, SessionError,
+    SessionEvent, SessionId, SessionQuery, SessionService, SessionUpdate, StateMap,
 };
 use session_wire::{
     CreateBody, EventParams, ForkBody, ResetBody, ResolveBody, ResolvedBody, RewindBody,
@@ -222,10 +223,11 @@ async fn events(s: &dyn SessionService, args: Value) -> Result<String> {
     reply(&s.events(&owner, &id, &params.into_filter()?).await?)
 }
 
-/// One event of an `items` answer: the object under the key, or (for an
-/// event written without one, such as a summary) the event itself.
+/// One event of an `items` answer, `[object, null]` or `[null, event]`:
+/// the object under the key, or (for an event written without one, such
+/// as a summary) the event itself.
 #[derive(Serialize)]
-struct KeptItem<'a>(Option<&'a Value>, Option<&'a SessionEvent>);
+struct KeptItem<'a>(Option<&'a RawValue>, Option<&'a SessionEvent>);
 
 /// An `items` answer.
 #[derive(Serialize)]
@@ -240,13 +242,13 @@ async fn items(s: &dyn SessionService, args: Value) -> Result<String> {
     let (owner, id) = session(&args)?;
     let key: String = required(&args, "key")?;
     let params: EventParams = part(&args, "filter")?;
-    let page = s.events(&owner, &id, &params.into_filter()?).await?;
+    let page = s.items(&owner, &id, &key, &params.into_filter()?).await?;
     let items = page
         .items
         .iter()
-        .map(|e| match e.metadata.get(&key) {
-            Some(v) if v.is_object() => KeptItem(Some(v), None),
-            _ => KeptItem(None, Some(e)),
+        .map(|item| match item {
+            KeyedItem::Value(v) => KeptItem(Some(v), None),
+            KeyedItem::Event(e) => KeptItem(None, Some(e)),
         })
         .collect();
     reply(&KeptItems {

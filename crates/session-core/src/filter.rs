@@ -257,6 +257,19 @@ impl EventFilter {
         Ok(())
     }
 
+    /// Whether the filter selects by position alone (view, cursor,
+    /// `last_n`, paging): no criterion that an event's fields decide, so a
+    /// store can page through its rows without decoding the events.
+    pub fn selects_by_position(&self) -> bool {
+        self.branch.is_none()
+            && self.from.is_none()
+            && self.to.is_none()
+            && self.roles.is_empty()
+            && self.synthetic == SyntheticFilter::Include
+            && self.keyword.is_none()
+            && self.invocation_id.is_none()
+    }
+
     /// A reusable matcher for this filter's per-event criteria (everything but view, `last_n` and paging).
     pub fn matcher(&self) -> EventMatcher<'_> {
         EventMatcher {

@@ -15,6 +15,7 @@ use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::fork::{fork_dump, fork_target, merge_restored, replaced_by};
 use crate::fork_at::ForkAt;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
+use crate::item::KeyedItem;
 use crate::outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
 use crate::plan::{context_at, Restore, RewindTo};
 use crate::retention::Pruned;
@@ -192,6 +193,21 @@ pub trait SessionRepository: Send + Sync {
 
     /// Reads events of one view through a filter.
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>>;
+
+    /// A page of `filter`'s events as an adapter reads them back: each the
+    /// object stored under metadata `key`, or the event (see [`KeyedItem`]).
+    ///
+    /// Default: [`Self::events`], each event's metadata looked up; a store
+    /// that keeps events as JSON text overrides it to copy the objects out
+    /// without decoding the events.
+    async fn items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<KeyedItem>> {
+        crate::item::keyed_page(self.events(id, filter).await?, key)
+    }
 
     /// The session's current version.
     async fn event_version(&self, id: &SessionId) -> Result<u64>;
@@ -463,6 +479,9 @@ macro_rules! forward_repository {
             }
             async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
                 (**self).events(id, filter).await
+            }
+            async fn items(&self, id: &SessionId, key: &str, filter: &EventFilter) -> Result<Page<KeyedItem>> {
+                (**self).items(id, key, filter).await
             }
             async fn event_version(&self, id: &SessionId) -> Result<u64> {
                 (**self).event_version(id).await

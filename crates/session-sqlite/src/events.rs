@@ -7,8 +7,8 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transact
 use session_core::plan::{ReadWindow, Stored};
 use session_core::state::{decode_state, encode_state};
 use session_core::{
-    stored_counter, visible_branches, EventFilter, EventView, Page, SessionEvent, StateMap,
-    SyntheticFilter, MAX_SEQ,
+    stored_counter, visible_branches, EventFilter, EventView, KeyedItem, Page, SessionEvent,
+    StateMap, SyntheticFilter, MAX_SEQ,
 };
 
 use crate::error::{Result, SqlResult};
@@ -311,6 +311,37 @@ pub(crate) fn read(
     id: &str,
     filter: &EventFilter,
 ) -> Result<Page<SessionEvent>> {
+    let matcher = filter.matcher();
+    read_rows(conn, id, filter, |seq, body| {
+        let e = decode_event(id, seq, body)?;
+        Ok(matcher.matches(&e).then_some(e))
+    })
+}
+
+/// One page of a session's events through `filter` as the items under
+/// metadata `key`, copied out of the stored bodies without decoding the
+/// events; for a filter that selects by position only (no criteria an
+/// event's fields decide; see [`EventFilter::selects_by_position`]).
+pub(crate) fn read_items(
+    conn: &Connection,
+    id: &str,
+    key: &str,
+    filter: &EventFilter,
+) -> Result<Page<KeyedItem>> {
+    read_rows(conn, id, filter, |seq, body| {
+        let seq = u64::try_from(seq).unwrap_or(0);
+        KeyedItem::decode_stored(id, seq, body, key).map(Some)
+    })
+}
+
+/// One page of `filter`'s rows, each decoded by `decode` from its seq and
+/// body (`None`: the row does not match and is skipped).
+fn read_rows<T>(
+    conn: &Connection,
+    id: &str,
+    filter: &EventFilter,
+    decode: impl Fn(i64, &str) -> Result<Option<T>>,
+) -> Result<Page<T>> {
     let order = match filter.view {
         EventView::Context => "ctx_pos",
         EventView::Archive => "seq",
@@ -381,23 +412,26 @@ pub(crate) fn read(
         );
     }
     let checked_in_rust = filter.keyword.is_some();
-    let matcher = filter.matcher();
     let decode_all = |stmt: &mut rusqlite::Statement<'_>,
                       values: Vec<SqlValue>,
                       limit: Option<usize>,
                       skip: usize|
-     -> Result<(Vec<SessionEvent>, bool)> {
+     -> Result<(Vec<T>, bool)> {
         let mut rows = stmt.query(params_from_iter(values)).sql()?;
         let mut out = Vec::new();
         let mut skipped = 0;
         let mut more = false;
         while let Some(row) = rows.next().sql()? {
             let seq: i64 = row.get(0).sql()?;
-            let body: String = row.get(1).sql()?;
-            let e = decode_event(id, seq, &body)?;
-            if !matcher.matches(&e) {
+            // Borrowed from the row: decoding copies what it keeps.
+            let body = row.get_ref(1).sql()?;
+            let body = body
+                .as_str()
+                .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, body.data_type(), e.into()))
+                .sql()?;
+            let Some(e) = decode(seq, body)? else {
                 continue;
-            }
+            };
             if skipped < skip {
                 skipped += 1;
                 continue;
@@ -411,7 +445,7 @@ pub(crate) fn read(
         Ok((out, more))
     };
     let (offset, limit) = match ReadWindow::of(filter) {
-        ReadWindow::Empty => return Ok(ReadWindow::empty_page(filter)),
+        ReadWindow::Empty => return Ok(Page::empty(filter.page, filter.page_size)),
         ReadWindow::Last(n) => {
             sql.push_str(&format!(" ORDER BY {order} DESC"));
             if !checked_in_rust {

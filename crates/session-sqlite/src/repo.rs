@@ -11,9 +11,9 @@ use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::ContextLog;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
-    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchMode,
-    SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery, SessionRepository,
-    SessionUpdate, SharedState, UserId,
+    ImportOutcome, KeyedItem, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
+    SearchMode, SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery,
+    SessionRepository, SessionUpdate, SharedState, UserId,
 };
 
 use crate::error::{Result, BACKEND};
@@ -155,6 +155,26 @@ impl SessionRepository for SqliteRepository {
                 history::read(c, &id)?.annotate(&mut page.items);
             }
             Ok(page)
+        })
+        .await
+    }
+
+    async fn items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<KeyedItem>> {
+        // The archive view annotates events with their context history,
+        // and the other criteria need the events' fields: both read whole.
+        if filter.view == EventView::Archive || !filter.selects_by_position() {
+            return session_core::keyed_page(self.events(id, filter).await?, key);
+        }
+        filter.check(&self.inner.limits)?;
+        let (id, key, filter) = (id.clone(), key.to_owned(), filter.clone());
+        self.read(move |c, now| {
+            sessions::ensure_live(c, &id, now)?;
+            events::read_items(c, &id, &key, &filter)
         })
         .await
     }

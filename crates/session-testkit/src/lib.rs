@@ -187,6 +187,7 @@ macro_rules! __with_cases {
             events_synthetic_in_out_only,
             events_filter_before_paging,
             events_keyword_filter_is_literal,
+            items_read_the_objects_stored_under_a_key,
             events_blank_keyword_is_invalid_input_like_search,
             events_round_trip_every_field,
             events_round_trip_typed_flags,

@@ -137,12 +137,14 @@ def event(
 
 
 def _is_short_read(op: str, args: Mapping[str, Any]) -> bool:
-    """An events read of a bounded page (the last N, or one page of at most 100)."""
+    """An events read of a bounded page: the last N, or one page, of at most
+    1,000 events (a few milliseconds on an embedded store, less than the
+    hand-off to the event loop and back would add to it)."""
     if op not in ("events", "items"):
         return False
     f = args.get("filter") or {}
     size = f.get("last_n") or f.get("page_size") or 10
-    return size <= 100
+    return bool(size <= 1000)
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -289,7 +291,7 @@ class Store:
         return await self._object("reopen", app=app, user_id=user_id, session_id=session_id)
 
     async def update(
-        self, app: str, user_id: str, session_id: str, **update: Any
+        self, /, app: str, user_id: str, session_id: str, **update: Any
     ) -> dict[str, Any]:
         """Changes ``metadata``, ``state`` (session scope), ``status`` or
         ``expires_at``; ``expected_version`` makes it a compare-and-swap."""
@@ -514,7 +516,7 @@ class Store:
         )
 
     async def compact(
-        self, app: str, user_id: str, session_id: str, strategy: str, **params: Any
+        self, /, app: str, user_id: str, session_id: str, strategy: str, **params: Any
     ) -> dict[str, Any]:
         """Compacts the context: ``sliding_window`` (``max_events``),
         ``turn_window`` (``max_turns``), ``token_budget`` (``max_tokens``),
@@ -595,6 +597,41 @@ class Store:
         return await self._object("erase_user", app=app, user_id=user_id)
 
 
+# SyncStore's methods are Store's, made synchronous by _sync: checkers see
+# each with the Store method's parameters and its awaited result.
+from functools import update_wrapper
+from typing import TYPE_CHECKING, Coroutine, TypeVar
+
+if TYPE_CHECKING:  # checkers only (typing has no ParamSpec before 3.10)
+    from typing_extensions import Concatenate, ParamSpec
+
+    _P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _sync(
+    method: Callable[Concatenate[Store, _P], Coroutine[Any, Any, _R]],
+) -> Callable[Concatenate[SyncStore, _P], _R]:
+    """A :class:`SyncStore` method that runs ``method`` (of a blocking
+    :class:`Store`) to its end: such a call never waits on an event loop,
+    so one step finishes it."""
+
+    def call(self: SyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        coro = method(self._store, *args, **kwargs)
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            answer: _R = done.value
+            return answer
+        coro.close()
+        raise RuntimeError("a SyncStore call waited on an event loop")
+
+    # help() and inspect.signature show Store's parameters and docstring.
+    update_wrapper(call, method)
+    call.__qualname__ = f"SyncStore.{method.__name__}"
+    return call
+
+
 class SyncStore:
     """:class:`Store` without ``await``: each call runs on the calling
     thread, the GIL released while the store works, and returns when it is
@@ -628,25 +665,40 @@ class SyncStore:
         """The store's backend."""
         return self._store.backend
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._store, name)
-        if not callable(method):
-            return method
+    # Sessions.
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return _finish(method(*args, **kwargs))
+    create = _sync(Store.create)
+    get = _sync(Store.get)
+    list = _sync(Store.list)
+    list_all = _sync(Store.list_all)
+    delete = _sync(Store.delete)
+    end = _sync(Store.end)
+    reopen = _sync(Store.reopen)
+    update = _sync(Store.update)
+    resolve = _sync(Store.resolve)
+    reset = _sync(Store.reset)
 
-        call.__name__ = name
-        call.__doc__ = method.__doc__
-        return call
+    # Events.
 
+    append = _sync(Store.append)
+    append_events = _sync(Store.append_events)
+    events = _sync(Store.events)
+    items = _sync(Store.items)
+    pop = _sync(Store.pop)
+    messages = _sync(Store.messages)
+    replace_context = _sync(Store.replace_context)
 
-def _finish(coro: Any) -> Any:
-    """Runs a call of a blocking :class:`Store` to its end: it never waits
-    on an event loop, so one step finishes it."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("a SyncStore call waited on an event loop")
+    # Search, compaction, rewind, fork.
+
+    search = _sync(Store.search)
+    compact = _sync(Store.compact)
+    rewind = _sync(Store.rewind)
+    fork = _sync(Store.fork)
+
+    # State.
+
+    state = _sync(Store.state)
+    patch_state = _sync(Store.patch_state)
+    shared_state = _sync(Store.shared_state)
+    usage = _sync(Store.usage)
+    erase_user = _sync(Store.erase_user)

@@ -216,12 +216,12 @@ class Session:
                 if not page["has_more"]:
                     break
                 page_no += 1
-        return [
-            cast("TResponseInputItem", item)
-            if stored is None
-            else cast("TResponseInputItem", _item_of_message(stored.get("message") or {}))
+        # One cast of the list: a cast per item costs a call per item.
+        items: list[Any] = [
+            item if stored is None else _item_of_message(stored.get("message") or {})
             for item, stored in kept
         ]
+        return cast("list[TResponseInputItem]", items)
 
     async def add_items(
         self,

@@ -140,6 +140,18 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    async fn items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<crate::item::KeyedItem>> {
+        (|| self.inner.items(id, key, filter))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
         (|| self.inner.event_version(id))
             .retry(self.policy.backoff())

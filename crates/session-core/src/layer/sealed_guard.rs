@@ -166,6 +166,15 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
         self.check(id).await?;
         self.inner.events(id, filter).await
     }
+    async fn items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<crate::item::KeyedItem>> {
+        self.check(id).await?;
+        self.inner.items(id, key, filter).await
+    }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
         self.inner.event_version(id).await
     }

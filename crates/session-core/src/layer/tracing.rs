@@ -150,6 +150,15 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         self.traced("events", Some(id), self.inner.events(id, filter))
             .await
     }
+    async fn items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<crate::item::KeyedItem>> {
+        self.traced("items", Some(id), self.inner.items(id, key, filter))
+            .await
+    }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
         self.traced("event_version", Some(id), self.inner.event_version(id))
             .await

@@ -105,6 +105,16 @@ pub trait SessionService: Send + Sync {
         id: &SessionId,
         filter: &EventFilter,
     ) -> Result<Page<SessionEvent>>;
+    /// A page of events as an adapter reads them back: each the object it
+    /// stored under metadata `key`, or the event where there is none
+    /// ([`crate::KeyedItem`]).
+    async fn items(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<crate::item::KeyedItem>>;
     /// Keyword search in one session's archive or across the owner's sessions.
     async fn search(&self, owner: &Owner, query: &SearchQuery) -> Result<Page<SearchHit>>;
     /// Compacts the context with `compactor` (a strategy, trigger and

@@ -424,6 +424,17 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         self.repo.events(&s.id, filter).await
     }
 
+    async fn items(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<Page<crate::item::KeyedItem>> {
+        let s = self.owned(owner, id).await?;
+        self.repo.items(&s.id, key, filter).await
+    }
+
     #[tracing::instrument(skip_all, fields(op = "search", app = %owner.app))]
     async fn search(&self, owner: &Owner, query: &SearchQuery) -> Result<Page<SearchHit>> {
         match &query.scope {

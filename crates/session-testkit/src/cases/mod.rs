@@ -61,7 +61,9 @@ pub use limits::{
     session_of_100k_events_pages_and_searches,
 };
 pub use metadata::list_filters_by_metadata;
-pub use paging::events_page_by_cursor_reads_the_whole_view;
+pub use paging::{
+    events_page_by_cursor_reads_the_whole_view, items_read_the_objects_stored_under_a_key,
+};
 pub use query::{
     ranked_search_returns_the_same_matches, search_agrees_with_the_reference_matcher,
     search_finds_every_word_in_any_order, search_hits_carry_seq_role_snippet_and_total,

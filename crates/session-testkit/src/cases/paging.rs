@@ -1,8 +1,8 @@
 //! Keyset paging: reading a view page by page from a cursor.
 
 use session_core::{
-    Clock as _, CompactionSource, ErrorKind, EventFilter, EventView, Role, SessionEvent,
-    SessionRepositoryExt,
+    Clock as _, CompactionSource, ErrorKind, EventFilter, EventView, KeyedItem, Role, SessionEvent,
+    SessionRepositoryExt, SessionService as _,
 };
 
 use super::support::numbered;
@@ -120,3 +120,98 @@ pub async fn events_page_by_cursor_reads_the_whole_view(fx: Fixture) {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
 }
+
+/// What a read of the items under `key` must hold: each event's object
+/// under the key, or the whole event where it has none.
+fn expected_items(events: &[SessionEvent], key: &str) -> Vec<KeyedItem> {
+    events
+        .iter()
+        .map(|e| KeyedItem::of_event(e.clone(), key).unwrap())
+        .collect()
+}
+
+/// An adapter's read of the items it stored under a metadata key gives,
+/// for every page and view, each event's object under the key as it was
+/// stored, or the whole event where there is none (a summary, an event
+/// without the key, a value that is not an object); the paging is the
+/// events read's, and another owner's session stays unknown.
+pub async fn items_read_the_objects_stored_under_a_key(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let mut events = Vec::new();
+    for i in 1..=30 {
+        let mut e = if i % 2 == 0 {
+            assistant(&format!("m {i}"))
+        } else {
+            user(&format!("m {i}"))
+        };
+        match i % 7 {
+            0 => {}
+            3 => {
+                e.metadata
+                    .insert(ITEM.into(), serde_json::json!("not an object"));
+            }
+            _ => {
+                let item =
+                    serde_json::json!({"type": "message", "n": i, "text": format!("é \"{i}\"")});
+                e.metadata.insert(ITEM.into(), item);
+            }
+        }
+        e.metadata
+            .insert("other".into(), serde_json::json!({"n": -i}));
+        events.push(e);
+    }
+    fx.append(&s.id, events).await;
+    fx.summarize_first(&s.id, 10).await;
+    fx.append(&s.id, numbered("n", 3)).await;
+
+    let filters = [
+        EventFilter::context().page(0, 100),
+        EventFilter::context().page(1, 4),
+        EventFilter::context().last_n(5),
+        EventFilter::context()
+            .after(fx.context(&s.id).await[4].seq)
+            .page(0, 6),
+        EventFilter::archive().page(0, 100),
+        EventFilter::context().roles([Role::User]).page(0, 100),
+    ];
+    for f in filters {
+        let events = fx.repo.events(&s.id, &f).await.unwrap();
+        let items = fx.repo.items(&s.id, ITEM, &f).await.unwrap();
+        assert_eq!(items.items, expected_items(&events.items, ITEM), "{f:?}");
+        assert_eq!(
+            (items.page, items.page_size, items.has_more),
+            (events.page, events.page_size, events.has_more),
+            "{f:?}"
+        );
+    }
+    // The stored objects themselves, in context order after the summary turn.
+    let whole = fx
+        .repo
+        .items(&s.id, ITEM, &EventFilter::context().page(0, 100))
+        .await
+        .unwrap();
+    let stored: Vec<i64> = whole
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            KeyedItem::Value(raw) => {
+                serde_json::from_str::<serde_json::Value>(raw.get()).ok()?["n"].as_i64()
+            }
+            KeyedItem::Event(_) => None,
+        })
+        .collect();
+    let expected: Vec<i64> = (11..=30).filter(|i| i % 7 != 0 && i % 7 != 3).collect();
+    assert_eq!(stored, expected);
+    assert_eq!(whole.items.len(), 2 + 20 + 3);
+
+    let service = fx.service();
+    let bob = session_core::Owner::parse(&s.app, "bob").unwrap();
+    let err = service
+        .items(&bob, &s.id, ITEM, &EventFilter::context())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}
+
+/// The metadata key the item cases store their objects under.
+const ITEM: &str = "framework_item";

@@ -1,0 +1,157 @@
+//! What a framework adapter stored with each event, read back without
+//! decoding the events around it.
+//!
+//! An adapter (the OpenAI Agents session, the ADK session service) keeps
+//! its framework's own item whole in each event's metadata under one key
+//! and reads a conversation back as those items: [`KeyedItem`] is one
+//! event of such a read.
+//!
+//! ```
+//! use session_core::{KeyedItem, Message, SessionEvent};
+//! let mut event = SessionEvent::new(Message::user("hi"));
+//! event.metadata.insert("item".into(), serde_json::json!({"role": "user", "content": "hi"}));
+//! let body = serde_json::to_string(&event).unwrap();
+//! let item = KeyedItem::decode_stored("s1", 1, &body, "item").unwrap();
+//! assert_eq!(item, KeyedItem::of_event(event, "item").unwrap());
+//! assert!(matches!(item, KeyedItem::Value(v) if v.get() == r#"{"content":"hi","role":"user"}"#));
+//! ```
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::{Result, SessionError};
+use crate::event::SessionEvent;
+use crate::filter::Page;
+
+/// One event of the context as an adapter reads it back: the JSON object
+/// the adapter stored under a metadata key, or the whole event when it
+/// holds no object there (a summary, an event written by other means).
+#[derive(Debug, Clone)]
+pub enum KeyedItem {
+    /// The object under the key, as JSON text.
+    Value(Box<RawValue>),
+    /// The event, which has no object under the key.
+    Event(Box<SessionEvent>),
+}
+
+impl PartialEq for KeyedItem {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Value(a), Self::Value(b)) => same_json(a, b),
+            (Self::Event(a), Self::Event(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Whether two JSON texts hold the same value, whatever their layout.
+fn same_json(a: &RawValue, b: &RawValue) -> bool {
+    let parse = |r: &RawValue| serde_json::from_str::<serde_json::Value>(r.get()).ok();
+    a.get() == b.get() || parse(a).is_some_and(|x| Some(x) == parse(b))
+}
+
+/// The one field of a stored event body the item read decodes.
+#[derive(Deserialize)]
+struct MetadataOnly<'a> {
+    #[serde(borrow, default)]
+    metadata: BTreeMap<Cow<'a, str>, &'a RawValue>,
+}
+
+/// Whether a JSON text is an object.
+fn is_object(raw: &RawValue) -> bool {
+    raw.get().trim_start().starts_with('{')
+}
+
+impl KeyedItem {
+    /// The item of `event` under `key`: the metadata value when it is a
+    /// JSON object, otherwise the event itself.
+    pub fn of_event(event: SessionEvent, key: &str) -> Result<Self> {
+        match event.metadata.get(key) {
+            Some(value) if value.is_object() => serde_json::value::to_raw_value(value)
+                .map(KeyedItem::Value)
+                .map_err(|e| SessionError::serialization(format!("event {} {key}", event.id), e)),
+            _ => Ok(KeyedItem::Event(Box::new(event))),
+        }
+    }
+
+    /// The item under `key` of an event stored as `body` (the event's JSON,
+    /// as [`SessionEvent::decode_stored`] reads it): only the metadata is
+    /// decoded, and the value is copied as it is stored; an event without
+    /// an object there is decoded whole.
+    pub fn decode_stored(session_id: &str, seq: u64, body: &str, key: &str) -> Result<Self> {
+        let fields: MetadataOnly<'_> = serde_json::from_str(body).map_err(|err| {
+            SessionError::serialization(format!("session {session_id} seq {seq}"), err)
+        })?;
+        match fields.metadata.get(key) {
+            Some(raw) if is_object(raw) => Ok(KeyedItem::Value((*raw).to_owned())),
+            _ => SessionEvent::decode_stored(session_id, seq, body)
+                .map(|e| KeyedItem::Event(Box::new(e))),
+        }
+    }
+}
+
+/// A page of events as the items under `key` ([`KeyedItem::of_event`]).
+pub fn keyed_page(page: Page<SessionEvent>, key: &str) -> Result<Page<KeyedItem>> {
+    let items = page
+        .items
+        .into_iter()
+        .map(|e| KeyedItem::of_event(e, key))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Page {
+        items,
+        page: page.page,
+        page_size: page.page_size,
+        has_more: page.has_more,
+        unreadable: page.unreadable,
+        total: page.total,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    fn stored(metadata: serde_json::Value) -> (SessionEvent, String) {
+        let mut event = SessionEvent::new(Message::assistant("a summary"));
+        if let serde_json::Value::Object(m) = metadata {
+            event.metadata = m.into_iter().collect();
+        }
+        let body = serde_json::to_string(&event).unwrap();
+        (event, body)
+    }
+
+    #[test]
+    fn a_stored_object_is_copied_as_stored() {
+        let (_, body) = stored(serde_json::json!({"item": {"b": [1, 2], "a": "x\"y"}, "other": 1}));
+        let item = KeyedItem::decode_stored("s", 3, &body, "item").unwrap();
+        let KeyedItem::Value(raw) = item else {
+            panic!("expected the stored object")
+        };
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(raw.get()).unwrap(),
+            serde_json::json!({"a": "x\"y", "b": [1, 2]})
+        );
+    }
+
+    #[test]
+    fn an_event_without_an_object_under_the_key_comes_whole() {
+        for metadata in [serde_json::json!({}), serde_json::json!({"item": "text"})] {
+            let (mut event, body) = stored(metadata);
+            let item = KeyedItem::decode_stored("s", 3, &body, "item").unwrap();
+            event.seq = 3;
+            "s".clone_into(&mut event.session_id);
+            assert_eq!(item, KeyedItem::Event(Box::new(event)));
+        }
+    }
+
+    #[test]
+    fn a_corrupt_body_is_a_serialization_error_naming_the_event() {
+        let err = KeyedItem::decode_stored("s", 9, "{not json", "item").unwrap_err();
+        assert_eq!(err.kind(), crate::error::ErrorKind::Serialization);
+        assert!(err.to_string().contains("s seq 9"), "{err}");
+    }
+}
