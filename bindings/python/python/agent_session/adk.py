@@ -29,9 +29,16 @@ an injective encoding of the three names into the store's id alphabet.
 from __future__ import annotations
 
 import datetime as _dt
+import enum
+import functools
+import gc
 import json
 import re
-from typing import Any, Mapping, Optional, Sequence
+import types as _pytypes
+import typing
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import pydantic
 
 from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -62,12 +69,15 @@ VALUE_MARKER = "__adk_value__"
 MAX_ID_LEN = 128
 
 _PLAIN = re.compile(r"[A-Za-z0-9_-]")
+_ALL_PLAIN = re.compile(r"[A-Za-z0-9_-]*")
 _ESCAPED = re.compile(r"(?:[A-Za-z0-9_-]|\.[0-9a-f]{2})*")
 
 
 def _escape(name: str) -> str:
     """``name`` in the letters ``[A-Za-z0-9_-]``, every other byte of its
     UTF-8 as ``.xx`` (lowercase hex): injective, and never holds ``:``."""
+    if _ALL_PLAIN.fullmatch(name):
+        return name  # the common case (uuids, plain names): nothing to escape
     out = []
     for c in name:
         if _PLAIN.fullmatch(c):
@@ -96,6 +106,7 @@ def _unescape(text: str) -> Optional[str]:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
 def store_session_id(app_name: str, user_id: str, session_id: str) -> str:
     """The store's session id behind ADK's ``session_id`` of (app, user).
 
@@ -188,11 +199,254 @@ def chat_view(e: Event) -> dict[str, Any]:
     return message
 
 
+class _Slow(Exception):
+    """The quick rebuild of a stored ADK event met something it cannot
+    rebuild exactly as pydantic's validation would: validate it instead."""
+
+
+_Convert = Callable[[Any], Any]
+
+#: Model validators that leave what ``model_dump(mode="json")`` wrote as it
+#: is: genai's type-mismatch check only warns about model instances (a dump
+#: holds dicts); ADK's convenience kwargs are keys that are not fields (a
+#: key that is not a field sends the event to validation anyway).
+_INERT_MODEL_VALIDATORS = frozenset({"_check_field_type_mismatches", "_accept_convenience_kwargs"})
+#: Field validators that answer an empty value (``{}``, ``[]``) unchanged.
+_INERT_ON_EMPTY = frozenset({"_parse_auth_configs"})
+#: Models whose own ``__init__`` does, for field keywords, what pydantic's does.
+_PLAIN_INITS: frozenset[type] = frozenset({types.Part})
+#: Configuration under which validation changes values the rebuild would keep.
+_CHANGING_CONFIG = (
+    "strict", "use_enum_values", "validate_default", "str_strip_whitespace",
+    "str_to_lower", "str_to_upper", "coerce_numbers_to_str",
+)
+
+
+#: How a field's JSON value becomes what validation makes of it: kept as it
+#: is when its type is one of the first, else handed to the second (``None``:
+#: give up, validation decides).
+_Entry = tuple[frozenset[type], Optional[_Convert]]
+_NONE: frozenset[type] = frozenset({type(None)})
+_NO: _Entry = (frozenset(), None)
+
+
+def _apply(entry: _Entry, value: Any) -> Any:
+    kinds, convert = entry
+    if type(value) in kinds:
+        return value
+    if convert is None:
+        raise _Slow
+    return convert(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _to_float(value: Any) -> Any:
+    if type(value) is int:
+        return float(value)  # as pydantic's lax mode does
+    raise _Slow
+
+
+def _converter(tp: Any) -> _Entry:
+    """What validation does to the JSON value of a field of type ``tp``, for
+    the types where that is a plain copy or a nested model; ``_NO`` for the
+    others (bytes, dates, unions of several types, constrained types)."""
+    if tp is Any or tp is object:
+        return frozenset(), _same
+    if tp in (str, bool, int, dict, list):
+        return frozenset({tp}), None  # a bare dict or list: validation copies it, equal
+    if tp is float:
+        return frozenset({float}), _to_float
+    if tp is type(None):
+        return _NONE, None
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        members = {m.value: m for m in tp}
+        value_kinds = {type(k) for k in members}
+
+        def to_member(value: Any) -> Any:
+            if type(value) not in value_kinds or value not in members:
+                raise _Slow
+            return members[value]
+
+        return frozenset(), to_member
+    if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+        return frozenset(), functools.partial(_build, tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is _pytypes.UnionType:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            return _NO
+        kinds, convert = _converter(rest[0])
+        return (kinds | _NONE if len(rest) < len(args) else kinds), convert
+    if origin is list:
+        each = _converter(args[0]) if args else (frozenset(), _same)
+        return frozenset(), lambda v: [_apply(each, x) for x in v] if type(v) is list else _slow(v)
+    if origin is set and args and args[0] in (str, int):
+        kind = args[0]
+        return frozenset(), lambda v: (
+            {x if type(x) is kind else _slow(x) for x in v} if type(v) is list else _slow(v)
+        )
+    if origin is dict and (not args or args[0] in (str, Any)):
+        value_of = _converter(args[1]) if args else (frozenset(), _same)
+        if value_of[1] is _same:
+            return frozenset(), lambda v: dict(v) if type(v) is dict else _slow(v)
+        return frozenset(), lambda v: (
+            {k: _apply(value_of, x) for k, x in v.items()} if type(v) is dict else _slow(v)
+        )
+    if origin is typing.Literal:
+        allowed = [(a, type(a)) for a in args]
+        return frozenset(), lambda v: v if (v, type(v)) in allowed else _slow(v)
+    return _NO
+
+
+def _slow(value: Any) -> Any:
+    raise _Slow
+
+
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, enum.Enum)
+
+
+class _Recipe:
+    """How to rebuild a model from its JSON dump: a converter per field, the
+    defaults of the fields a dump leaves out, and what ``model_construct``
+    does after (it is ``model_construct`` without its per-field cost)."""
+
+    __slots__ = ("cls", "convert", "template", "factories", "required", "post_init")
+
+    def __init__(self, cls: type[pydantic.BaseModel], convert: dict[str, _Entry]) -> None:
+        self.cls = cls
+        self.convert = convert
+        # Every field in declaration order (so ``__dict__`` has validation's
+        # order), holding its default where that is one immutable value.
+        self.template: dict[str, Any] = {}
+        self.factories: list[tuple[str, Callable[[], Any]]] = []
+        self.required: set[str] = set()
+        for name, info in cls.model_fields.items():
+            self.template[name] = None
+            if info.is_required():
+                self.required.add(name)
+            elif info.default_factory is not None:
+                self.factories.append((name, info.default_factory))  # type: ignore[arg-type]
+            elif isinstance(info.default, _IMMUTABLE):
+                self.template[name] = info.default
+            else:
+                self.factories.append((name, functools.partial(info.get_default, call_default_factory=True)))
+        self.post_init = bool(cls.__pydantic_post_init__)
+
+    def build(self, data: dict[str, Any]) -> Any:
+        convert = self.convert
+        values = {}
+        for key, value in data.items():
+            entry = convert.get(key)
+            if entry is None:
+                raise _Slow  # an alias or an unknown key: validation decides
+            kinds, to = entry
+            if type(value) in kinds:
+                values[key] = value
+            elif to is None:
+                raise _Slow
+            else:
+                values[key] = to(value)
+        if self.required and not self.required <= values.keys():
+            raise _Slow
+        fields = self.template.copy()
+        fields.update(values)  # keeps the template's order
+        for name, factory in self.factories:
+            if name not in values:
+                fields[name] = factory()
+        model = self.cls.__new__(self.cls)
+        _setattr(model, "__dict__", fields)
+        _setattr(model, "__pydantic_fields_set__", set(values))
+        _setattr(model, "__pydantic_extra__", None)
+        _setattr(model, "__pydantic_private__", None)
+        if self.post_init:
+            model.model_post_init(None)
+        return model
+
+
+_setattr = object.__setattr__
+
+
+def _recipe(cls: type[pydantic.BaseModel]) -> Optional[_Recipe]:
+    """How to rebuild ``cls`` from its JSON dump, or ``None`` when its
+    validation may do more than its field types say."""
+    config = cls.model_config
+    if (
+        any(config.get(k) for k in _CHANGING_CONFIG)
+        or config.get("extra") == "allow"
+        or getattr(cls, "__pydantic_root_model__", False)
+        or (cls.__init__ is not pydantic.BaseModel.__init__ and cls not in _PLAIN_INITS)
+    ):
+        return None
+    decorators = cls.__pydantic_decorators__
+    if decorators.root_validators or decorators.validators:
+        return None
+    if any(d.cls_var_name not in _INERT_MODEL_VALIDATORS for d in decorators.model_validators.values()):
+        return None
+    guarded: dict[str, bool] = {}  # field -> its validators leave an empty value alone
+    for d in decorators.field_validators.values():
+        for name in d.info.fields:
+            guarded[name] = guarded.get(name, True) and d.cls_var_name in _INERT_ON_EMPTY
+    by_name = config.get("populate_by_name") or config.get("validate_by_name")
+    convert: dict[str, _Entry] = {}
+    for name, info in cls.model_fields.items():
+        if info.alias not in (None, name) and not by_name:
+            return None
+        if info.default_factory is not None and getattr(info, "default_factory_takes_validated_data", True):
+            return None
+        entry = _NO if info.metadata else _converter(info.annotation)
+        if name in guarded:
+            entry = (frozenset(), _empty_only(entry)) if guarded[name] else _NO
+        convert[name] = entry
+    return _Recipe(cls, convert)
+
+
+def _empty_only(entry: _Entry) -> _Convert:
+    return lambda v: _apply(entry, v) if not v else _slow(v)
+
+
+_RECIPES: dict[type, Optional[_Recipe]] = {}
+
+
+def _build(cls: type[pydantic.BaseModel], data: Any) -> Any:
+    """``cls.model_validate(data)`` for ``data`` a ``model_dump(mode="json",
+    exclude_none=True)`` of a ``cls``, without validation's cost (genai's
+    models run Python for every field of every part); raises ``_Slow`` where
+    it cannot be sure to build the same model."""
+    if type(data) is not dict:
+        raise _Slow
+    try:
+        recipe = _RECIPES[cls]
+    except KeyError:
+        try:
+            recipe = _recipe(cls)
+        except Exception:  # a pydantic this was not written for: validate
+            recipe = None
+        _RECIPES[cls] = recipe
+    if recipe is None:
+        raise _Slow
+    return recipe.build(data)
+
+
+def _event_from_dump(dump: Any) -> Event:
+    """The ADK event of its ``model_dump(mode="json", exclude_none=True)``:
+    equal, field for field and in the fields it says were set, to
+    ``Event.model_validate(dump)``, which it falls back on."""
+    try:
+        event: Event = _build(Event, dump)
+        return event
+    except (_Slow, TypeError):
+        return Event.model_validate(dump)
+
+
 def _adk_event(stored: dict[str, Any]) -> Event:
     """The ADK event a stored event holds; a summary as a text event."""
     kept = (stored.get("metadata") or {}).get(EVENT_KEY)
     if isinstance(kept, dict):
-        return Event.model_validate(kept)
+        return _event_from_dump(kept)
     message = stored.get("message") or {}
     text = message.get("content")
     role = message.get("role")
@@ -206,6 +460,37 @@ def _adk_event(stored: dict[str, Any]) -> Event:
             parts=[types.Part(text=text if isinstance(text, str) else "")],
         ),
     )
+
+
+#: Rebuilding this many events or more pauses the cycle collector: the
+#: events hold no reference cycles, and the collections their thousands of
+#: objects would set off (now and then a full one, over the whole heap of a
+#: process that imported ADK) about double the time of a session read.
+_PAUSE_GC_AT = 64
+
+
+def _rebuild(kept: list[Any], after: Optional[float] = None) -> list[Event]:
+    """The ADK events of an ``items`` page (of those at or after ``after``)."""
+    pause = len(kept) >= _PAUSE_GC_AT and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        events = []
+        for value, stored in kept:
+            if stored is None:
+                if after is not None and type(value) is dict:
+                    at = value.get("timestamp")
+                    if isinstance(at, (int, float)) and not isinstance(at, bool) and at < after:
+                        continue  # too early: not worth building
+                e = _event_from_dump(value)
+            else:
+                e = _adk_event(stored)
+            if after is None or e.timestamp >= after:
+                events.append(e)
+        return events
+    finally:
+        if pause:
+            gc.enable()
 
 
 def _stored_event(e: Event, *, with_state: bool = True) -> dict[str, Any]:
@@ -269,10 +554,12 @@ class SessionService(BaseSessionService):
         adk_id = (session_id.strip() if session_id else "") or _adk_uuid.new_uuid()
         sid = store_session_id(app_name, user_id, adk_id)
         try:
-            await self._store.create(app_name, user_id, id=sid, state=_encode_state(state or {}))
+            # The answer is the session as a read gives it (scopes merged).
+            stored = await self._store.create(
+                app_name, user_id, id=sid, state=_encode_state(state or {})
+            )
         except AlreadyExistsError:
             raise AdkAlreadyExistsError(f"Session with id {adk_id} already exists.") from None
-        stored = await self._store.get(app_name, user_id, sid)
         return _session(stored, adk_id, [])
 
     async def _read(self, app_name: str, user_id: str, session_id: str) -> Optional[dict[str, Any]]:
@@ -283,8 +570,11 @@ class SessionService(BaseSessionService):
         except (NotFoundError, ValueError):
             return None
 
-    async def _events(self, stored: dict[str, Any], last_n: Optional[int]) -> list[Event]:
-        """The ADK events of a store session's context: all, or the last ``last_n``."""
+    async def _events(
+        self, stored: dict[str, Any], last_n: Optional[int], after: Optional[float]
+    ) -> list[Event]:
+        """The ADK events of a store session's context: all, or the last
+        ``last_n``; of those, the ones at or after ``after`` when given."""
         owner = (stored["app"], stored["user_id"], stored["id"])
         if last_n is not None:
             page = await self._store.items(*owner, EVENT_KEY, last_n=last_n)
@@ -297,7 +587,7 @@ class SessionService(BaseSessionService):
                 if not page["has_more"]:
                     break
                 page_no += 1
-        return [Event.model_validate(v) if e is None else _adk_event(e) for v, e in kept]
+        return _rebuild(kept, after)
 
     async def get_session(
         self,
@@ -314,9 +604,7 @@ class SessionService(BaseSessionService):
             return None
         recent = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
-        events = [] if recent == 0 else await self._events(stored, recent)
-        if after is not None:
-            events = [e for e in events if e.timestamp >= after]
+        events = [] if recent == 0 else await self._events(stored, recent, after)
         return _session(stored, session_id.strip(), events)
 
     async def _list(self, app_name: str, user_id: Optional[str]) -> list[dict[str, Any]]:
