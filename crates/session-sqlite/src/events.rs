@@ -427,7 +427,9 @@ fn read_rows<T>(
             let body = row.get_ref(1).sql()?;
             let body = body
                 .as_str()
-                .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, body.data_type(), e.into()))
+                .map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(1, body.data_type(), e.into())
+                })
                 .sql()?;
             let Some(e) = decode(seq, body)? else {
                 continue;

@@ -12,10 +12,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_context_base.sql")),
     (4, include_str!("../migrations/0004_context_changes.sql")),
     (5, include_str!("../migrations/0005_event_bytes.sql")),
+    (6, include_str!("../migrations/0006_activity_seconds.sql")),
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when
 /// several processes open the same file at once (`BEGIN IMMEDIATE` serializes them).

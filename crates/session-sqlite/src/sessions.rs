@@ -657,7 +657,8 @@ pub(crate) fn list(
         return Ok(Page::empty(q.page, q.page_size));
     };
     sql.push_str(&format!(
-        " ORDER BY updated_at DESC, id LIMIT {} OFFSET {offset}",
+        // `active_at` (whole seconds) is what the activity indexes hold.
+        " ORDER BY active_at DESC, updated_at DESC, id LIMIT {} OFFSET {offset}",
         q.page_size + 1
     ));
     let mut stmt = conn.prepare(&sql).sql()?;
