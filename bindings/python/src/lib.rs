@@ -34,7 +34,8 @@ fn raise(e: &SessionError) -> PyErr {
 }
 
 /// Runs `work` on the runtime and hands its outcome to `done(ok, value)`
-/// from a runtime thread: `(True, answer)` or `(False, problem JSON)`.
+/// from a runtime thread: `(True, answer)` or `(False, problem JSON)`;
+/// nothing once the interpreter's exit has begun.
 /// The Python half's `done` passes it to its event loop thread-safely.
 fn spawn<F, T>(py: Python<'_>, done: Py<PyAny>, work: F) -> PyResult<()>
 where
@@ -44,6 +45,11 @@ where
     let handle = runtime::handle(py)?;
     handle.spawn(async move {
         let outcome = work.await;
+        if runtime::closing() {
+            // The shutdown may have broken the call (a connection closed
+            // under it): nobody is left to tell.
+            return;
+        }
         Python::attach(|py| {
             let delivered = match outcome {
                 Ok(value) => done.call1(py, (true, value)),

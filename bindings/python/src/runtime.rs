@@ -60,6 +60,13 @@ static BLOCKED: AtomicUsize = AtomicUsize::new(0);
 /// answers with an error instead of waiting for the process to end.
 static EXITING_THREAD: OnceLock<ThreadId> = OnceLock::new();
 
+/// Whether the exit hook has started: an outcome that arrives now is
+/// dropped, not delivered (the interpreter is exiting; a daemon thread
+/// awaiting it waits for the end, as at any other point of exit).
+pub fn closing() -> bool {
+    CLOSED.load(Ordering::Acquire)
+}
+
 /// Parks a thread (detached from the interpreter) until the process ends.
 fn wait_for_exit() -> ! {
     loop {

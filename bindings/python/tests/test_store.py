@@ -292,3 +292,20 @@ def test_every_error_kind_has_its_exception_class():
         e = from_native(Exception(f'{{"kind": "{kind}", "detail": "d"}}'))
         assert e.kind == kind and isinstance(e, agent_session.SessionError) and e.detail == "d"
     assert isinstance(from_native(Exception("not json")), agent_session.BackendError)
+
+
+async def test_floats_come_back_exactly_as_stored(store):
+    """A float in state, metadata or an event comes back bit for bit: the
+    store's JSON parser rounds correctly (the last digit of a time in
+    seconds with a fraction once came back one off)."""
+    values = [1795752466.7137277, 0.1 + 0.2, 1e-300, 2.0**-1074, 123456789.98765433]
+    s = await store.create("app", "ada", state={"t": values}, metadata={"m": values[0]})
+    await store.append_events(
+        "app", "ada", s["id"],
+        [agent_session.event({"role": "user", "content": "x"}, metadata={"v": values})],
+    )
+    got = await store.get("app", "ada", s["id"])
+    assert got["state"]["t"] == values
+    assert got["metadata"]["m"] == values[0]
+    page = await store.events("app", "ada", s["id"])
+    assert page["items"][0]["metadata"]["v"] == values

@@ -41,6 +41,12 @@ impl Owner {
 
     /// Whether this owner may see `session`.
     pub fn can_access(&self, session: &Session) -> bool {
-        session.app == self.app && (session.user_id == self.user || session.is_group())
+        self.may_access(&Self::of(session))
+    }
+
+    /// Whether this owner may see a session owned by `owner`: its own, or
+    /// a group session of its app.
+    pub fn may_access(&self, owner: &Owner) -> bool {
+        owner.app == self.app && (owner.user == self.user || owner.user.is_group())
     }
 }

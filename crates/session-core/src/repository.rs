@@ -17,6 +17,7 @@ use crate::fork_at::ForkAt;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
 use crate::item::KeyedItem;
 use crate::outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
+use crate::owner::Owner;
 use crate::plan::{context_at, Restore, RewindTo};
 use crate::retention::Pruned;
 use crate::search::{SearchHit, SearchMode, SearchQuery};
@@ -190,6 +191,14 @@ pub trait SessionRepository: Send + Sync {
 
     /// Appends a batch of events atomically.
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome>;
+
+    /// The owner of session `id`, what the service checks callers
+    /// against: `NotFound` where [`Self::get`] is (absent, expired).
+    ///
+    /// Default: [`Self::get`]; a store overrides it to read the owner alone.
+    async fn owner_of(&self, id: &SessionId) -> Result<Owner> {
+        self.get(id).await.map(|s| Owner::of(&s))
+    }
 
     /// Reads events of one view through a filter.
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>>;
@@ -476,6 +485,9 @@ macro_rules! forward_repository {
             }
             async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
                 (**self).append(id, events).await
+            }
+            async fn owner_of(&self, id: &SessionId) -> Result<Owner> {
+                (**self).owner_of(id).await
             }
             async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
                 (**self).events(id, filter).await

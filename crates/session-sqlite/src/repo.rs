@@ -11,7 +11,7 @@ use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::ContextLog;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
-    ImportOutcome, KeyedItem, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit,
+    ImportOutcome, KeyedItem, Limits, NewSession, Owner, Page, RewindOutcome, RewindTo, SearchHit,
     SearchMode, SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery,
     SessionRepository, SessionUpdate, SharedState, UserId,
 };
@@ -78,6 +78,12 @@ impl SessionRepository for SqliteRepository {
     async fn get(&self, id: &SessionId) -> Result<Session> {
         let id = id.clone();
         self.read(move |c, now| sessions::get(c, &id, now)).await
+    }
+
+    async fn owner_of(&self, id: &SessionId) -> Result<Owner> {
+        let id = id.clone();
+        self.read(move |c, now| sessions::owner_of(c, &id, now))
+            .await
     }
 
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {

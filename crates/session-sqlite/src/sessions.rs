@@ -6,7 +6,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Tra
 use session_core::plan::{self, ContextTokens, Head, HeadChange};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
-    stored_counter, stored_id, Erased, Page, Session, SessionError, SessionId, SessionQuery,
+    stored_counter, stored_id, Erased, Owner, Page, Session, SessionError, SessionId, SessionQuery,
     SessionStatus, SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
 };
 
@@ -130,6 +130,23 @@ pub(crate) fn get(conn: &Connection, id: &SessionId, now: DateTime<Utc>) -> Resu
         None => None,
     };
     plan::readable(found, id, now).and_then(|r| decode_session(&r))
+}
+
+/// The owner of a live session, or `NotFound` (absent or expired): the
+/// two columns alone, for the service's owner check.
+pub(crate) fn owner_of(conn: &Connection, id: &SessionId, now: DateTime<Utc>) -> Result<Owner> {
+    let row: Option<((String, String), Option<i64>)> = conn
+        .prepare_cached("SELECT app, user_id, expires_at FROM sessions WHERE id = ?1")
+        .sql()?
+        .query_row([id.as_str()], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
+        .optional()
+        .sql()?;
+    let (app, user) = plan::readable(with_expiry(row, id)?, id, now)?;
+    let ctx = |field: &str| format!("session {id} {field}");
+    Ok(Owner::new(
+        stored_id(&app, || ctx("app"))?,
+        stored_id(&user, || ctx("user_id"))?,
+    ))
 }
 
 /// The version and expiry of session `id`, if there is a row.

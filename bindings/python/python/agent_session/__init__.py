@@ -22,7 +22,7 @@ import os
 import uuid
 from typing import Any, Callable, Iterable, Mapping
 
-from . import _native
+from . import _codec, _native
 from .errors import (
     AlreadyExistsError,
     BackendError,
@@ -196,7 +196,7 @@ class Store:
                 f"this store was opened in process {self._pid}, before a fork; "
                 "open it again in this process"
             )
-        text = json.dumps(args, default=str)
+        text = _codec.encode(args)
         if self._blocking or (self._inline and (op in self.SHORT_CALLS or _is_short_read(op, args))):
             try:
                 answer = self._native.call_blocking(op, text)
@@ -204,7 +204,7 @@ class Store:
                 raise from_native(e) from None
         else:
             answer = await _on_runtime(lambda done: self._native.call(op, text, done))
-        return json.loads(answer)
+        return _codec.decode(answer)
 
     async def _object(self, op: str, **args: Any) -> dict[str, Any]:
         """:meth:`_call` of an operation that answers a JSON object."""

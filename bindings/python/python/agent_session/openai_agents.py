@@ -28,7 +28,7 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, cast
 
-from . import Store, event
+from . import Store, _codec, event
 
 if TYPE_CHECKING:
     from agents import FunctionTool, RunContextWrapper, TResponseInputItem
@@ -326,7 +326,7 @@ def _invocation_of(wrapper: RunContextWrapper[Any] | None) -> str | None:
 def _as_dict(item: Any) -> dict[str, Any]:
     """An SDK item as a plain dict (items may be pydantic models or TypedDicts)."""
     if isinstance(item, Mapping):
-        plain: dict[str, Any] = json.loads(json.dumps(item, default=_default))
+        plain: dict[str, Any] = _codec.decode(_codec.encode(item, default=_default))
         return plain
     dump = getattr(item, "model_dump", None)
     if callable(dump):

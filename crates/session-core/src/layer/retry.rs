@@ -140,6 +140,13 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    async fn owner_of(&self, id: &SessionId) -> Result<crate::owner::Owner> {
+        (|| self.inner.owner_of(id))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
     async fn items(
         &self,
         id: &SessionId,

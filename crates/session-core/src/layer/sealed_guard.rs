@@ -142,6 +142,9 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
     async fn get(&self, id: &SessionId) -> Result<Session> {
         self.inner.get(id).await
     }
+    async fn owner_of(&self, id: &SessionId) -> Result<crate::owner::Owner> {
+        self.inner.owner_of(id).await
+    }
     async fn update(&self, id: &SessionId, update: SessionUpdate) -> Result<Session> {
         if update.metadata.is_some() || update.state.is_some() {
             self.check(id).await?;

@@ -150,6 +150,10 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         self.traced("events", Some(id), self.inner.events(id, filter))
             .await
     }
+    async fn owner_of(&self, id: &SessionId) -> Result<crate::owner::Owner> {
+        self.traced("owner_of", Some(id), self.inner.owner_of(id))
+            .await
+    }
     async fn items(
         &self,
         id: &SessionId,

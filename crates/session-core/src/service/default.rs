@@ -140,6 +140,16 @@ impl<R: SessionRepository> DefaultSessionService<R> {
         }
     }
 
+    /// Checks that `owner` may use session `id` (its owner read alone);
+    /// another owner's session is `NotFound`.
+    async fn check_owner(&self, owner: &Owner, id: &SessionId) -> Result<()> {
+        if owner.may_access(&self.repo.owner_of(id).await?) {
+            Ok(())
+        } else {
+            Err(SessionError::session_not_found(id))
+        }
+    }
+
     /// The state of the stored session `s` by scope (one more read: the shared scopes).
     async fn scoped(&self, s: Session) -> Result<ScopedState> {
         let shared = self.repo.shared_state(&s.app, &s.user_id).await?;
@@ -160,7 +170,7 @@ impl<R: SessionRepository> DefaultSessionService<R> {
     async fn append_checked(
         &self,
         owner: &Owner,
-        session: &Session,
+        id: &SessionId,
         mut events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
         SessionEvent::estimate_missing(&mut events, self.estimator.as_ref());
@@ -168,28 +178,27 @@ impl<R: SessionRepository> DefaultSessionService<R> {
         if events.is_empty() {
             // Everything was filtered out: nothing to store, nothing changed.
             return Ok(AppendOutcome {
-                version: self.repo.event_version(&session.id).await?,
+                version: self.repo.event_version(id).await?,
                 seqs: Vec::new(),
                 written: 0,
                 filtered,
             });
         }
-        let mut out = self.repo.append(&session.id, events).await?;
+        let mut out = self.repo.append(id, events).await?;
         out.filtered = filtered;
         if out.written > 0 {
             for hook in &self.hooks {
-                hook.after_append(&self.repo, owner, &session.id, &out)
-                    .await;
+                hook.after_append(&self.repo, owner, id, &out).await;
             }
             if self.prune_on_append {
                 let due = crate::retention::prune_if_due(
                     &self.repo,
                     &self.retention,
-                    &session.id,
+                    id,
                     self.clock.now(),
                 );
                 if let Err(e) = due.await {
-                    tracing::warn!(session_id = %session.id, error = %e, "archive prune after append failed");
+                    tracing::warn!(session_id = %id, error = %e, "archive prune after append failed");
                 }
             }
         }
@@ -351,11 +360,11 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         message: Message,
     ) -> Result<AppendOutcome> {
-        let session = self.owned(owner, id).await?;
+        self.check_owner(owner, id).await?;
         let event = SessionEvent::builder(message)
             .estimate_with(self.estimator.as_ref())
             .build()?;
-        self.append_checked(owner, &session, vec![event]).await
+        self.append_checked(owner, id, vec![event]).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "append", app = %owner.app, session_id = %id, events = events.len()))]
@@ -365,8 +374,8 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        let session = self.owned(owner, id).await?;
-        self.append_checked(owner, &session, events).await
+        self.check_owner(owner, id).await?;
+        self.append_checked(owner, id, events).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "append", app = %session.app, session_id = %session.id, events = events.len()))]
@@ -390,7 +399,7 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
             .iter()
             .filter_map(|e| e.state_delta.clone())
             .collect();
-        let out = self.append_checked(&owner, &stored, events).await?;
+        let out = self.append_checked(&owner, &stored.id, events).await?;
         for d in &deltas {
             apply_delta(&mut session.state, d);
         }
@@ -420,8 +429,8 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         filter: &EventFilter,
     ) -> Result<Page<SessionEvent>> {
-        let s = self.owned(owner, id).await?;
-        self.repo.events(&s.id, filter).await
+        self.check_owner(owner, id).await?;
+        self.repo.events(id, filter).await
     }
 
     async fn items(
@@ -431,8 +440,8 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         key: &str,
         filter: &EventFilter,
     ) -> Result<Page<crate::item::KeyedItem>> {
-        let s = self.owned(owner, id).await?;
-        self.repo.items(&s.id, key, filter).await
+        self.check_owner(owner, id).await?;
+        self.repo.items(id, key, filter).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "search", app = %owner.app))]

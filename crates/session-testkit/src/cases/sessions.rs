@@ -233,8 +233,15 @@ pub async fn expired_session_reads_as_absent(fx: Fixture) {
         .await
         .unwrap();
     fx.append(&s.id, vec![user("remember the blue door")]).await;
+    let alice = session_core::Owner::parse(APP, "alice").unwrap();
+    assert_eq!(fx.repo.owner_of(&s.id).await.unwrap(), alice);
     fx.clock.advance(Duration::hours(2));
     assert_eq!(kind(fx.repo.get(&s.id).await), ErrorKind::NotFound);
+    assert_eq!(kind(fx.repo.owner_of(&s.id).await), ErrorKind::NotFound);
+    assert_eq!(
+        kind(fx.repo.items(&s.id, "item", &EventFilter::context()).await),
+        ErrorKind::NotFound
+    );
     assert_eq!(
         kind(fx.repo.event_version(&s.id).await),
         ErrorKind::NotFound
