@@ -309,3 +309,17 @@ async def test_floats_come_back_exactly_as_stored(store):
     assert got["metadata"]["m"] == values[0]
     page = await store.events("app", "ada", s["id"])
     assert page["items"][0]["metadata"]["v"] == values
+
+
+def test_event_ids_are_uuid7_growing_with_time():
+    """`event()` ids are RFC 9562 version-7 UUIDs: their time prefix grows,
+    so a session's appends land at the end of the store's id index."""
+    import time
+    import uuid
+
+    first = uuid.UUID(agent_session.event({"role": "user", "content": "a"})["id"])
+    time.sleep(0.002)
+    second = uuid.UUID(agent_session.event({"role": "user", "content": "b"})["id"])
+    assert (first.version, first.variant) == (7, uuid.RFC_4122)
+    assert first.int >> 80 < second.int >> 80
+    assert abs((first.int >> 80) - time.time_ns() // 1_000_000) < 5_000

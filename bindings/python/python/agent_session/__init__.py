@@ -19,7 +19,7 @@ import atexit
 import datetime as _dt
 import json
 import os
-import uuid
+import time
 from typing import Any, Callable, Iterable, Mapping
 
 from . import _codec, _native
@@ -99,6 +99,23 @@ async def _on_runtime(start: Callable[[Callable[[bool, Any], None]], None]) -> A
     return await future
 
 
+def _uuid7() -> str:
+    """A new UUID version 7 (RFC 9562): the time in milliseconds, then 74
+    random bits. An event's id: ids that grow with time keep a session's
+    appends at the end of the store's id index instead of all over it."""
+    millis = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (millis & 0xFFFF_FFFF_FFFF) << 80
+        | 0x7 << 76
+        | (rand >> 62 & 0xFFF) << 64
+        | 0b10 << 62
+        | rand & 0x3FFF_FFFF_FFFF_FFFF
+    )
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat()
 
@@ -119,7 +136,7 @@ def event(
     the same event again writes nothing and returns its seq.
     """
     out: dict[str, Any] = {
-        "id": id or str(uuid.uuid4()),
+        "id": id or _uuid7(),
         "timestamp": _now(),
         "message": dict(message),
     }
