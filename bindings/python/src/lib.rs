@@ -66,8 +66,11 @@ where
 /// One store: what `agent_session.Store.open(url)` wraps.
 #[pyclass(frozen, module = "agent_session._native")]
 struct NativeStore {
-    service: Arc<dyn SessionService>,
+    /// Always `Some` until the store is dropped.
+    service: Option<Arc<dyn SessionService>>,
     backend: &'static str,
+    /// The process that opened it (the Python half refuses calls in another).
+    pid: u32,
 }
 
 impl NativeStore {
@@ -75,8 +78,30 @@ impl NativeStore {
     fn over(repo: Arc<dyn SessionRepository>) -> Self {
         let backend = repo.capabilities().backend;
         NativeStore {
-            service: Arc::new(DefaultSessionService::new(repo)),
+            service: Some(Arc::new(DefaultSessionService::new(repo))),
             backend,
+            pid: std::process::id(),
+        }
+    }
+
+    /// The service the calls run on.
+    fn service(&self) -> PyResult<Arc<dyn SessionService>> {
+        self.service
+            .clone()
+            .ok_or_else(|| NativeError::new_err("the store was dropped"))
+    }
+}
+
+impl Drop for NativeStore {
+    /// In a child forked after the store opened, its connections, locks
+    /// and pools are copies of the parent's: closing them here could
+    /// block on a lock held at the fork or disturb the parent's engine, so
+    /// the child forgets them instead, as it forgets the parent's runtime.
+    fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            if let Some(service) = self.service.take() {
+                std::mem::forget(service);
+            }
         }
     }
 }
@@ -105,7 +130,7 @@ impl NativeStore {
     /// Runs `op` with `args` (JSON text) on the runtime and calls
     /// `done(ok, answer JSON or problem JSON)` when it is done.
     fn call(&self, py: Python<'_>, op: String, args: String, done: Py<PyAny>) -> PyResult<()> {
-        let service = self.service.clone();
+        let service = self.service()?;
         spawn(py, done, async move {
             agent_session::ops::call(service.as_ref(), &op, &args).await
         })
@@ -116,7 +141,7 @@ impl NativeStore {
     /// calls (`SQLite`, files, memory), which cost less than handing them
     /// to the event loop and back, and for every call of `SyncStore`.
     fn call_blocking(&self, py: Python<'_>, op: &str, args: &str) -> PyResult<String> {
-        let service = self.service.clone();
+        let service = self.service()?;
         runtime::block_on(py, agent_session::ops::call(service.as_ref(), op, args))?
             .map_err(|e| raise(&e))
     }

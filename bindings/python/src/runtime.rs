@@ -20,17 +20,17 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use tokio::runtime::{Builder, Handle, Runtime};
 use tokio::sync::Notify;
 
-/// How long the exit hook waits for calls still running on the runtime's
-/// blocking threads (a `SQLite` write, a file sync) before it gives up on them.
+/// How long the exit hook waits in all for the calls still running (a
+/// `SQLite` write, a file sync) before it gives up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Where the runtime is in its life.
@@ -38,23 +38,33 @@ enum Slot {
     /// Not started yet (or dropped in a forked child).
     Idle,
     /// Running: the calls' tasks are on it.
-    Running(Runtime),
+    Running(Running),
     /// Shut down at interpreter exit: calls are refused.
     Closed,
+}
+
+/// A running runtime and what the exit hook needs of the threads driving
+/// calls on it; all of it is forgotten together in a forked child.
+struct Running {
+    runtime: Runtime,
+    calls: Arc<BlockedCalls>,
+}
+
+/// The threads driving a call in [`block_on`]: the exit hook wakes them
+/// and waits for them to let go of the runtime before it shuts it down (a
+/// call driven on a shut-down runtime panics).
+#[derive(Default)]
+struct BlockedCalls {
+    /// Wakes them when the exit hook starts.
+    closing: Notify,
+    /// How many there are.
+    count: AtomicUsize,
 }
 
 static SLOT: Mutex<Slot> = Mutex::new(Slot::Idle);
 
 /// Set when the exit hook starts shutting the runtime down.
 static CLOSED: AtomicBool = AtomicBool::new(false);
-
-/// Wakes the threads blocked in [`block_on`] when the exit hook starts.
-static CLOSING: Notify = Notify::const_new();
-
-/// How many threads are driving a call in [`block_on`]: the exit hook
-/// waits for them to let go of the runtime before it shuts it down (a
-/// call driven on a shut-down runtime panics).
-static BLOCKED: AtomicUsize = AtomicUsize::new(0);
 
 /// The thread that ran the exit hook: the one thread a call after it
 /// answers with an error instead of waiting for the process to end.
@@ -89,12 +99,17 @@ fn closed() -> PyErr {
 
 /// The runtime's handle, starting the runtime on the first call.
 pub fn handle(py: Python<'_>) -> PyResult<Handle> {
+    running(py).map(|(handle, _)| handle)
+}
+
+/// The runtime's handle and its blocked calls, starting it on the first call.
+fn running(py: Python<'_>) -> PyResult<(Handle, Arc<BlockedCalls>)> {
     if parks_at_exit() {
         py.detach(|| wait_for_exit());
     }
     let mut slot = SLOT.lock().map_err(|_| closed())?;
     match &*slot {
-        Slot::Running(runtime) => Ok(runtime.handle().clone()),
+        Slot::Running(r) => Ok((r.runtime.handle().clone(), r.calls.clone())),
         Slot::Closed => Err(closed()),
         Slot::Idle => {
             let runtime = Builder::new_multi_thread()
@@ -104,9 +119,13 @@ pub fn handle(py: Python<'_>) -> PyResult<Handle> {
                 .map_err(|e| {
                     PyRuntimeError::new_err(format!("agent_session: cannot start the runtime: {e}"))
                 })?;
+            let calls = Arc::new(BlockedCalls::default());
             let handle = runtime.handle().clone();
-            *slot = Slot::Running(runtime);
-            Ok(handle)
+            *slot = Slot::Running(Running {
+                runtime,
+                calls: calls.clone(),
+            });
+            Ok((handle, calls))
         }
     }
 }
@@ -118,12 +137,12 @@ pub fn block_on<F: Future + Send>(py: Python<'_>, work: F) -> PyResult<F::Output
 where
     F::Output: Send,
 {
-    let handle = handle(py)?;
+    let (handle, calls) = running(py)?;
     Ok(py.detach(|| {
-        BLOCKED.fetch_add(1, Ordering::AcqRel);
+        calls.count.fetch_add(1, Ordering::AcqRel);
         let output = handle.block_on(async {
             // Registered before the check, so no wake-up is missed.
-            let closing = CLOSING.notified();
+            let closing = calls.closing.notified();
             if CLOSED.load(Ordering::Acquire) {
                 return None;
             }
@@ -132,7 +151,7 @@ where
                 () = closing => None,
             }
         });
-        BLOCKED.fetch_sub(1, Ordering::AcqRel);
+        calls.count.fetch_sub(1, Ordering::AcqRel);
         match output {
             Some(output) if !parks_at_exit() => output,
             _ => wait_for_exit(),
@@ -140,10 +159,9 @@ where
     }))
 }
 
-/// Waits (at most the grace period) until no thread drives a call.
-fn wait_for_blocked_calls() {
-    let deadline = std::time::Instant::now() + SHUTDOWN_GRACE;
-    while BLOCKED.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+/// Waits (until `deadline` at most) until no thread drives a call.
+fn wait_for_blocked_calls(calls: &BlockedCalls, deadline: Instant) {
+    while calls.count.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(1));
     }
 }
@@ -158,13 +176,14 @@ pub fn shutdown(py: Python<'_>) {
         Ok(mut slot) => std::mem::replace(&mut *slot, Slot::Closed),
         Err(_) => return,
     };
-    if let Slot::Running(runtime) = previous {
+    if let Slot::Running(Running { runtime, calls }) = previous {
         // A task finishing now attaches to the interpreter to hand over
         // its answer: it must find the GIL free.
         py.detach(move || {
-            CLOSING.notify_waiters();
-            wait_for_blocked_calls();
-            runtime.shutdown_timeout(SHUTDOWN_GRACE);
+            let deadline = Instant::now() + SHUTDOWN_GRACE;
+            calls.closing.notify_waiters();
+            wait_for_blocked_calls(&calls, deadline);
+            runtime.shutdown_timeout(deadline.saturating_duration_since(Instant::now()));
         });
     }
 }
@@ -175,8 +194,10 @@ pub fn shutdown(py: Python<'_>) {
 #[pyfunction]
 pub fn after_fork_in_child(_py: Python<'_>) {
     if let Ok(mut slot) = SLOT.lock() {
-        if let Slot::Running(runtime) = std::mem::replace(&mut *slot, Slot::Idle) {
-            std::mem::forget(runtime);
+        if let Slot::Running(running) = std::mem::replace(&mut *slot, Slot::Idle) {
+            // With the runtime go the parent's blocked calls, which no
+            // thread of this process will ever finish.
+            std::mem::forget(running);
         }
     }
 }

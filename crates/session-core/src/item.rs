@@ -12,7 +12,7 @@
 //! event.metadata.insert("item".into(), serde_json::json!({"role": "user", "content": "hi"}));
 //! let body = serde_json::to_string(&event).unwrap();
 //! let item = KeyedItem::decode_stored("s1", 1, &body, "item").unwrap();
-//! assert_eq!(item, KeyedItem::of_event(event, "item").unwrap());
+//! assert_eq!(item, KeyedItem::of_event(event, "item"));
 //! assert!(matches!(item, KeyedItem::Value(v) if v.get() == r#"{"content":"hi","role":"user"}"#));
 //! ```
 
@@ -68,12 +68,14 @@ fn is_object(raw: &RawValue) -> bool {
 impl KeyedItem {
     /// The item of `event` under `key`: the metadata value when it is a
     /// JSON object, otherwise the event itself.
-    pub fn of_event(event: SessionEvent, key: &str) -> Result<Self> {
-        match event.metadata.get(key) {
-            Some(value) if value.is_object() => serde_json::value::to_raw_value(value)
-                .map(KeyedItem::Value)
-                .map_err(|e| SessionError::serialization(format!("event {} {key}", event.id), e)),
-            _ => Ok(KeyedItem::Event(Box::new(event))),
+    pub fn of_event(event: SessionEvent, key: &str) -> Self {
+        // A JSON value always has a text: the event is the fallback in name only.
+        match event.metadata.get(key).filter(|v| v.is_object()) {
+            Some(value) => match serde_json::value::to_raw_value(value) {
+                Ok(raw) => KeyedItem::Value(raw),
+                Err(_) => KeyedItem::Event(Box::new(event)),
+            },
+            None => KeyedItem::Event(Box::new(event)),
         }
     }
 
@@ -94,20 +96,8 @@ impl KeyedItem {
 }
 
 /// A page of events as the items under `key` ([`KeyedItem::of_event`]).
-pub fn keyed_page(page: Page<SessionEvent>, key: &str) -> Result<Page<KeyedItem>> {
-    let items = page
-        .items
-        .into_iter()
-        .map(|e| KeyedItem::of_event(e, key))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Page {
-        items,
-        page: page.page,
-        page_size: page.page_size,
-        has_more: page.has_more,
-        unreadable: page.unreadable,
-        total: page.total,
-    })
+pub fn keyed_page(page: Page<SessionEvent>, key: &str) -> Page<KeyedItem> {
+    page.map(|e| KeyedItem::of_event(e, key))
 }
 
 #[cfg(test)]

@@ -215,7 +215,7 @@ pub trait SessionRepository: Send + Sync {
         key: &str,
         filter: &EventFilter,
     ) -> Result<Page<KeyedItem>> {
-        crate::item::keyed_page(self.events(id, filter).await?, key)
+        Ok(crate::item::keyed_page(self.events(id, filter).await?, key))
     }
 
     /// The session's current version.

@@ -255,6 +255,12 @@ impl<R: SessionRepository> SessionRepository for EncryptedRepository<R> {
         self.seal_of(&s)?.open_session(s)
     }
 
+    /// The owner's ids are stored in the clear: the inner store reads them
+    /// without the session being opened.
+    async fn owner_of(&self, id: &SessionId) -> Result<session_core::Owner> {
+        self.inner.owner_of(id).await
+    }
+
     async fn update(&self, id: &SessionId, mut update: SessionUpdate) -> Result<Session> {
         let stored = self.stored_for_write(id).await?;
         let seal = self.seal_of(&stored)?;

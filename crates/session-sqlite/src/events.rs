@@ -447,7 +447,7 @@ fn read_rows<T>(
         Ok((out, more))
     };
     let (offset, limit) = match ReadWindow::of(filter) {
-        ReadWindow::Empty => return Ok(Page::empty(filter.page, filter.page_size)),
+        ReadWindow::Empty => return Ok(ReadWindow::empty_page(filter)),
         ReadWindow::Last(n) => {
             sql.push_str(&format!(" ORDER BY {order} DESC"));
             if !checked_in_rust {

@@ -174,7 +174,10 @@ impl SessionRepository for SqliteRepository {
         // The archive view annotates events with their context history,
         // and the other criteria need the events' fields: both read whole.
         if filter.view == EventView::Archive || !filter.selects_by_position() {
-            return session_core::keyed_page(self.events(id, filter).await?, key);
+            return Ok(session_core::keyed_page(
+                self.events(id, filter).await?,
+                key,
+            ));
         }
         filter.check(&self.inner.limits)?;
         let (id, key, filter) = (id.clone(), key.to_owned(), filter.clone());

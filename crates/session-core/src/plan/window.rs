@@ -1,7 +1,6 @@
 //! Which part of a view a read returns: decided once from the filter,
 //! before a store reads anything.
 
-use crate::event::SessionEvent;
 use crate::filter::{EventFilter, Page};
 
 /// The part of a view's matching events (past the filter's cursor) a read
@@ -67,7 +66,7 @@ impl ReadWindow {
     }
 
     /// The empty page of `filter`, what an [`ReadWindow::Empty`] read returns.
-    pub fn empty_page(filter: &EventFilter) -> Page<SessionEvent> {
+    pub fn empty_page<T>(filter: &EventFilter) -> Page<T> {
         Page::empty(filter.page, filter.page_size)
     }
 }
