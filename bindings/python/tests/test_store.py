@@ -101,15 +101,15 @@ async def test_items_answer_the_kept_value_or_the_message(store):
         ],
     )
     page = await store.items(APP, ADA, s["id"], "item")
-    (none, plain), (value, no_event) = page["items"]
-    assert none is None and plain["message"] == {"role": "user", "content": "plain"}
-    assert plain["seq"] == 1, "an event without the key comes whole"
-    assert value == kept and no_event is None
+    assert page["items"] == [None, kept], "one object per item; None where an event holds none"
+    [(index, plain)] = page["events"]
+    assert index == 0 and plain["message"] == {"role": "user", "content": "plain"}
+    assert plain["seq"] == 1, "an event without the key comes whole, with its index"
     assert not page["has_more"]
     last = await store.items(APP, ADA, s["id"], "item", last_n=1)
-    assert last["items"] == [[kept, None]]
+    assert last["items"] == [kept] and last["events"] == []
     first = await store.items(APP, ADA, s["id"], "item", page=0, page_size=1)
-    assert first["items"] == [[None, plain]] and first["has_more"]
+    assert first["items"] == [None] and first["events"] == [[0, plain]] and first["has_more"]
     with pytest.raises(NotFoundError):
         await store.items(APP, BOB, s["id"], "item")
 

@@ -223,16 +223,14 @@ async fn events(s: &dyn SessionService, args: Value) -> Result<String> {
     reply(&s.events(&owner, &id, &params.into_filter()?).await?)
 }
 
-/// One event of an `items` answer, `[object, null]` or `[null, event]`:
-/// the object under the key, or (for an event written without one, such
-/// as a summary) the event itself.
-#[derive(Serialize)]
-struct KeptItem<'a>(Option<&'a RawValue>, Option<&'a SessionEvent>);
-
-/// An `items` answer.
+/// An `items` answer: `items[i]` is the object event `i` holds under the
+/// key, or `null` when it holds none (a summary), that event then being
+/// in `events` as `[i, event]`. Flat, so a binding builds one object per
+/// item and nothing around it.
 #[derive(Serialize)]
 struct KeptItems<'a> {
-    items: Vec<KeptItem<'a>>,
+    items: Vec<Option<&'a RawValue>>,
+    events: Vec<(usize, &'a SessionEvent)>,
     has_more: bool,
 }
 
@@ -243,18 +241,29 @@ async fn items(s: &dyn SessionService, args: Value) -> Result<String> {
     let key: String = required(&args, "key")?;
     let params: EventParams = part(&args, "filter")?;
     let page = s.items(&owner, &id, &key, &params.into_filter()?).await?;
-    let items = page
-        .items
-        .iter()
-        .map(|item| match item {
-            KeyedItem::Value(v) => KeptItem(Some(v), None),
-            KeyedItem::Event(e) => KeptItem(None, Some(e)),
-        })
-        .collect();
-    reply(&KeptItems {
-        items,
+    let mut answer = KeptItems {
+        items: Vec::with_capacity(page.items.len()),
+        events: Vec::new(),
         has_more: page.has_more,
-    })
+    };
+    // The answer's size, known up front: no regrowing copies of it.
+    let mut size = 64;
+    for (i, item) in page.items.iter().enumerate() {
+        match item {
+            KeyedItem::Value(v) => {
+                size += v.get().len() + 1;
+                answer.items.push(Some(v));
+            }
+            KeyedItem::Event(e) => {
+                answer.items.push(None);
+                answer.events.push((i, e));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(size);
+    serde_json::to_writer(&mut out, &answer)
+        .map_err(|e| SessionError::serialization("an items answer", e))?;
+    String::from_utf8(out).map_err(|e| SessionError::serialization("an items answer", e))
 }
 
 async fn messages(s: &dyn SessionService, args: Value) -> Result<String> {

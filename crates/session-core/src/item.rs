@@ -17,9 +17,8 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{Result, SessionError};
@@ -53,11 +52,80 @@ fn same_json(a: &RawValue, b: &RawValue) -> bool {
     a.get() == b.get() || parse(a).is_some_and(|x| Some(x) == parse(b))
 }
 
-/// The one field of a stored event body the item read decodes.
-#[derive(Deserialize)]
-struct MetadataOnly<'a> {
-    #[serde(borrow, default)]
-    metadata: BTreeMap<Cow<'a, str>, &'a RawValue>,
+/// Reads the value under `key` in a stored event body's metadata and
+/// skips everything else: no map is built, the value stays borrowed.
+struct ItemUnder<'k> {
+    key: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for ItemUnder<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(BodyFields { key: self.key })
+    }
+}
+
+/// The body's fields: `metadata` looked into, the others skipped.
+struct BodyFields<'k> {
+    key: &'k str,
+}
+
+impl<'de> Visitor<'de> for BodyFields<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(field) = map.next_key::<Cow<'de, str>>()? {
+            if field == "metadata" {
+                found = map.next_value_seed(MetadataEntry { key: self.key })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The metadata object (or `null`): the entry under `key`, the others skipped.
+struct MetadataEntry<'k> {
+    key: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for MetadataEntry<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetadataEntry<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a metadata object")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+            if name == self.key {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// Whether a JSON text is an object.
@@ -84,11 +152,15 @@ impl KeyedItem {
     /// decoded, and the value is copied as it is stored; an event without
     /// an object there is decoded whole.
     pub fn decode_stored(session_id: &str, seq: u64, body: &str, key: &str) -> Result<Self> {
-        let fields: MetadataOnly<'_> = serde_json::from_str(body).map_err(|err| {
-            SessionError::serialization(format!("session {session_id} seq {seq}"), err)
-        })?;
-        match fields.metadata.get(key) {
-            Some(raw) if is_object(raw) => Ok(KeyedItem::Value((*raw).to_owned())),
+        let mut de = serde_json::Deserializer::from_str(body);
+        let found = ItemUnder { key }
+            .deserialize(&mut de)
+            .and_then(|found| de.end().map(|()| found))
+            .map_err(|err| {
+                SessionError::serialization(format!("session {session_id} seq {seq}"), err)
+            })?;
+        match found {
+            Some(raw) if is_object(raw) => Ok(KeyedItem::Value(raw.to_owned())),
             _ => SessionEvent::decode_stored(session_id, seq, body)
                 .map(|e| KeyedItem::Event(Box::new(e))),
         }
@@ -136,6 +208,27 @@ mod tests {
             "s".clone_into(&mut event.session_id);
             assert_eq!(item, KeyedItem::Event(Box::new(event)));
         }
+    }
+
+    #[test]
+    fn only_the_top_level_metadata_counts() {
+        // A "metadata" key inside the message, escaped field names, and a
+        // null metadata: the read looks at the event's own metadata alone.
+        let body = r#"{"id":"e","timestamp":"2026-01-01T00:00:00Z",
+            "message":{"role":"user","content":"x","metadata":{"item":{"wrong":1}}},
+            "metad\u0061ta":{"it\u0065m":{"right":2}}}"#;
+        let item = KeyedItem::decode_stored("s", 1, body, "item").unwrap();
+        assert!(matches!(item, KeyedItem::Value(v) if v.get() == r#"{"right":2}"#));
+        let null = r#"{"id":"e","timestamp":"2026-01-01T00:00:00Z",
+            "message":{"role":"user","content":"x"},"metadata":null}"#;
+        // No object under the key: the event is decoded whole, which a
+        // null metadata fails as any event read does.
+        let whole =
+            SessionEvent::decode_stored("s", 1, null).map(|e| KeyedItem::Event(Box::new(e)));
+        assert_eq!(
+            KeyedItem::decode_stored("s", 1, null, "item").map_err(|e| e.kind()),
+            whole.map_err(|e| e.kind())
+        );
     }
 
     #[test]

@@ -192,6 +192,24 @@ pub trait SessionRepository: Send + Sync {
     /// Appends a batch of events atomically.
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome>;
 
+    /// [`Self::append`] to a session `owner` may use (see
+    /// [`Owner::may_access`]): another owner's session is `NotFound`, as
+    /// are absent and expired ones, and nothing is written.
+    ///
+    /// Default: [`Self::owner_of`], then [`Self::append`]; a store
+    /// overrides it to check the owner in the append's own transaction.
+    async fn append_owned(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> Result<AppendOutcome> {
+        if !owner.may_access(&self.owner_of(id).await?) {
+            return Err(SessionError::session_not_found(id));
+        }
+        self.append(id, events).await
+    }
+
     /// The owner of session `id`, what the service checks callers
     /// against: `NotFound` where [`Self::get`] is (absent, expired).
     ///
@@ -488,6 +506,14 @@ macro_rules! forward_repository {
             }
             async fn owner_of(&self, id: &SessionId) -> Result<Owner> {
                 (**self).owner_of(id).await
+            }
+            async fn append_owned(
+                &self,
+                owner: &Owner,
+                id: &SessionId,
+                events: Vec<SessionEvent>,
+            ) -> Result<AppendOutcome> {
+                (**self).append_owned(owner, id, events).await
             }
             async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
                 (**self).events(id, filter).await

@@ -12,8 +12,8 @@ use session_core::ContextLog;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, KeyedItem, Limits, NewSession, Owner, Page, RewindOutcome, RewindTo, SearchHit,
-    SearchMode, SearchQuery, Session, SessionDump, SessionEvent, SessionId, SessionQuery,
-    SessionRepository, SessionUpdate, SharedState, UserId,
+    SearchMode, SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionId,
+    SessionQuery, SessionRepository, SessionUpdate, SharedState, UserId,
 };
 
 use crate::error::{Result, BACKEND};
@@ -34,6 +34,33 @@ fn write_head(
     let json = h.state_after(&change.state.session)?;
     sessions::advance(tx, &h.head.id, json.as_deref(), change, next_ctx_pos, now)?;
     shared::apply(tx, &h.app, &h.user_id, &change.state.shared)
+}
+
+/// Appends `batch` to session `id` in the writer's transaction: the head
+/// read, the plan, the new rows at the end of the context, the head written.
+fn append_batch(
+    tx: &Transaction<'_>,
+    id: &SessionId,
+    batch: &EventBatch,
+    now: DateTime<Utc>,
+    inner: &Inner,
+) -> Result<AppendOutcome> {
+    let mut h = sessions::head(tx, id, now)?;
+    let held = events::held(tx, id, &batch.ids())?;
+    let plan = AppendPlan::new(&h.head, batch, &held)?;
+    if plan.is_noop() {
+        return Ok(plan.outcome());
+    }
+    // New events join the end of the context.
+    let mut pos = h.next_ctx_pos;
+    for n in &plan.new {
+        let (event, body) = (&batch.events[n.index], &batch.bodies[n.index]);
+        events::insert(tx, id, n.seq, Some(pos), event, body)?;
+        pos = next_position(pos)?;
+    }
+    write_head(tx, &mut h, &plan.head_change(), pos, now)?;
+    inner.indexing().after_insert(tx)?;
+    Ok(plan.outcome())
 }
 
 /// The sessions-per-user quota for a new `session`, counted in the
@@ -129,23 +156,24 @@ impl SessionRepository for SqliteRepository {
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
         let batch = EventBatch::new(events, &self.inner.limits)?;
         let id = id.clone();
+        self.write(move |tx, now, inner| append_batch(tx, &id, &batch, now, inner))
+            .await
+    }
+
+    async fn append_owned(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> Result<AppendOutcome> {
+        let batch = EventBatch::new(events, &self.inner.limits)?;
+        let (owner, id) = (owner.clone(), id.clone());
         self.write(move |tx, now, inner| {
-            let mut h = sessions::head(tx, &id, now)?;
-            let held = events::held(tx, &id, &batch.ids())?;
-            let plan = AppendPlan::new(&h.head, &batch, &held)?;
-            if plan.is_noop() {
-                return Ok(plan.outcome());
+            // In the append's transaction: no read of its own.
+            if !owner.may_access(&sessions::owner_of(tx, &id, now)?) {
+                return Err(SessionError::session_not_found(&id));
             }
-            // New events join the end of the context.
-            let mut pos = h.next_ctx_pos;
-            for n in &plan.new {
-                let (event, body) = (&batch.events[n.index], &batch.bodies[n.index]);
-                events::insert(tx, &id, n.seq, Some(pos), event, body)?;
-                pos = next_position(pos)?;
-            }
-            write_head(tx, &mut h, &plan.head_change(), pos, now)?;
-            inner.indexing().after_insert(tx)?;
-            Ok(plan.outcome())
+            append_batch(tx, &id, &batch, now, inner)
         })
         .await
     }

@@ -13,10 +13,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_context_changes.sql")),
     (5, include_str!("../migrations/0005_event_bytes.sql")),
     (6, include_str!("../migrations/0006_activity_seconds.sql")),
+    (7, include_str!("../migrations/0007_events_rowid.sql")),
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; idempotent, and safe when
 /// several processes open the same file at once (`BEGIN IMMEDIATE` serializes them).

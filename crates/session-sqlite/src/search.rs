@@ -24,21 +24,28 @@ fn index_text(e: &SessionEvent) -> String {
 }
 
 /// How appends keep the search index up to date: in batches of `batch`,
-/// with `mark_hint` (never above the stored watermark, except after a
-/// rolled-back commit) saving the watermark read on most appends.
+/// with `mark_hint` (the stored watermark when last read) saving the
+/// watermark read on most appends.
 pub(crate) struct Indexing<'a> {
     pub(crate) batch: i64,
     pub(crate) mark_hint: &'a AtomicI64,
 }
 
 impl Indexing<'_> {
-    /// Indexes the pending events if a batch is full, judged by the rowid just written.
+    /// Indexes the pending events if a batch is full, judged by the rowid
+    /// just written. A rowid at or below the hint means the newest rows
+    /// were deleted since (by this process or another, or a commit rolled
+    /// back) and the stored watermark came down with them: it is read again.
     pub(crate) fn after_insert(&self, tx: &Transaction<'_>) -> Result<()> {
-        if tx.last_insert_rowid() - self.mark_hint.load(Ordering::Relaxed) < self.batch {
+        let (rowid, hint) = (
+            tx.last_insert_rowid(),
+            self.mark_hint.load(Ordering::Relaxed),
+        );
+        if rowid > hint && rowid - hint < self.batch {
             return Ok(());
         }
         let mark = index_pending(tx, self.batch)?;
-        self.mark_hint.fetch_max(mark, Ordering::Relaxed);
+        self.mark_hint.store(mark, Ordering::Relaxed);
         Ok(())
     }
 }

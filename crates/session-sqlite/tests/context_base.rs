@@ -10,7 +10,7 @@ use session_core::{
     EventView, Message, NewSession, Session, SessionEvent, SessionRepository, SessionRepositoryExt,
 };
 use session_sqlite::SqliteRepository;
-use support::UNDO_VERSION_6;
+use support::{UNDO_VERSION_6, UNDO_VERSION_7};
 
 /// `(seq, ctx_pos)` of every event row of a session, in seq order.
 fn positions(db: &std::path::Path, id: &str) -> Vec<(i64, Option<i64>)> {
@@ -92,6 +92,7 @@ async fn a_version_2_database_reads_the_same_after_the_upgrade() {
     // What version 2 left after a compaction that kept the last 5 events:
     // positions 0.. for the kept ones, NULL for the others, no base column.
     let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch(UNDO_VERSION_7).unwrap();
     raw.execute_batch(UNDO_VERSION_6).unwrap();
     raw.execute_batch(
         "UPDATE events SET ctx_pos = CASE WHEN seq > 15 THEN seq - 16 END; \
@@ -118,6 +119,7 @@ async fn a_version_4_database_counts_its_event_bytes_when_opened() {
     assert!(counted > 20 * 10, "{counted}");
     drop(repo);
     let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch(UNDO_VERSION_7).unwrap();
     raw.execute_batch(UNDO_VERSION_6).unwrap();
     raw.execute_batch(
         "ALTER TABLE sessions DROP COLUMN event_bytes; \

@@ -7,7 +7,7 @@ use session_core::{
     ErrorKind, Message, NewSession, SearchMode, SearchQuery, SessionEvent, SessionRepository,
 };
 use session_sqlite::{SqliteRepository, SCHEMA_VERSION};
-use support::UNDO_VERSION_6;
+use support::{UNDO_VERSION_6, UNDO_VERSION_7};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn migrate_is_idempotent_and_runs_on_open() {
@@ -147,6 +147,7 @@ async fn migration_two_refolds_the_search_index() {
     drop(repo);
     // Back to what version 1 wrote: the search text lower-cased, accents kept.
     let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch(UNDO_VERSION_7).unwrap();
     raw.execute_batch(UNDO_VERSION_6).unwrap();
     raw.execute_batch(
         "DELETE FROM schema_version WHERE version >= 2; \

@@ -177,6 +177,7 @@ macro_rules! __with_cases {
             prune_refuses_context_events_and_seqs_the_archive_lacks,
             prune_never_removes_what_rewind_replays,
             append_to_unknown_session_is_not_found,
+            append_owned_checks_the_owner,
             append_persist_filters_drop_and_redact_before_storing,
             events_context_and_archive_views,
             events_last_n_returns_most_recent_oldest_first,

@@ -444,11 +444,13 @@ class Store:
         page_size: int | None = None,
     ) -> dict[str, Any]:
         """What an adapter stored with each event of the context: a page
-        ``{"items": [[value, event], ...], "has_more": ...}`` where
-        ``value`` is the object in the event's metadata under ``key`` (and
-        ``event`` ``None``), or ``None`` and ``event`` the whole event when
-        it has none (a summary). Half the JSON of :meth:`events` when each event
-        carries its framework's item, for reads of whole conversations."""
+        ``{"items": [value, ...], "events": [[index, event], ...],
+        "has_more": ...}`` where ``items[i]`` is the object in event
+        ``i``'s metadata under ``key``, or ``None`` when it holds none (a
+        summary), that event then being in ``events`` with its index. Half
+        the JSON of :meth:`events` when each event carries its framework's
+        item, and one Python object per item, for reads of whole
+        conversations."""
         filter_ = _drop_none({"last_n": last_n, "page": page, "page_size": page_size})
         return await self._object(
             "items", app=app, user_id=user_id, session_id=session_id, key=key, filter=filter_

@@ -469,22 +469,24 @@ def _adk_event(stored: dict[str, Any]) -> Event:
 _PAUSE_GC_AT = 64
 
 
-def _rebuild(kept: list[Any], after: Optional[float] = None) -> list[Event]:
+def _rebuild(page: Mapping[str, Any], after: Optional[float] = None) -> list[Event]:
     """The ADK events of an ``items`` page (of those at or after ``after``)."""
+    kept: list[Any] = page["items"]
+    others = dict(page["events"])
     pause = len(kept) >= _PAUSE_GC_AT and gc.isenabled()
     if pause:
         gc.disable()
     try:
         events = []
-        for value, stored in kept:
-            if stored is None:
+        for index, value in enumerate(kept):
+            if value is not None:
                 if after is not None and type(value) is dict:
                     at = value.get("timestamp")
                     if isinstance(at, (int, float)) and not isinstance(at, bool) and at < after:
                         continue  # too early: not worth building
                 e = _event_from_dump(value)
             else:
-                e = _adk_event(stored)
+                e = _adk_event(others[index])
             if after is None or e.timestamp >= after:
                 events.append(e)
         return events
@@ -577,17 +579,14 @@ class SessionService(BaseSessionService):
         ``last_n``; of those, the ones at or after ``after`` when given."""
         owner = (stored["app"], stored["user_id"], stored["id"])
         if last_n is not None:
-            page = await self._store.items(*owner, EVENT_KEY, last_n=last_n)
-            kept = page["items"]
-        else:
-            kept, page_no = [], 0
-            while True:
-                page = await self._store.items(*owner, EVENT_KEY, page=page_no, page_size=1000)
-                kept.extend(page["items"])
-                if not page["has_more"]:
-                    break
-                page_no += 1
-        return _rebuild(kept, after)
+            return _rebuild(await self._store.items(*owner, EVENT_KEY, last_n=last_n), after)
+        events, page_no = [], 0
+        while True:
+            page = await self._store.items(*owner, EVENT_KEY, page=page_no, page_size=1000)
+            events.extend(_rebuild(page, after))
+            if not page["has_more"]:
+                return events
+            page_no += 1
 
     async def get_session(
         self,

@@ -104,6 +104,15 @@ def item_of(stored: Mapping[str, Any]) -> dict[str, Any]:
     return _item_of_message(stored.get("message") or {})
 
 
+def _filled(page: Mapping[str, Any]) -> list[Any]:
+    """The items of an ``items`` page, each event without one (a summary)
+    as a message item of its text."""
+    items: list[Any] = page["items"]
+    for index, stored in page["events"]:
+        items[index] = _item_of_message(stored.get("message") or {})
+    return items
+
+
 def _item_of_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """A chat message (a summary's, say) as an SDK message item."""
     role = message.get("role", "assistant")
@@ -200,27 +209,22 @@ class Session:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
         sid = await self._session_id()
-        kept: list[list[Any]] = []
         if limit is not None and limit >= 0:
             if limit == 0:
                 return []
             page = await self._store.items(self._app, self._user, sid, ITEM_KEY, last_n=limit)
-            kept = page["items"]
+            items: list[Any] = _filled(page)
         else:
-            page_no = 0
+            items, page_no = [], 0
             while True:
                 page = await self._store.items(
                     self._app, self._user, sid, ITEM_KEY, page=page_no, page_size=1000
                 )
-                kept.extend(page["items"])
+                items.extend(_filled(page))
                 if not page["has_more"]:
                     break
                 page_no += 1
         # One cast of the list: a cast per item costs a call per item.
-        items: list[Any] = [
-            item if stored is None else _item_of_message(stored.get("message") or {})
-            for item, stored in kept
-        ]
         return cast("list[TResponseInputItem]", items)
 
     async def add_items(

@@ -133,6 +133,18 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    async fn append_owned(
+        &self,
+        owner: &crate::owner::Owner,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> Result<AppendOutcome> {
+        (|| self.inner.append_owned(owner, id, events.clone()))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
         (|| self.inner.events(id, filter))
             .retry(self.policy.backoff())

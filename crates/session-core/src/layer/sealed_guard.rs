@@ -165,6 +165,15 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
         self.check(id).await?;
         self.inner.append(id, events).await
     }
+    async fn append_owned(
+        &self,
+        owner: &crate::owner::Owner,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> Result<AppendOutcome> {
+        self.check(id).await?;
+        self.inner.append_owned(owner, id, events).await
+    }
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
         self.check(id).await?;
         self.inner.events(id, filter).await

@@ -146,6 +146,19 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         self.traced("append", Some(id), self.inner.append(id, events))
             .await
     }
+    async fn append_owned(
+        &self,
+        owner: &crate::owner::Owner,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> Result<AppendOutcome> {
+        self.traced(
+            "append",
+            Some(id),
+            self.inner.append_owned(owner, id, events),
+        )
+        .await
+    }
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
         self.traced("events", Some(id), self.inner.events(id, filter))
             .await

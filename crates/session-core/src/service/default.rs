@@ -55,6 +55,15 @@ pub struct DefaultSessionService<R = Arc<dyn SessionRepository>> {
     prune_on_append: bool,
 }
 
+/// Who checks that the caller owns the session an append goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// The store, in the append itself ([`SessionRepository::append_owned`]).
+    Check,
+    /// The caller, already.
+    Checked,
+}
+
 impl<R> std::fmt::Debug for DefaultSessionService<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DefaultSessionService")
@@ -167,15 +176,22 @@ impl<R: SessionRepository> DefaultSessionService<R> {
         Ok(s)
     }
 
+    /// Appends `events` for `owner` after the persist filters: the owner
+    /// checked in the store's append ([`Access::Check`]) or already
+    /// checked by the caller ([`Access::Checked`]).
     async fn append_checked(
         &self,
         owner: &Owner,
         id: &SessionId,
         mut events: Vec<SessionEvent>,
+        access: Access,
     ) -> Result<AppendOutcome> {
         SessionEvent::estimate_missing(&mut events, self.estimator.as_ref());
         let (events, filtered) = persist_filter::apply(&self.filters, events);
         if events.is_empty() {
+            if access == Access::Check {
+                self.check_owner(owner, id).await?;
+            }
             // Everything was filtered out: nothing to store, nothing changed.
             return Ok(AppendOutcome {
                 version: self.repo.event_version(id).await?,
@@ -184,7 +200,10 @@ impl<R: SessionRepository> DefaultSessionService<R> {
                 filtered,
             });
         }
-        let mut out = self.repo.append(id, events).await?;
+        let mut out = match access {
+            Access::Check => self.repo.append_owned(owner, id, events).await?,
+            Access::Checked => self.repo.append(id, events).await?,
+        };
         out.filtered = filtered;
         if out.written > 0 {
             for hook in &self.hooks {
@@ -360,11 +379,11 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         message: Message,
     ) -> Result<AppendOutcome> {
-        self.check_owner(owner, id).await?;
         let event = SessionEvent::builder(message)
             .estimate_with(self.estimator.as_ref())
             .build()?;
-        self.append_checked(owner, id, vec![event]).await
+        self.append_checked(owner, id, vec![event], Access::Check)
+            .await
     }
 
     #[tracing::instrument(skip_all, fields(op = "append", app = %owner.app, session_id = %id, events = events.len()))]
@@ -374,8 +393,7 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        self.check_owner(owner, id).await?;
-        self.append_checked(owner, id, events).await
+        self.append_checked(owner, id, events, Access::Check).await
     }
 
     #[tracing::instrument(skip_all, fields(op = "append", app = %session.app, session_id = %session.id, events = events.len()))]
@@ -399,7 +417,9 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
             .iter()
             .filter_map(|e| e.state_delta.clone())
             .collect();
-        let out = self.append_checked(&owner, &stored.id, events).await?;
+        let out = self
+            .append_checked(&owner, &stored.id, events, Access::Checked)
+            .await?;
         for d in &deltas {
             apply_delta(&mut session.state, d);
         }

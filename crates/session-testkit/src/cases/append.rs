@@ -10,7 +10,7 @@ use session_core::{
 };
 
 use super::support::{kind, numbered, owner};
-use crate::fixture::{assistant, sid, texts, user, Fixture};
+use crate::fixture::{assistant, sid, texts, user, Fixture, APP};
 
 /// Seqs start at 1 and are strictly increasing and gapless across calls and batches.
 pub async fn append_assigns_gapless_increasing_seqs(fx: Fixture) {
@@ -122,6 +122,52 @@ pub async fn append_to_unknown_session_is_not_found(fx: Fixture) {
     assert_eq!(
         kind(fx.repo.replace_context(&sid("ghost"), vec![], 0).await),
         ErrorKind::NotFound
+    );
+}
+
+/// `append_owned` writes for the session's owner (and for any user of the
+/// app into a group session); another owner's, an absent or an expired
+/// session is `NotFound` and keeps what it held.
+pub async fn append_owned_checks_the_owner(fx: Fixture) {
+    let s = fx.session("alice").await;
+    let bob = session_core::Owner::parse(APP, "bob").unwrap();
+    let elsewhere = session_core::Owner::parse("other-app", "alice").unwrap();
+    for stranger in [&bob, &elsewhere] {
+        let refused = fx.repo.append_owned(stranger, &s.id, vec![user("x")]).await;
+        assert_eq!(kind(refused), ErrorKind::NotFound, "{stranger:?}");
+    }
+    assert!(fx.archive(&s.id).await.is_empty(), "nothing was written");
+    let out = fx
+        .repo
+        .append_owned(&owner(), &s.id, vec![user("mine")])
+        .await
+        .unwrap();
+    assert_eq!(out.seqs, [1]);
+    assert_eq!(texts(&fx.archive(&s.id).await), ["mine"]);
+    let group = fx.session(session_core::GROUP_USER).await;
+    let into_group = fx.repo.append_owned(&bob, &group.id, vec![user("hi all")]);
+    assert_eq!(
+        into_group.await.unwrap().seqs,
+        [1],
+        "a group session takes any user of its app"
+    );
+    assert_eq!(
+        kind(
+            fx.repo
+                .append_owned(&owner(), &sid("ghost"), vec![user("x")])
+                .await
+        ),
+        ErrorKind::NotFound
+    );
+    fx.clock.advance(chrono::Duration::days(61));
+    assert_eq!(
+        kind(
+            fx.repo
+                .append_owned(&owner(), &s.id, vec![user("late")])
+                .await
+        ),
+        ErrorKind::NotFound,
+        "an expired session is absent to its owner too"
     );
 }
 

@@ -28,8 +28,8 @@ mod support;
 pub use append::{
     an_append_that_adds_nothing_changes_nothing, append_assigns_gapless_increasing_seqs,
     append_batch_is_atomic, append_bumps_version_once_per_call, append_is_idempotent_by_event_id,
-    append_persist_filters_drop_and_redact_before_storing, append_to_unknown_session_is_not_found,
-    concurrent_appends_lose_nothing,
+    append_owned_checks_the_owner, append_persist_filters_drop_and_redact_before_storing,
+    append_to_unknown_session_is_not_found, concurrent_appends_lose_nothing,
 };
 pub use capabilities::{ranked_search_puts_the_best_match_first, requires};
 pub use context::{
