@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{FromSqlError, Value as SqlValue};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 use session_core::plan::{ReadWindow, Stored};
 use session_core::state::{decode_state, encode_state};
@@ -346,7 +346,9 @@ fn read_rows<T>(
         EventView::Context => "ctx_pos",
         EventView::Archive => "seq",
     };
-    let mut sql = String::from("SELECT seq, body FROM events WHERE session_id = ?1");
+    // The body as a BLOB: SQLite hands a blob over in place, while a text
+    // is first copied to add the NUL terminator its C API promises.
+    let mut sql = String::from("SELECT seq, CAST(body AS BLOB) FROM events WHERE session_id = ?1");
     let mut values: Vec<SqlValue> = vec![id.to_owned().into()];
     if filter.view == EventView::Context {
         sql.push_str(" AND ");
@@ -426,7 +428,8 @@ fn read_rows<T>(
             // Borrowed from the row: decoding copies what it keeps.
             let body = row.get_ref(1).sql()?;
             let body = body
-                .as_str()
+                .as_bytes()
+                .and_then(|b| std::str::from_utf8(b).map_err(|e| FromSqlError::Other(e.into())))
                 .map_err(|e| {
                     rusqlite::Error::FromSqlConversionFailure(1, body.data_type(), e.into())
                 })
