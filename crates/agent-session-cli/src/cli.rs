@@ -605,7 +605,7 @@ pub(crate) enum WorkloadArg {
     W4,
     /// The last 20 and a full read at each of `--sizes` session lengths.
     Scaling,
-    /// Compaction end to end of a 1,000-event context.
+    /// Compaction end to end of a 1,000-event context, then rolling compactions.
     Compaction,
     /// Search at scale: sessions of N/10 and N events, a selective and a frequent query (not in `all`).
     Recall,

@@ -375,7 +375,10 @@ fn bench_reports_every_workload_next_to_the_raw_engine() {
         "W4 search",
         "last 20 of 300",
         "full read growth",
-        "compaction",
+        "compaction: first, 1000 events",
+        "compaction: rolling, summary + 50 events",
+        "compaction: rolling, without the summarizer",
+        "offline summarizer throughput",
     ] {
         assert!(
             names.iter().any(|n| n.starts_with(prefix)),
@@ -396,6 +399,20 @@ fn bench_reports_every_workload_next_to_the_raw_engine() {
         .collect();
     assert_eq!(searches.len(), 4, "a frequent word and three planted ones");
     assert!(searches[0]["extra"]["hits"].as_u64() > searches[3]["extra"]["hits"].as_u64());
+    let row = |prefix: &str| {
+        results
+            .iter()
+            .find(|r| r["workload"].as_str().unwrap().starts_with(prefix))
+            .unwrap()
+    };
+    let rolling = row("compaction: rolling, summary");
+    assert_eq!(rolling["library_samples"].as_array().unwrap().len(), 2 * 10, "10 a round");
+    let (whole, without) = (
+        rolling["library"].as_f64().unwrap(),
+        row("compaction: rolling, without")["library"].as_f64().unwrap(),
+    );
+    assert!(0.0 < without && without < whole, "{without} of {whole}");
+    assert_eq!(row("offline summarizer")["unit"], "MB/s");
     let stats: Value = serde_json::from_str(&out(cli(&s).args(["--json", "stats"]))).unwrap();
     assert_eq!(stats["sessions"], 0, "bench cleans up after itself");
     let leftovers: Vec<_> = std::fs::read_dir(s.dir.path())

@@ -6,12 +6,14 @@
 //! - W3: a full read and the last 20 events of W1's session;
 //! - W4: single-word searches in W1's session, frequent to rare;
 //! - scaling: the last 20 and a full read at several session lengths;
-//! - compaction: a 1,000-event context summarized end to end.
+//! - compaction: a 1,000-event context summarized end to end, then the
+//!   steady state (the previous summary and 50 new events, again and again).
 //!
 //! A workload runs in `--repeat` rounds; each round measures the store and
 //! the raw engine ([`raw`]) back to back, alternating which goes first, so
 //! the ratio of a pair is taken under the same machine load.
 
+mod compaction;
 mod events;
 mod raw;
 mod raw_es;
@@ -113,7 +115,7 @@ async fn workloads(scratch: &mut Scratch, args: &BenchArgs, rows: &mut Vec<Row>)
         rows.extend(scaling::scaling(scratch, args).await?);
     }
     if wants(WorkloadArg::Compaction) {
-        rows.push(scaling::compaction(scratch, args).await?);
+        rows.extend(compaction::compaction(scratch, args).await?);
     }
     Ok(())
 }

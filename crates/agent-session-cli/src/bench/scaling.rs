@@ -1,12 +1,8 @@
 //! The read workloads: W3 (full read, last 20), W4 (searches, frequent to
-//! rare), reads at growing session lengths, and compaction end to end.
+//! rare), and reads at growing session lengths.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use agent_session::compaction::{
-    CompactionOutcome, CompactionPolicy, RecursiveSummarization, SummarizerChoice, Trigger,
-};
 use agent_session::{EventFilter, EventView, SearchQuery, SessionId, SessionRepositoryExt};
 use anyhow::{bail, Result};
 use serde_json::json;
@@ -113,7 +109,7 @@ pub(crate) async fn w4(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
 }
 
 /// Fills a new session of the store with `n` reference events, in batches.
-async fn filled(scratch: &mut Scratch, n: usize, what: &str) -> Result<SessionId> {
+pub(crate) async fn filled(scratch: &mut Scratch, n: usize, what: &str) -> Result<SessionId> {
     let id = scratch.session().await?;
     let bar = progress(n, what);
     let mut i = 0;
@@ -189,37 +185,4 @@ pub(crate) async fn scaling(scratch: &mut Scratch, args: &BenchArgs) -> Result<V
         }
     }
     Ok(rows)
-}
-
-/// Compaction end to end (plan, extractive summary, store write) of a
-/// fresh 1,000-event context, `--repeat` times.
-pub(crate) async fn compaction(scratch: &mut Scratch, args: &BenchArgs) -> Result<Row> {
-    let rounds = args.repeat.max(1);
-    let mut row = Row::new(
-        "compaction: summarize 1000 events, keep 2 turns",
-        Unit::MsPerOp,
-    );
-    let policy = CompactionPolicy::new(
-        Trigger::Always,
-        Arc::new(RecursiveSummarization::new(
-            2,
-            SummarizerChoice::Extractive.build(),
-        )),
-    );
-    for r in 0..rounds {
-        let id = filled(
-            scratch,
-            1000,
-            &format!("compaction: session {}/{rounds}", r + 1),
-        )
-        .await?;
-        let t = Instant::now();
-        let outcome = policy.compact_now(&*scratch.repo, &id).await?;
-        row.library.push(ms_per(1, t.elapsed()));
-        if !matches!(outcome, CompactionOutcome::Compacted(_)) {
-            bail!("the compaction workload compacted nothing: {outcome:?}");
-        }
-        scratch.drop_session(&id).await?;
-    }
-    Ok(row)
 }

@@ -19,6 +19,8 @@ pub(crate) enum Unit {
     MsPerSearch,
     /// A ratio between two of the run's own figures.
     Times,
+    /// Megabytes (10^6 bytes) processed per second (higher is faster).
+    MbPerSec,
 }
 
 impl Unit {
@@ -28,13 +30,14 @@ impl Unit {
             Self::MsPerOp => "ms/op",
             Self::MsPerSearch => "ms/search",
             Self::Times => "×",
+            Self::MbPerSec => "MB/s",
         }
     }
 
     /// A sample's speed: larger is faster whatever the unit.
     fn speed(self, v: f64) -> f64 {
         match self {
-            Self::EventsPerSec | Self::Times => v,
+            Self::EventsPerSec | Self::Times | Self::MbPerSec => v,
             Self::MsPerOp | Self::MsPerSearch => 1.0 / v.max(1e-12),
         }
     }
@@ -96,7 +99,9 @@ impl Row {
     pub(crate) fn to_line(&self) -> String {
         let fmt = |v: Option<f64>| match v {
             Some(v) if self.unit == Unit::EventsPerSec => format!("{v:>9.0} {}", self.unit.label()),
-            Some(v) if self.unit == Unit::Times => format!("{v:>9.2} {}", self.unit.label()),
+            Some(v) if matches!(self.unit, Unit::Times | Unit::MbPerSec) => {
+                format!("{v:>9.2} {}", self.unit.label())
+            }
             Some(v) => format!("{v:>9.3} {}", self.unit.label()),
             None => format!("{:>9} {}", "—", self.unit.label()),
         };
