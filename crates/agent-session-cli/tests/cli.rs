@@ -406,10 +406,16 @@ fn bench_reports_every_workload_next_to_the_raw_engine() {
             .unwrap()
     };
     let rolling = row("compaction: rolling, summary");
-    assert_eq!(rolling["library_samples"].as_array().unwrap().len(), 2 * 10, "10 a round");
+    assert_eq!(
+        rolling["library_samples"].as_array().unwrap().len(),
+        2 * 10,
+        "10 a round"
+    );
     let (whole, without) = (
         rolling["library"].as_f64().unwrap(),
-        row("compaction: rolling, without")["library"].as_f64().unwrap(),
+        row("compaction: rolling, without")["library"]
+            .as_f64()
+            .unwrap(),
     );
     assert!(0.0 < without && without < whole, "{without} of {whole}");
     assert_eq!(row("offline summarizer")["unit"], "MB/s");
