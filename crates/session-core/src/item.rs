@@ -16,8 +16,6 @@
 //! assert!(matches!(item, KeyedItem::Value(v) if v.get() == r#"{"content":"hi","role":"user"}"#));
 //! ```
 
-use std::borrow::Cow;
-
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
@@ -80,8 +78,8 @@ impl<'de> Visitor<'de> for BodyFields<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut found = None;
-        while let Some(field) = map.next_key::<Cow<'de, str>>()? {
-            if field == "metadata" {
+        while let Some(is_metadata) = map.next_key_seed(KeyIs("metadata"))? {
+            if is_metadata {
                 found = map.next_value_seed(MetadataEntry { key: self.key })?;
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -117,14 +115,38 @@ impl<'de> Visitor<'de> for MetadataEntry<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut found = None;
-        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
-            if name == self.key {
+        while let Some(is_key) = map.next_key_seed(KeyIs(self.key))? {
+            if is_key {
                 found = Some(map.next_value::<&'de RawValue>()?);
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
         }
         Ok(found)
+    }
+}
+
+/// Whether a map key is the name given, compared where it is read (a
+/// key with escapes decoded first): no key is copied.
+struct KeyIs<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeyIs<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
     }
 }
 

@@ -57,8 +57,9 @@ pub(crate) fn held(
     Ok(out)
 }
 
-/// Writes one new event at `seq` (and `ctx_pos`, if it joins the context).
-/// `body` is the event's JSON as `prepare_events` encoded it.
+/// Writes one new event at `seq` (and `ctx_pos`, if it joins the context)
+/// and answers its rowid. `body` is the event's JSON as `prepare_events`
+/// encoded it.
 pub(crate) fn insert(
     tx: &Transaction<'_>,
     session_id: &str,
@@ -66,7 +67,7 @@ pub(crate) fn insert(
     ctx_pos: Option<i64>,
     event: &SessionEvent,
     body: &str,
-) -> Result<()> {
+) -> Result<i64> {
     let delta = event
         .state_delta
         .as_ref()
@@ -93,7 +94,7 @@ pub(crate) fn insert(
         body,
     ])
     .sql()?;
-    Ok(())
+    Ok(tx.last_insert_rowid())
 }
 
 /// The condition that an event row (of the session `?1`) is in the

@@ -53,13 +53,16 @@ fn append_batch(
     }
     // New events join the end of the context.
     let mut pos = h.next_ctx_pos;
+    let mut last_rowid = None;
     for n in &plan.new {
         let (event, body) = (&batch.events[n.index], &batch.bodies[n.index]);
-        events::insert(tx, id, n.seq, Some(pos), event, body)?;
+        last_rowid = Some(events::insert(tx, id, n.seq, Some(pos), event, body)?);
         pos = next_position(pos)?;
     }
     write_head(tx, &mut h, &plan.head_change(), pos, now)?;
-    inner.indexing().after_insert(tx)?;
+    if let Some(rowid) = last_rowid {
+        inner.indexing().after_insert(tx, rowid)?;
+    }
     Ok(plan.outcome())
 }
 
@@ -166,14 +169,16 @@ impl SessionRepository for SqliteRepository {
         id: &SessionId,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        let batch = EventBatch::new(events, &self.inner.limits)?;
+        // Checked before the batch is judged: another owner's session is
+        // unknown, whatever the events (as on every store).
+        let batch = EventBatch::new(events, &self.inner.limits);
         let (owner, id) = (owner.clone(), id.clone());
         self.write(move |tx, now, inner| {
             // In the append's transaction: no read of its own.
             if !owner.may_access(&sessions::owner_of(tx, &id, now)?) {
                 return Err(SessionError::session_not_found(&id));
             }
-            append_batch(tx, &id, &batch, now, inner)
+            append_batch(tx, &id, &batch?, now, inner)
         })
         .await
     }
@@ -244,19 +249,21 @@ impl SessionRepository for SqliteRepository {
             // The context in batch order: held events move, new ones are written there.
             let mut new = plan.new.iter().peekable();
             let mut pos = h.next_ctx_pos;
+            let mut last_rowid = None;
             for (index, seq) in plan.context.iter().enumerate() {
                 match new.next_if(|n| n.index == index) {
                     Some(n) => {
                         let (event, body) = (&batch.events[index], &batch.bodies[index]);
-                        events::insert(tx, &id, n.seq, Some(pos), event, body)?;
+                        let rowid = events::insert(tx, &id, n.seq, Some(pos), event, body)?;
+                        last_rowid = Some(rowid);
                     }
                     None => events::set_position(tx, &id, *seq, pos)?,
                 }
                 pos = next_position(pos)?;
             }
             write_head(tx, &mut h, &plan.head_change(), pos, now)?;
-            if !plan.new.is_empty() {
-                inner.indexing().after_insert(tx)?;
+            if let Some(rowid) = last_rowid {
+                inner.indexing().after_insert(tx, rowid)?;
             }
             Ok(true)
         })

@@ -32,15 +32,13 @@ pub(crate) struct Indexing<'a> {
 }
 
 impl Indexing<'_> {
-    /// Indexes the pending events if a batch is full, judged by the rowid
-    /// just written. A rowid at or below the hint means the newest rows
-    /// were deleted since (by this process or another, or a commit rolled
-    /// back) and the stored watermark came down with them: it is read again.
-    pub(crate) fn after_insert(&self, tx: &Transaction<'_>) -> Result<()> {
-        let (rowid, hint) = (
-            tx.last_insert_rowid(),
-            self.mark_hint.load(Ordering::Relaxed),
-        );
+    /// Indexes the pending events if a batch is full, judged by `rowid`,
+    /// the last event row just written. A rowid at or below the hint means
+    /// the newest rows were deleted since (by this process or another, or
+    /// a commit rolled back) and the stored watermark came down with them:
+    /// it is read again.
+    pub(crate) fn after_insert(&self, tx: &Transaction<'_>, rowid: i64) -> Result<()> {
+        let hint = self.mark_hint.load(Ordering::Relaxed);
         if rowid > hint && rowid - hint < self.batch {
             return Ok(());
         }

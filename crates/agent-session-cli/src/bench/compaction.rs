@@ -31,11 +31,11 @@ const ROLLING: usize = 10;
 /// The turns each compaction keeps verbatim.
 const KEEP_TURNS: usize = 2;
 
-/// The offline summarizer, with the time it spent and the text it read.
+/// The offline summarizer, with the time it spent and the prompts it was given.
 #[derive(Debug)]
 struct Metered {
     inner: Arc<dyn Summarizer>,
-    /// Time spent summarizing, and bytes read (prompt and previous summary).
+    /// Time spent summarizing, and the bytes of the prompts it was given.
     spent: Mutex<(Duration, usize)>,
 }
 
@@ -54,7 +54,8 @@ impl Summarizer for Metered {
     async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, CompactionError> {
         let start = Instant::now();
         let out = self.inner.summarize(request).await;
-        let read = request.user_prompt.len() + request.previous_summary.map_or(0, str::len);
+        // The prompt: the transcript of the events, the previous summary in it.
+        let read = request.user_prompt.len();
         if let Ok(mut s) = self.spent.lock() {
             s.0 += start.elapsed();
             s.1 += read;

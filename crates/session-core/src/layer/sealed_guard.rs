@@ -171,7 +171,17 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
         id: &SessionId,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        self.check(id).await?;
+        // The owner first: another owner's session is unknown, sealed or not.
+        if !self.plain.lock().contains(id) {
+            match self.inner.get(id).await {
+                Ok(s) if !owner.may_access(&crate::owner::Owner::of(&s)) => {
+                    return Err(crate::error::SessionError::session_not_found(id));
+                }
+                Ok(s) => self.judge(&s)?,
+                Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::Expired => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.inner.append_owned(owner, id, events).await
     }
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
@@ -324,5 +334,33 @@ mod tests {
             .unwrap();
         assert_eq!(hits.items.len(), 1);
         assert!(guard.delete(&sealed.id).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn an_append_to_another_owners_sealed_session_is_not_found() {
+        let (guard, plain, sealed) = store().await;
+        let bob = crate::owner::Owner::parse("app", "bob").unwrap();
+        let alice = crate::owner::Owner::parse("app", "alice").unwrap();
+        for id in [&sealed.id, &plain.id] {
+            let e = guard
+                .append_owned(&bob, id, vec![said("x")])
+                .await
+                .unwrap_err();
+            assert_eq!(
+                e.kind(),
+                ErrorKind::NotFound,
+                "{e}: sealed or not, unknown to bob"
+            );
+        }
+        let e = guard
+            .append_owned(&alice, &sealed.id, vec![said("x")])
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Encryption, "its owner gets the hint");
+        guard
+            .append_owned(&alice, &plain.id, vec![said("mine")])
+            .await
+            .unwrap();
+        assert_eq!(guard.inner().get(&sealed.id).await.unwrap().event_count, 0);
     }
 }

@@ -178,14 +178,19 @@ impl<R: SessionRepository> DefaultSessionService<R> {
 
     /// Appends `events` for `owner` after the persist filters: the owner
     /// checked in the store's append ([`Access::Check`]) or already
-    /// checked by the caller ([`Access::Checked`]).
+    /// checked by the caller ([`Access::Checked`]). With persist filters,
+    /// the owner is checked first: a filter never sees a stranger's events.
     async fn append_checked(
         &self,
         owner: &Owner,
         id: &SessionId,
         mut events: Vec<SessionEvent>,
-        access: Access,
+        mut access: Access,
     ) -> Result<AppendOutcome> {
+        if access == Access::Check && !self.filters.is_empty() {
+            self.check_owner(owner, id).await?;
+            access = Access::Checked;
+        }
         SessionEvent::estimate_missing(&mut events, self.estimator.as_ref());
         let (events, filtered) = persist_filter::apply(&self.filters, events);
         if events.is_empty() {
@@ -379,9 +384,17 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         id: &SessionId,
         message: Message,
     ) -> Result<AppendOutcome> {
-        let event = SessionEvent::builder(message)
+        let event = match SessionEvent::builder(message)
             .estimate_with(self.estimator.as_ref())
-            .build()?;
+            .build()
+        {
+            Ok(event) => event,
+            Err(invalid) => {
+                // Another owner's session is unknown, whatever the message.
+                self.check_owner(owner, id).await?;
+                return Err(invalid);
+            }
+        };
         self.append_checked(owner, id, vec![event], Access::Check)
             .await
     }

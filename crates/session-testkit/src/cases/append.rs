@@ -135,6 +135,16 @@ pub async fn append_owned_checks_the_owner(fx: Fixture) {
     for stranger in [&bob, &elsewhere] {
         let refused = fx.repo.append_owned(stranger, &s.id, vec![user("x")]).await;
         assert_eq!(kind(refused), ErrorKind::NotFound, "{stranger:?}");
+        // Unknown whatever the events: the owner is judged first.
+        let mut twice = vec![user("x"), user("y")];
+        let first = twice[0].id.clone();
+        twice[1].id = first;
+        let refused = fx.repo.append_owned(stranger, &s.id, twice).await;
+        assert_eq!(
+            kind(refused),
+            ErrorKind::NotFound,
+            "{stranger:?}, invalid batch"
+        );
     }
     assert!(fx.archive(&s.id).await.is_empty(), "nothing was written");
     let out = fx
