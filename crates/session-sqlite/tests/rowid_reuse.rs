@@ -26,6 +26,13 @@ async fn say(repo: &SqliteRepository, id: &SessionId, words: &[String]) {
     }
 }
 
+/// A new session of user `u`.
+async fn session(repo: &SqliteRepository) -> session_core::Session {
+    repo.create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap()
+}
+
 fn words(stem: &str, n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("{stem}-{i:02} marker")).collect()
 }
@@ -64,10 +71,7 @@ async fn rowids_freed_at_the_top_are_searchable_when_taken_again() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");
     let repo = open(&db).await;
-    let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
+    let s = session(&repo).await;
     say(&repo, &s.id, &words("kiwi", 10)).await;
     let top = highest_rowid(&db);
     // The last five (indexed already) go; their rowids come free.
@@ -84,10 +88,7 @@ async fn rowids_freed_at_the_top_are_searchable_when_taken_again() {
     assert_eq!(found(&repo, &s.id, "kiwi").await, words("kiwi", 5));
 
     // A whole newest session goes; another session takes its rowids.
-    let newest = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
+    let newest = session(&repo).await;
     say(&repo, &newest.id, &words("fig", 8)).await;
     assert!(repo.delete(&newest.id).await.unwrap());
     say(&repo, &s.id, &words("pear", 4)).await;
@@ -100,10 +101,7 @@ async fn a_delete_by_another_process_does_not_hide_the_next_appends() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("p.db");
     let ours = open(&db).await;
-    let s = ours
-        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
+    let s = session(&ours).await;
     say(&ours, &s.id, &words("kiwi", 12)).await;
     // Another process rewinds: this one's idea of the watermark is now
     // above the rows left.
@@ -123,10 +121,7 @@ async fn a_version_6_database_drops_the_autoincrement_counter() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("v6.db");
     let repo = open(&db).await;
-    let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
+    let s = session(&repo).await;
     say(&repo, &s.id, &words("kiwi", 9)).await;
     drop(repo);
     // Version 6, whose counter ran past rows deleted from the top: the

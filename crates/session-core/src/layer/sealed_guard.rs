@@ -83,10 +83,19 @@ impl<R: SessionRepository> SealedGuard<R> {
     /// `Ok` when session `id` is plain (or absent: the inner call then
     /// answers as the store does); the hint when it is sealed.
     async fn check(&self, id: &SessionId) -> Result<()> {
+        self.check_for(None, id).await
+    }
+
+    /// [`Self::check`], with `owner` (when given) judged first: another
+    /// owner's session is `NotFound`, sealed or not.
+    async fn check_for(&self, owner: Option<&crate::owner::Owner>, id: &SessionId) -> Result<()> {
         if self.plain.lock().contains(id) {
             return Ok(());
         }
         match self.inner.get(id).await {
+            Ok(s) if owner.is_some_and(|o| !o.may_access(&crate::owner::Owner::of(&s))) => {
+                Err(crate::error::SessionError::session_not_found(id))
+            }
             Ok(s) => self.judge(&s),
             Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::Expired => Ok(()),
             Err(e) => Err(e),
@@ -171,17 +180,7 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
         id: &SessionId,
         events: Vec<SessionEvent>,
     ) -> Result<AppendOutcome> {
-        // The owner first: another owner's session is unknown, sealed or not.
-        if !self.plain.lock().contains(id) {
-            match self.inner.get(id).await {
-                Ok(s) if !owner.may_access(&crate::owner::Owner::of(&s)) => {
-                    return Err(crate::error::SessionError::session_not_found(id));
-                }
-                Ok(s) => self.judge(&s)?,
-                Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::Expired => {}
-                Err(e) => return Err(e),
-            }
-        }
+        self.check_for(Some(owner), id).await?;
         self.inner.append_owned(owner, id, events).await
     }
     async fn events(&self, id: &SessionId, filter: &EventFilter) -> Result<Page<SessionEvent>> {
