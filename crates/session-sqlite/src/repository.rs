@@ -190,6 +190,18 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// A reader connection: the first idle one, so that a lone caller
+    /// keeps reading through one connection whose page cache is warm
+    /// (each reader's cache starts cold after a write); when every reader
+    /// is busy, the next in turn, waited for.
+    fn reader(&self) -> parking_lot::MutexGuard<'_, Connection> {
+        if let Some(idle) = self.readers.iter().find_map(|r| r.try_lock()) {
+            return idle;
+        }
+        let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        self.readers[i].lock()
+    }
+
     /// How appends keep the search index up to date.
     pub(crate) fn indexing(&self) -> search::Indexing<'_> {
         search::Indexing {
@@ -339,8 +351,7 @@ impl SqliteRepository {
             let mut conn = if inner.readers.is_empty() {
                 inner.writer.lock()
             } else {
-                let i = inner.next_reader.fetch_add(1, Ordering::Relaxed) % inner.readers.len();
-                inner.readers[i].lock()
+                inner.reader()
             };
             // One snapshot for every statement of the read.
             let tx = conn.transaction().map_err(map_err)?;
@@ -349,5 +360,33 @@ impl SqliteRepository {
             Ok(out)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader's page cache is its own: a lone caller keeps the one it
+    /// warmed, and only a caller that finds it busy takes another.
+    #[tokio::test]
+    async fn a_lone_caller_reads_through_one_warm_connection() -> session_core::Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| SessionError::backend(BACKEND, e))?;
+        let repo = SqliteRepository::builder(dir.path().join("s.db"))
+            .readers(3)
+            .open()
+            .await?;
+        let inner = &repo.inner;
+        // Each guard is dropped before the next read, as a read's is.
+        let address = |guard: parking_lot::MutexGuard<'_, Connection>| -> *const Connection {
+            &raw const *guard
+        };
+        let first = address(inner.reader());
+        let again = address(inner.reader());
+        assert_eq!(first, again, "sequential reads share one connection");
+        let held = inner.reader();
+        let other = address(inner.reader());
+        assert_ne!(&raw const *held, other, "a busy reader is passed over");
+        Ok(())
     }
 }
