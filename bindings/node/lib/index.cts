@@ -319,16 +319,22 @@ export class Store {
 
   /** Runs an operation of the store by name: its answer, decoded. */
   async call<T = Json>(op: string, args: Record<string, unknown>): Promise<T> {
-    let answer: string;
+    return JSON.parse(await this.callText(op, args)) as T;
+  }
+
+  /**
+   * Runs an operation of the store by name: its answer as JSON text, for
+   * a caller that decodes it its own way (with a reviver, say).
+   */
+  async callText(op: string, args: Record<string, unknown>): Promise<string> {
+    const text = JSON.stringify(args);
     try {
-      const text = JSON.stringify(args);
       // A worker's calls run as thread-pool work, which its termination
       // waits for (see `NativeStore.callInWorker`).
-      answer = await (isMainThread ? this.#native.call(op, text) : this.#native.callInWorker(op, text));
+      return await (isMainThread ? this.#native.call(op, text) : this.#native.callInWorker(op, text));
     } catch (e) {
       throw fromNative(e);
     }
-    return JSON.parse(answer) as T;
   }
 
   // Sessions.

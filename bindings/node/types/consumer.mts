@@ -18,3 +18,13 @@ export async function consumer(): Promise<string> {
   store.close();
   return `${kept.items.length} ${isNew}`;
 }
+
+// The OpenAI Agents adapter is the SDK's session, with run contexts and history transactions.
+import type { RunContextAwareSession, SessionHistoryTransactionAwareSession } from "@openai/agents";
+import { Session as OpenAISession } from "agent-session/openai-agents";
+
+export const openAISession: RunContextAwareSession & SessionHistoryTransactionAwareSession = new OpenAISession(
+  "chat-1",
+  await Store.open("memory://"),
+  { app: "support", userId: "ada", compaction: { strategy: "summarize", keep: 2, trigger: { tokens: 8000 } } },
+);
