@@ -35,16 +35,13 @@ import type {
 } from "@openai/agents";
 import { UserError, tool } from "@openai/agents";
 
+import { fromText, sortedJson, toStored } from "./codec.cjs";
 import { ConflictError, type CompactionSpec, type JsonObject, type KeptItems, type Message, type SessionEvent, Store, event } from "./index.cjs";
 
 /** The event metadata key that holds the SDK's item as it was added. */
 export const ITEM_KEY = "openai_item";
 
-/**
- * The one key of the object that stands for binary data (a `Uint8Array`,
- * such as an image's bytes) in a stored item: its base64.
- */
-export const BYTES_KEY = "$agent_session_bytes";
+export { BYTES_KEY } from "./codec.cjs";
 
 /** Options of a {@link Session}. */
 export interface SessionOptions {
@@ -72,16 +69,6 @@ function textOf(content: unknown): string {
     }
   }
   return texts.join("\n");
-}
-
-/** JSON text of a value with its object keys sorted (what search finds of an unknown item). */
-function sortedJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => {
-    if (v && typeof v === "object" && !Array.isArray(v)) {
-      return Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    }
-    return v;
-  });
 }
 
 /** The chat message an SDK item reads as, for compaction and search. */
@@ -139,32 +126,6 @@ function itemOfMessage(message: Partial<Message>): AgentInputItem {
   return { type: "message", role, content: text } as AgentInputItem;
 }
 
-/** An item as the JSON value it is stored as: binary data as {@link BYTES_KEY} objects. */
-function encodeItem(item: AgentInputItem): JsonObject {
-  return JSON.parse(
-    JSON.stringify(item, (_key, v: unknown) =>
-      v instanceof Uint8Array ? { [BYTES_KEY]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") } : v,
-    ),
-  ) as JsonObject;
-}
-
-/** The reviver that turns {@link BYTES_KEY} objects back into `Uint8Array`s. */
-function reviveBytes(_key: string, v: unknown): unknown {
-  if (v && typeof v === "object" && !Array.isArray(v)) {
-    const keys = Object.keys(v);
-    const b64 = (v as Record<string, unknown>)[BYTES_KEY];
-    if (keys.length === 1 && typeof b64 === "string") {
-      return new Uint8Array(Buffer.from(b64, "base64"));
-    }
-  }
-  return v;
-}
-
-/** JSON text decoded, with binary data revived only when there is some. */
-function decode<T>(text: string): T {
-  return (text.includes(BYTES_KEY) ? JSON.parse(text, reviveBytes) : JSON.parse(text)) as T;
-}
-
 /** The items of an `items` page, each event without one (a summary) as a message item. */
 function filled(page: KeptItems): AgentInputItem[] {
   const items = page.items as unknown as AgentInputItem[];
@@ -178,7 +139,7 @@ function filled(page: KeptItems): AgentInputItem[] {
 function itemOf(stored: SessionEvent): AgentInputItem {
   const kept = stored.metadata?.[ITEM_KEY];
   if (kept && typeof kept === "object" && !Array.isArray(kept)) {
-    return decode<AgentInputItem>(JSON.stringify(kept));
+    return fromText<AgentInputItem>(JSON.stringify(kept));
   }
   return itemOfMessage(stored.message);
 }
@@ -234,7 +195,7 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
     const id = await this.storeSessionId();
     const filter = { last_n: args.lastN, page: args.page ?? 0, page_size: args.pageSize };
     const text = await this.#store.callText("items", { app: this.#app, user_id: this.#user, session_id: id, key: ITEM_KEY, filter });
-    return decode<KeptItems>(text);
+    return fromText<KeptItems>(text);
   }
 
   /**
@@ -268,7 +229,7 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
   /** The items as events (the item kept, its chat view as the message). */
   #events(items: AgentInputItem[], invocationId: string | undefined, ids?: (i: number) => string): SessionEvent[] {
     return items.map((item, i) => {
-      const kept = encodeItem(item);
+      const kept = toStored<JsonObject>(item);
       return event(chatView(kept), {
         ...(ids ? { id: ids(i) } : {}),
         ...(invocationId === undefined ? {} : { invocationId }),
@@ -353,9 +314,9 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
     if (transaction.type !== "replace_suffix") {
       throw new UserError("Session history transaction type is not supported.");
     }
-    const expected = transaction.expectedSuffix.map((item) => sortedJson(encodeItem(item)));
+    const expected = transaction.expectedSuffix.map((item) => sortedJson(item));
     await this.#replaceTail(expected.length, () => stamp(this.#events(transaction.replacement, op, ids)), (tail) => {
-      const actual = tail.map((item) => sortedJson(encodeItem(item)));
+      const actual = tail.map((item) => sortedJson(item));
       if (actual.length !== expected.length || actual.some((a, i) => a !== expected[i])) {
         throw new UserError("Session history suffix no longer matches the transaction precondition.");
       }

@@ -28,3 +28,11 @@ export const openAISession: RunContextAwareSession & SessionHistoryTransactionAw
   await Store.open("memory://"),
   { app: "support", userId: "ada", compaction: { strategy: "summarize", keep: 2, trigger: { tokens: 8000 } } },
 );
+
+// The ADK-TS adapters are its session and memory services.
+import type { BaseMemoryService, BaseSessionService } from "@iqai/adk";
+import { MemoryService as AdkMemoryService, SessionService as AdkSessionService } from "agent-session/iqai-adk";
+
+const adkStore = await Store.open("memory://");
+export const adkSessions: BaseSessionService = new AdkSessionService(adkStore);
+export const adkMemory: BaseMemoryService = new AdkMemoryService(adkStore, { limit: 5 });
