@@ -283,10 +283,15 @@ export interface CompactionSpec {
  * {@link Store.open}.
  */
 export class Store {
+  /** The stores whose work runs in the process (on the calling pool thread). */
+  static readonly EMBEDDED: ReadonlySet<string> = new Set(["sqlite", "memory", "fs"]);
   readonly #native: NativeStore;
+  /** Whether calls run as thread-pool work (see `NativeStore.callOnPool`). */
+  readonly #onPool: boolean;
 
   private constructor(native: NativeStore) {
     this.#native = native;
+    this.#onPool = !isMainThread || Store.EMBEDDED.has(native.backend);
   }
 
   /**
@@ -329,9 +334,9 @@ export class Store {
   async callText(op: string, args: Record<string, unknown>): Promise<string> {
     const text = JSON.stringify(args);
     try {
-      // A worker's calls run as thread-pool work, which its termination
-      // waits for (see `NativeStore.callInWorker`).
-      return await (isMainThread ? this.#native.call(op, text) : this.#native.callInWorker(op, text));
+      // An embedded store's calls, and a worker's, run as thread-pool
+      // work; a networked store's on the runtime (see `NativeStore.callOnPool`).
+      return await (this.#onPool ? this.#native.callOnPool(op, text) : this.#native.call(op, text));
     } catch (e) {
       throw fromNative(e);
     }

@@ -40,7 +40,7 @@ pub struct NativeStore {
     /// `None` once the store is closed.
     service: Mutex<Option<Arc<dyn SessionService>>>,
     backend: &'static str,
-    /// The runtime the store was opened on (what a worker's calls block on).
+    /// The runtime the store was opened on (what pool calls block on).
     runtime: Handle,
 }
 
@@ -102,16 +102,21 @@ impl NativeStore {
             .map_err(|e| reject(&e))
     }
 
-    /// Runs `op` with `args` (JSON text) as libuv thread-pool work: what a
-    /// worker thread calls. A worker can be terminated while a call is in
+    /// Runs `op` with `args` (JSON text) as libuv thread-pool work, the
+    /// store's own work done on the pool thread (no hand-off to the
+    /// runtime's threads and back): what an embedded store's calls use
+    /// (`SQLite`, files, memory: their work is the pool thread's, and
+    /// each hand-off cost more than a short call), and every call of a
+    /// worker thread. A worker can be terminated while a call is in
     /// flight, and Node.js 20 to 25.3 can crash when a call's answer then
     /// arrives from another thread through a thread-safe function; a
     /// worker's teardown instead waits for its pool work to finish, so an
-    /// answer never reaches a freed environment. The call blocks its pool
-    /// thread (four by default, `UV_THREADPOOL_SIZE`) while it runs.
+    /// answer never reaches a freed environment. At most as many calls
+    /// run at once as the pool has threads (`UV_THREADPOOL_SIZE`, four by
+    /// default).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn call_in_worker(&self, op: String, args: String) -> Result<AsyncTask<WorkerCall>> {
-        Ok(AsyncTask::new(WorkerCall {
+    pub fn call_on_pool(&self, op: String, args: String) -> Result<AsyncTask<PoolCall>> {
+        Ok(AsyncTask::new(PoolCall {
             service: self.service()?,
             runtime: self.runtime.clone(),
             op,
@@ -136,15 +141,15 @@ impl NativeStore {
     }
 }
 
-/// One call of a worker thread's store, run on the libuv thread pool.
-pub struct WorkerCall {
+/// One call run on the libuv thread pool (see `NativeStore::call_on_pool`).
+pub struct PoolCall {
     service: Arc<dyn SessionService>,
     runtime: Handle,
     op: String,
     args: String,
 }
 
-impl Task for WorkerCall {
+impl Task for PoolCall {
     type Output = String;
     type JsValue = String;
 

@@ -36,3 +36,10 @@ import { MemoryService as AdkMemoryService, SessionService as AdkSessionService 
 const adkStore = await Store.open("memory://");
 export const adkSessions: BaseSessionService = new AdkSessionService(adkStore);
 export const adkMemory: BaseMemoryService = new AdkMemoryService(adkStore, { limit: 5 });
+
+// The Google ADK adapters are its session and memory services.
+import type { BaseMemoryService as GoogleMemory, BaseSessionService as GoogleSessions } from "@google/adk";
+import { MemoryService as GoogleMemoryService, SessionService as GoogleSessionService } from "agent-session/google-adk";
+
+export const googleSessions: GoogleSessions = new GoogleSessionService(adkStore);
+export const googleMemory: GoogleMemory = new GoogleMemoryService(adkStore);
