@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { Message } from "./index.cjs";
+import { fromText } from "./codec.cjs";
+import { type JsonObject, type KeptItems, type Message, NotFoundError, type Session as StoredSession, type SessionEvent, type Store } from "./index.cjs";
 
 /** The longest store session id (the store's rule). */
 export const MAX_ID_LEN = 128;
@@ -110,4 +111,114 @@ export function contentChatView(author: string | undefined, content: { parts?: P
     };
   }
   return { role, content: text };
+}
+
+/** The event metadata key that holds an ADK event as it was appended (both ADKs). */
+export const EVENT_KEY = "adk_event";
+
+/** The store id behind an ADK id, or `undefined` when it cannot be one (too long). */
+function storedIdOf(appName: string, userId: string, sessionId: string): string | undefined {
+  try {
+    return storeSessionId(appName, userId, sessionId.trim());
+  } catch (e) {
+    if (e instanceof RangeError) return undefined;
+    throw e;
+  }
+}
+
+/** The ADK events of an `items` page, given how to rebuild a kept event and a stored one. */
+export function rebuildPage<E>(page: KeptItems, kept: (value: Record<string, unknown>) => E, stored: (e: SessionEvent) => E): E[] {
+  const others = new Map(page.events);
+  return page.items.map((value, i) =>
+    value !== null && typeof value === "object" && !Array.isArray(value)
+      ? kept(value as Record<string, unknown>)
+      : stored(others.get(i) as SessionEvent),
+  );
+}
+
+/**
+ * A session and its context's events as an ADK service reads them, or
+ * `undefined` when there is none: the session and its events are read
+ * at once (two calls in flight); `recent` keeps the last ones, `after`
+ * the ones after the last event before it (as ADK's in-memory services).
+ */
+export async function readSession<E extends { timestamp: number }>(
+  store: Store,
+  owner: { appName: string; userId: string; sessionId: string },
+  options: { recent: number | undefined; after: number | undefined },
+  rebuild: (page: KeptItems) => E[],
+): Promise<{ stored: StoredSession; events: E[] } | undefined> {
+  const { appName, userId } = owner;
+  const id = storedIdOf(appName, userId, owner.sessionId);
+  if (id === undefined) return undefined;
+  const read = async (filter: JsonObject): Promise<KeptItems> =>
+    fromText<KeptItems>(
+      await store.callText("items", { app: appName, user_id: userId, session_id: id, key: EVENT_KEY, filter }),
+    );
+  const all = async (): Promise<E[]> => {
+    if (options.recent) return rebuild(await read({ last_n: options.recent }));
+    const events: E[] = [];
+    for (let page = 0; ; page++) {
+      const kept = await read({ page, page_size: 1000 });
+      events.push(...rebuild(kept));
+      if (!kept.has_more) return events;
+    }
+  };
+  const reading = all();
+  // Handled here and awaited below: when the session is missing, both
+  // reads fail and the session's read answers for them.
+  reading.catch(() => undefined);
+  let stored: StoredSession;
+  try {
+    stored = await store.get(appName, userId, id);
+  } catch (e) {
+    if (e instanceof NotFoundError) return undefined;
+    throw e;
+  }
+  let events = await reading;
+  if (options.after) {
+    let i = events.length - 1;
+    while (i >= 0 && events[i]!.timestamp >= options.after) i--;
+    events = events.slice(i + 1);
+  }
+  return { stored, events };
+}
+
+/** Deletes an ADK session's store session; an unknown one is no error. */
+export async function deleteQuietly(store: Store, appName: string, userId: string, sessionId: string): Promise<void> {
+  const id = storedIdOf(appName, userId, sessionId);
+  if (id === undefined) return;
+  try {
+    await store.delete(appName, userId, id);
+  } catch (e) {
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+}
+
+/**
+ * Copies an ADK session of another service into the store (created if
+ * need be), its events only, for recall; nothing for a session the store
+ * holds already.
+ */
+export async function copyForRecall(
+  store: Store,
+  session: { appName: string; userId: string; id: string },
+  events: SessionEvent[],
+): Promise<void> {
+  const id = storeSessionId(session.appName, session.userId, session.id);
+  try {
+    await store.get(session.appName, session.userId, id);
+    return;
+  } catch (e) {
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+  await store.create(session.appName, session.userId, { id });
+  if (events.length > 0) await store.appendEvents(session.appName, session.userId, id, events);
+}
+
+/** The hits of a memory search: the user's events in the app holding any word of `query`, best first. */
+export async function recall(store: Store, appName: string, userId: string, query: string, limit: number): Promise<SessionEvent[]> {
+  if (!query.trim()) return [];
+  const page = await store.search(appName, userId, query, { any: true, ranked: true, pageSize: limit });
+  return page.items.map((hit) => hit.event as unknown as SessionEvent);
 }

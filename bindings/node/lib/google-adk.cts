@@ -41,24 +41,30 @@ import type {
   Session as AdkSession,
 } from "@google/adk";
 
-import { adkSessionId, contentChatView, escapeName, storeSessionId } from "./adk-common.cjs";
+import {
+  EVENT_KEY,
+  adkSessionId,
+  contentChatView,
+  copyForRecall,
+  deleteQuietly,
+  escapeName,
+  readSession,
+  rebuildPage,
+  recall,
+  storeSessionId,
+} from "./adk-common.cjs";
 import { fromText, toStored } from "./codec.cjs";
 import {
   AlreadyExistsError,
   type Json,
   type JsonObject,
-  type KeptItems,
-  NotFoundError,
   type Session as StoredSession,
   type SessionEvent,
   type Store,
   event as storeEvent,
 } from "./index.cjs";
 
-export { adkSessionId, storeSessionId } from "./adk-common.cjs";
-
-/** The event metadata key that holds the ADK event as it was appended. */
-export const EVENT_KEY = "adk_event";
+export { EVENT_KEY, adkSessionId, storeSessionId } from "./adk-common.cjs";
 /** The hidden session-state key that holds the last appended event's time: `lastUpdateTime`. */
 export const LAST_UPDATE_KEY = "__adk_last_update_time__";
 /**
@@ -139,16 +145,6 @@ function adkEvent(stored: SessionEvent): Event {
   });
 }
 
-/** The ADK events of an `items` page. */
-function rebuildPage(page: KeptItems): Event[] {
-  const others = new Map(page.events);
-  return page.items.map((value, i) =>
-    value !== null && typeof value === "object" && !Array.isArray(value)
-      ? createEvent(value as Partial<Event>)
-      : adkEvent(others.get(i) as SessionEvent),
-  );
-}
-
 /** The ADK session of a store session. */
 function adkSession(stored: StoredSession, adkId: string, events: Event[], state = adkState(stored.state)): AdkSession {
   const updated = stored.state[LAST_UPDATE_KEY];
@@ -193,51 +189,19 @@ export class SessionService extends BaseSessionService {
     }
   }
 
-  async #read(appName: string, userId: string, sessionId: string): Promise<StoredSession | undefined> {
-    try {
-      return await this.#store.get(appName, userId, storeSessionId(appName, userId, sessionId.trim()));
-    } catch (e) {
-      if (e instanceof NotFoundError || e instanceof RangeError) return undefined;
-      throw e;
-    }
-  }
-
-  async #events(stored: StoredSession, lastN: number | undefined): Promise<Event[]> {
-    const read = async (filter: JsonObject): Promise<KeptItems> =>
-      fromText<KeptItems>(
-        await this.#store.callText("items", {
-          app: stored.app,
-          user_id: stored.user_id,
-          session_id: stored.id,
-          key: EVENT_KEY,
-          filter,
-        }),
-      );
-    if (lastN !== undefined) return rebuildPage(await read({ last_n: lastN }));
-    const events: Event[] = [];
-    for (let page = 0; ; page++) {
-      const kept = await read({ page, page_size: 1000 });
-      events.push(...rebuildPage(kept));
-      if (!kept.has_more) return events;
-    }
-  }
-
   /**
    * The session with its events, or `undefined`: `numRecentEvents` keeps
    * the most recent ones (0: all), `afterTimestamp` (milliseconds) the
    * ones after the last event before it, as ADK's in-memory service.
    */
   async getSession({ appName, userId, sessionId, config }: GetSessionRequest): Promise<AdkSession | undefined> {
-    const stored = await this.#read(appName, userId, sessionId);
-    if (stored === undefined) return undefined;
-    let events = await this.#events(stored, config?.numRecentEvents ? config.numRecentEvents : undefined);
-    const after = config?.afterTimestamp;
-    if (after) {
-      let i = events.length - 1;
-      while (i >= 0 && events[i]!.timestamp >= after) i--;
-      events = events.slice(i + 1);
-    }
-    return adkSession(stored, sessionId.trim(), events);
+    const found = await readSession(
+      this.#store,
+      { appName, userId, sessionId },
+      { recent: config?.numRecentEvents, after: config?.afterTimestamp },
+      (page) => rebuildPage(page, (kept) => createEvent(kept as Partial<Event>), adkEvent),
+    );
+    return found && adkSession(found.stored, sessionId.trim(), found.events);
   }
 
   /**
@@ -276,11 +240,7 @@ export class SessionService extends BaseSessionService {
 
   /** Deletes the session and its events; an unknown one is no error. */
   async deleteSession({ appName, userId, sessionId }: DeleteSessionRequest): Promise<void> {
-    try {
-      await this.#store.delete(appName, userId, storeSessionId(appName, userId, sessionId.trim()));
-    } catch (e) {
-      if (!(e instanceof NotFoundError || e instanceof RangeError)) throw e;
-    }
+    await deleteQuietly(this.#store, appName, userId, sessionId);
   }
 
   /**
@@ -346,25 +306,15 @@ export class MemoryService implements BaseMemoryService {
 
   /** Makes the session searchable (nothing to do for one the store holds). */
   async addSessionToMemory(session: AdkSession): Promise<void> {
-    const id = storeSessionId(session.appName, session.userId, session.id);
-    try {
-      await this.#store.get(session.appName, session.userId, id);
-      return;
-    } catch (e) {
-      if (!(e instanceof NotFoundError)) throw e;
-    }
-    await this.#store.create(session.appName, session.userId, { id });
     const events = session.events.filter((e) => !e.partial).map((e) => storedEvent(e, false));
-    if (events.length > 0) await this.#store.appendEvents(session.appName, session.userId, id, events);
+    await copyForRecall(this.#store, session, events);
   }
 
   /** The user's events in the app that hold any word of `query`, best first. */
   async searchMemory({ appName, userId, query }: SearchMemoryRequest): Promise<SearchMemoryResponse> {
-    if (!query.trim()) return { memories: [] };
-    const page = await this.#store.search(appName, userId, query, { any: true, ranked: true, pageSize: this.#limit });
     const memories = [];
-    for (const hit of page.items) {
-      const e = adkEvent(hit.event as unknown as SessionEvent);
+    for (const hit of await recall(this.#store, appName, userId, query, this.#limit)) {
+      const e = adkEvent(hit);
       if (!(e.content?.parts ?? []).some((p) => p.text)) continue; // text is what is recalled, as in ADK
       memories.push({ content: e.content!, author: e.author, timestamp: new Date(e.timestamp).toISOString() });
     }
