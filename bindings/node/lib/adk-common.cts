@@ -156,10 +156,12 @@ export async function readSession<E extends { timestamp: number }>(
       await store.callText("items", { app: appName, user_id: userId, session_id: id, key: EVENT_KEY, filter }),
     );
   const all = async (): Promise<E[]> => {
-    if (options.recent) return rebuild(await read({ last_n: options.recent }));
+    // Pages of at most 1,000 (the store's largest), of the last `recent` when given.
+    const last: JsonObject = options.recent ? { last_n: options.recent } : {};
+    const size = Math.min(options.recent || 1000, 1000);
     const events: E[] = [];
     for (let page = 0; ; page++) {
-      const kept = await read({ page, page_size: 1000 });
+      const kept = await read({ ...last, page, page_size: size });
       events.push(...rebuild(kept));
       if (!kept.has_more) return events;
     }

@@ -13,13 +13,18 @@ export const BYTES_KEY = "$agent_session_bytes";
 /** The one key of the object that stands for a `Set`: its members. */
 export const SET_KEY = "$agent_session_set";
 
-/** The replacer that tags binary data and sets. */
-function tag(_key: string, v: unknown): unknown {
-  if (v instanceof Uint8Array) {
-    return { [BYTES_KEY]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") };
+/**
+ * The replacer that tags binary data and sets. It looks at the holder's
+ * own value, not the one it is handed: `JSON.stringify` has already
+ * turned a `Buffer` into `{type: "Buffer", data: [...]}` by its `toJSON`.
+ */
+function tag(this: unknown, key: string, v: unknown): unknown {
+  const raw = this !== null && typeof this === "object" ? (this as Record<string, unknown>)[key] : v;
+  if (raw instanceof Uint8Array) {
+    return { [BYTES_KEY]: Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString("base64") };
   }
-  if (v instanceof Set) {
-    return { [SET_KEY]: [...v] };
+  if (raw instanceof Set) {
+    return { [SET_KEY]: [...raw] };
   }
   return v;
 }
@@ -50,8 +55,8 @@ export function fromText<T>(text: string): T {
 
 /** JSON text of a value with its object keys sorted, tagged as stored. */
 export function sortedJson(value: unknown): string {
-  return JSON.stringify(value, (key, v: unknown) => {
-    const tagged = tag(key, v);
+  return JSON.stringify(value, function (this: unknown, key: string, v: unknown) {
+    const tagged = tag.call(this, key, v);
     if (tagged && typeof tagged === "object" && !Array.isArray(tagged)) {
       const entries = Object.entries(tagged as Record<string, unknown>);
       entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

@@ -113,6 +113,12 @@ function storedEvent(e: Event, withState = true): SessionEvent {
   const delta = withState ? storedState(e.actions?.stateDelta) : {};
   delta[LAST_UPDATE_KEY] = e.timestamp;
   const kept = toStored<JsonObject>(e);
+  const actions = kept.actions as JsonObject | undefined;
+  if (actions && typeof actions === "object" && actions.stateDelta && typeof actions.stateDelta === "object") {
+    // `temp:` keys never reach the store, in the kept copy neither.
+    const delta = actions.stateDelta as JsonObject;
+    actions.stateDelta = Object.fromEntries(Object.entries(delta).filter(([k]) => !k.startsWith("temp:")));
+  }
   // ADK's event ids are 8 random characters: qualified by the run, two
   // events of one session never share a store id.
   const id = e.invocationId ? `${e.invocationId}.${e.id}` : e.id;

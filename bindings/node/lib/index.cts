@@ -13,7 +13,8 @@
  * is a {@link NotFoundError}, as if it did not exist. Messages are plain
  * objects in the OpenAI chat shape; sessions, events and pages are the
  * JSON the HTTP API returns (`docs/server.md`), snake_case keys included.
- * Every call runs on the store's own threads, off the JavaScript thread.
+ * Every call runs off the JavaScript thread: an embedded store's on the
+ * libuv thread pool, a networked store's on the addon's Tokio runtime.
  *
  * @module
  */

@@ -203,13 +203,12 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
    * given (0 or less: none, as the SDK's `MemorySession`).
    */
   async getItems(limit?: number, _runContext?: RunContext<unknown>): Promise<AgentInputItem[]> {
-    if (limit !== undefined) {
-      if (limit <= 0) return [];
-      return filled(await this.#items({ lastN: limit }));
-    }
+    if (limit !== undefined && limit <= 0) return [];
+    // Pages of at most 1,000 (the store's largest), of the last `limit` when given.
+    const pageSize = Math.min(limit ?? 1000, 1000);
     const items: AgentInputItem[] = [];
     for (let page = 0; ; page++) {
-      const kept = await this.#items({ page, pageSize: 1000 });
+      const kept = await this.#items({ ...(limit === undefined ? {} : { lastN: limit }), page, pageSize });
       items.push(...filled(kept));
       if (!kept.has_more) return items;
     }
@@ -270,7 +269,7 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
    * replaces, so recall search still finds them.
    */
   async replaceHistoryWithCompaction(items: AgentInputItem[], runContext?: RunContext<unknown>): Promise<void> {
-    await this.#replaceTail(0, () => this.#events(items, this.#invocation(runContext)));
+    await this.#replaceTail("all", () => this.#events(items, this.#invocation(runContext)));
   }
 
   /**
@@ -278,6 +277,10 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
    * the same id with the same transaction again changes nothing, with
    * another transaction it throws the SDK's `UserError`, as does a
    * `replace_suffix` whose expected suffix is not the history's tail.
+   * The operation is recorded in the session's state under
+   * `__openai_op_<digest of its id>__` (the transaction's digest), with
+   * the append that applies it; its events carry the operation as their
+   * invocation.
    */
   async applyHistoryTransaction(args: SessionHistoryTransactionArgs, runContext?: RunContext<unknown>): Promise<void> {
     const operationId = args?.operationId;
@@ -288,48 +291,57 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
     if (!transaction || typeof transaction !== "object") {
       throw new UserError("Session history transaction must be an object.");
     }
+    if (transaction.type !== "append_items" && transaction.type !== "replace_suffix") {
+      throw new UserError("Session history transaction type is not supported.");
+    }
     const sum = digest(transaction);
-    // The operation's events carry its id as their invocation and the
-    // transaction's digest: a retry finds them in the archive.
-    const op = `openai-op-${createHash("sha256").update(operationId).digest("hex").slice(0, 32)}`;
+    const hash = createHash("sha256").update(operationId).digest("hex").slice(0, 32);
+    const op = `openai-op-${hash}`;
+    const key = `__openai_op_${hash}__`;
     const id = await this.storeSessionId();
-    const done = await this.#store.events(this.#app, this.#user, id, { view: "archive", invocationId: op, pageSize: 1 });
-    const applied = done.items[0]?.metadata?.openai_operation;
-    if (applied !== undefined) {
-      if (applied !== sum) {
+    const applied = async (): Promise<boolean> => {
+      const recorded = (await this.#store.state(this.#app, this.#user, id)).session[key];
+      if (recorded === undefined) return false;
+      if (recorded !== sum) {
+        throw new UserError("Session history operation was already applied with a different transaction.");
+      }
+      return true;
+    };
+    if (await applied()) return;
+    const events = (items: AgentInputItem[]) => this.#events(items, op, (i) => `${op}-${i}`);
+    if (transaction.type === "append_items") {
+      const batch = events(transaction.items);
+      const last = batch[batch.length - 1];
+      if (last === undefined) {
+        await this.#store.patchState(this.#app, this.#user, id, { [key]: sum });
+        return;
+      }
+      last.state_delta = { [key]: sum };
+      const done = await this.#store.appendEvents(this.#app, this.#user, id, batch);
+      // Events under these ids were there already: another call applied
+      // the operation first, with this transaction or with another.
+      if (done.written < batch.length && !(await applied())) {
         throw new UserError("Session history operation was already applied with a different transaction.");
       }
       return;
     }
-    const stamp = (events: SessionEvent[]): SessionEvent[] => {
-      for (const e of events) e.metadata = { ...e.metadata, openai_operation: sum };
-      return events;
-    };
-    const ids = (i: number) => `${op}-${i}`;
-    if (transaction.type === "append_items") {
-      if (transaction.items.length === 0) return;
-      await this.#store.appendEvents(this.#app, this.#user, id, stamp(this.#events(transaction.items, op, ids)));
-      return;
-    }
-    if (transaction.type !== "replace_suffix") {
-      throw new UserError("Session history transaction type is not supported.");
-    }
     const expected = transaction.expectedSuffix.map((item) => sortedJson(item));
-    await this.#replaceTail(expected.length, () => stamp(this.#events(transaction.replacement, op, ids)), (tail) => {
+    await this.#replaceTail(expected.length, () => events(transaction.replacement), (tail) => {
       const actual = tail.map((item) => sortedJson(item));
       if (actual.length !== expected.length || actual.some((a, i) => a !== expected[i])) {
         throw new UserError("Session history suffix no longer matches the transaction precondition.");
       }
     });
+    await this.#store.patchState(this.#app, this.#user, id, { [key]: sum });
   }
 
   /**
-   * Replaces the last `count` items of the context (all of them when 0)
+   * Replaces the last `count` items of the context (`"all"`: every one)
    * with `replacement()`, by compare-and-swap on the session's version,
    * after `check(tail)` accepts the items it replaces; a concurrent write
    * makes it read and try again.
    */
-  async #replaceTail(count: number, replacement: () => SessionEvent[], check?: (tail: AgentInputItem[]) => void): Promise<void> {
+  async #replaceTail(count: number | "all", replacement: () => SessionEvent[], check?: (tail: AgentInputItem[]) => void): Promise<void> {
     const id = await this.storeSessionId();
     for (let attempt = 0; ; attempt++) {
       const { version } = await this.#store.get(this.#app, this.#user, id);
@@ -339,7 +351,7 @@ export class Session implements RunContextAwareSession, SessionHistoryTransactio
         context.push(...got.items);
         if (!got.has_more) break;
       }
-      const start = count === 0 ? 0 : context.length - count;
+      const start = count === "all" ? 0 : context.length - count;
       if (start < 0) {
         check?.([]);
         throw new UserError("Session history suffix no longer matches the transaction precondition.");

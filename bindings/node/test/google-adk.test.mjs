@@ -101,6 +101,10 @@ for (const [kind, makeUrl] of await storeKinds()) {
       assert.equal(got.state["user:favorite_city"], "Paris");
       assert.ok("cleared" in got.state && got.state.cleared === null, "a null state value is kept, as in ADK");
       assert.ok(!("temp:scratch" in got.state), "temp: state is never stored");
+      assert.ok(
+        got.events.every((e) => !Object.keys(e.actions?.stateDelta ?? {}).some((k) => k.startsWith("temp:"))),
+        "nor in the events' deltas",
+      );
       assert.equal(got.lastUpdateTime, got.events[5].timestamp);
 
       const other = await service.createSession({ appName: APP, userId: "ada" });

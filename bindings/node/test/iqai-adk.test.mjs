@@ -87,6 +87,10 @@ for (const [kind, makeUrl] of await storeKinds()) {
       assert.equal(got.state.last_city, "Paris");
       assert.equal(got.state["user:favorite_city"], "Paris");
       assert.ok(!("temp:scratch" in got.state), "temp: state is never stored");
+      assert.ok(
+        got.events.every((e) => !Object.keys(e.actions?.stateDelta ?? {}).some((k) => k.startsWith("temp:"))),
+        "nor in the events' deltas",
+      );
       assert.equal(got.lastUpdateTime, got.events[5].timestamp);
 
       // The user: key reaches the user's other sessions; nothing of it reaches another user.

@@ -120,22 +120,27 @@ for (const [kind, makeUrl] of await storeKinds()) {
       const store = await Store.open(makeUrl());
       const session = new Session("chat-bytes", store, { userId: "ada" });
       const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+      const buffer = Buffer.from("a file's bytes");
       const items = [
         { type: "message", role: "user", content: [{ type: "input_text", text: "what is this?" }, { type: "input_image", image: bytes }] },
         { type: "message", role: "developer", content: "be brief" },
         { type: "function_call_result", callId: "c9", name: "lookup", status: "completed", output: { type: "text", text: "found" } },
         { type: "hosted_tool_call", name: "web_search", status: "completed", providerData: { query: "weather" } },
+        { type: "message", role: "user", content: [{ type: "input_file", file: buffer }] },
       ];
       await session.addItems(items);
       const back = await session.getItems();
-      assert.deepEqual(back, items);
+      assert.deepEqual(back.slice(0, 4), items.slice(0, 4));
       assert.ok(back[0].content[1].image instanceof Uint8Array);
+      const file = back[4].content[0].file;
+      assert.ok(file instanceof Uint8Array && Buffer.from(file).equals(buffer), "a Buffer comes back as its bytes");
       const stored = await store.events("openai-agents", "ada", await session.storeSessionId());
       assert.deepEqual(stored.items.map((e) => e.message), [
         { role: "user", content: "what is this?" },
         { role: "system", content: "be brief" },
         { role: "tool", tool_call_id: "c9", content: "found" },
         chatView(JSON.parse(JSON.stringify(items[3]))),
+        { role: "user", content: "" },
       ]);
     });
 
@@ -216,6 +221,38 @@ for (const [kind, makeUrl] of await storeKinds()) {
       await assert.rejects(session.applyHistoryTransaction({ operationId: " ", transaction: append }), userError);
       const hits = await store.search("openai-agents", "ada", "two");
       assert.equal(hits.items.length, 1, "the archive keeps the replaced item");
+
+      // A transaction that writes nothing is recorded all the same.
+      const nothing = { type: "append_items", items: [] };
+      await session.applyHistoryTransaction({ operationId: "op-4", transaction: nothing });
+      await session.applyHistoryTransaction({ operationId: "op-4", transaction: nothing });
+      await assert.rejects(session.applyHistoryTransaction({ operationId: "op-4", transaction: append }), userError);
+      // An empty expected suffix matches any history: the replacement is appended.
+      const tail = { type: "replace_suffix", expectedSuffix: [], replacement: [{ role: "user", content: "three" }] };
+      await session.applyHistoryTransaction({ operationId: "op-5", transaction: tail });
+      assert.deepEqual((await session.getItems()).map((i) => i.content), ["one", "2", "three"]);
+      // Two calls of one operation with different transactions: the second throws.
+      const a = { type: "append_items", items: [{ role: "user", content: "a" }] };
+      const b = { type: "append_items", items: [{ role: "user", content: "b" }] };
+      const both = await Promise.allSettled([
+        session.applyHistoryTransaction({ operationId: "op-6", transaction: a }),
+        session.applyHistoryTransaction({ operationId: "op-6", transaction: b }),
+      ]);
+      assert.deepEqual(both.map((r) => r.status).sort(), ["fulfilled", "rejected"]);
+      assert.equal((await session.getItems()).length, 4, "one of the two applied");
+    });
+
+    it("reads more than a page of the latest items", async () => {
+      const store = await Store.open(makeUrl());
+      const session = new Session("chat-big", store, { userId: "ada" });
+      for (let chunk = 0; chunk < 4; chunk++) {
+        await session.addItems(Array.from({ length: 300 }, (_, n) => ({ role: "user", content: `m${chunk * 300 + n}` })));
+      }
+      const last = await session.getItems(1100);
+      assert.equal(last.length, 1100);
+      assert.equal(last[0].content, "m100");
+      assert.equal(last[1099].content, "m1199");
+      assert.equal((await session.getItems()).length, 1200);
     });
 
     it("replaces the history with a compaction marker and its suffix", async () => {

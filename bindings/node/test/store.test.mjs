@@ -225,7 +225,7 @@ for (const [kind, makeUrl] of await storeKinds()) {
       const s = await store.create(APP, ADA);
       await store.append(APP, ADA, s.id, { role: "user", content: "hi" });
       const usage = await store.usage(APP, ADA, s.id);
-      assert.equal(typeof usage, "object");
+      assert.deepEqual(usage.total, { calls: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0 });
       const erased = await store.eraseUser(APP, ADA);
       assert.equal(erased.sessions, 1);
       await assert.rejects(store.get(APP, ADA, s.id), NotFoundError);

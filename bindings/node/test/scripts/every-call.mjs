@@ -31,7 +31,8 @@ async function exercise(url) {
 
 const opened = [];
 for (const url of urls) {
-  opened.push(await exercise(url));
+  // "idle": the stores are opened and never called.
+  opened.push(how === "idle" ? { store: await Store.open(url), id: undefined } : await exercise(url));
 }
 
 // Calls left in flight, never awaited.
@@ -48,7 +49,8 @@ switch (how) {
   case "return":
     break;
   case "idle":
-    // Nothing pending: the process must end although the stores are open.
+    // Nothing pending, nothing ever called: the process must end
+    // although the stores are open.
     break;
   case "exit":
     inFlight();
