@@ -31,10 +31,11 @@ pub struct ContextChange {
     /// The seqs of the new context, as sorted, disjoint, inclusive ranges.
     pub context: Vec<[u64; 2]>,
     /// The same seqs in context order, as inclusive runs (`[a, b]` is
-    /// `a..=b` ascending), when that order is not seq order (a summary
-    /// turn leads the turns it follows, a placeholder keeps its result's
-    /// place); empty when it is, and in changes written before stores kept
-    /// it. What a rewind or fork to a point after this change restores.
+    /// `a..=b` ascending): what a rewind or fork to a point after this
+    /// change restores. A summary turn may lead the turns it follows, a
+    /// placeholder keeps its result's place. Empty when the context is
+    /// one run in seq order, and in changes written before stores kept
+    /// the order (a context with gaps then has no recorded order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub order: Vec<[u64; 2]>,
 }
@@ -59,16 +60,24 @@ impl ContextChange {
         seqs.sort_unstable();
         seqs.dedup();
         let in_seq_order = context.windows(2).all(|w| w[0] < w[1]);
+        let ranges = runs(seqs);
+        // An empty order reads as "not recorded" when the context has
+        // gaps (a change from before stores kept the order), so a context
+        // in seq order with gaps records its runs: a restore then keeps
+        // its order instead of guessing compaction's.
+        let order = if !in_seq_order {
+            runs(context.iter().copied())
+        } else if ranges.len() > 1 {
+            ranges.clone()
+        } else {
+            Vec::new()
+        };
         Self {
             version,
             at,
             before_seq,
-            context: runs(seqs),
-            order: if in_seq_order {
-                Vec::new()
-            } else {
-                runs(context.iter().copied())
-            },
+            context: ranges,
+            order,
         }
     }
 

@@ -527,58 +527,66 @@ where
 {
     let (rt, mut runner) = crate::model::runner("PROMISE_CASES", cases);
     let result = runner.run(&prop::collection::vec(op(), 1..16), |ops| {
-        rt.block_on(async {
-            let clock = Arc::new(ManualClock::at(
-                chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
-            ));
-            let Some(store) = factory(clock.clone()).await else {
-                return Ok(());
-            };
-            let service = DefaultSessionService::new(store.repo.clone()).with_clock(clock.clone());
-            let owner = Owner::parse("app", "promise").unwrap();
-            let session = service
-                .create(
-                    CreateSessionRequest::builder("promise")
-                        .app("app")
-                        .build()
-                        .unwrap(),
-                )
-                .await
-                .unwrap();
-            let run = Run {
-                service,
-                owner,
-                id: session.id,
-                clock,
-            };
-            let mut model = Model::default();
-            for (n, op) in ops.iter().enumerate() {
-                let step = match op {
-                    Op::Turn { .. } => {
-                        run.turn(&mut model, op).await;
-                        Ok(())
-                    }
-                    Op::Compact { which, param } => run.compact(*which, *param).await,
-                    Op::Rewind { back } => run.rewind(&mut model, *back).await,
-                    Op::Fork { back } => run.fork(&model, *back).await,
-                };
-                let checked = match step {
-                    Ok(()) => match check_context(&run).await {
-                        Ok(()) => check_nothing_lost(&run, &model, false).await,
-                        e => e,
-                    },
-                    e => e,
-                };
-                checked.map_err(|e| fail(format!("step {n} {op:?}: {e}")))?;
-            }
-            check_nothing_lost(&run, &model, true).await?;
-            drop(store.guard);
-            Ok(())
-        })
+        rt.block_on(run_history(&factory, &ops))
     });
     if let Err(e) = result {
         panic!("promise test failed: {e}");
     }
+}
+
+/// Runs one history through the service over the store from `factory`,
+/// checking the promise after every step.
+async fn run_history<F, FF>(factory: &F, ops: &[Op]) -> Result<(), TestCaseError>
+where
+    F: Fn(SharedClock) -> FF,
+    FF: Future<Output = Option<TestStore>>,
+{
+    let clock = Arc::new(ManualClock::at(
+        chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+    ));
+    let Some(store) = factory(clock.clone()).await else {
+        return Ok(());
+    };
+    let service = DefaultSessionService::new(store.repo.clone()).with_clock(clock.clone());
+    let owner = Owner::parse("app", "promise").unwrap();
+    let session = service
+        .create(
+            CreateSessionRequest::builder("promise")
+                .app("app")
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let run = Run {
+        service,
+        owner,
+        id: session.id,
+        clock,
+    };
+    let mut model = Model::default();
+    for (n, op) in ops.iter().enumerate() {
+        let step = match op {
+            Op::Turn { .. } => {
+                run.turn(&mut model, op).await;
+                Ok(())
+            }
+            Op::Compact { which, param } => run.compact(*which, *param).await,
+            Op::Rewind { back } => run.rewind(&mut model, *back).await,
+            Op::Fork { back } => run.fork(&model, *back).await,
+        };
+        let checked = match step {
+            Ok(()) => match check_context(&run).await {
+                Ok(()) => check_nothing_lost(&run, &model, false).await,
+                e => e,
+            },
+            e => e,
+        };
+        checked.map_err(|e| fail(format!("step {n} {op:?}: {e}")))?;
+    }
+    check_nothing_lost(&run, &model, true).await?;
+    drop(store.guard);
+    Ok(())
 }
 
 /// Generates the promise's model-based test over a store factory: 32
@@ -595,4 +603,54 @@ macro_rules! promise_suite {
             $crate::promise::run_promise($factory, $cases);
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use session_core::InMemoryRepository;
+
+    fn turn(system: Option<bool>, steps: u8, parallel: bool, sub_agent: bool) -> Op {
+        Op::Turn {
+            system,
+            steps,
+            parallel,
+            late: false,
+            pending: false,
+            sub_agent,
+            words: 1,
+        }
+    }
+
+    /// A history a random run once found (on SQLite): a rewind after a
+    /// window compaction and a turn window restored the context out of order.
+    #[test]
+    fn a_rewind_after_two_compactions_restores_the_context_in_order() {
+        let ops = vec![
+            turn(None, 1, false, false),
+            Op::Compact {
+                which: 1,
+                param: 21260,
+            },
+            turn(Some(false), 1, true, true),
+            turn(None, 0, false, false),
+            Op::Compact {
+                which: 0,
+                param: 246,
+            },
+            Op::Rewind { back: 0 },
+            turn(None, 0, false, false),
+            turn(None, 0, false, false),
+            turn(None, 0, false, false),
+            turn(None, 0, false, false),
+            Op::Rewind { back: 0 },
+        ];
+        let factory = |clock: SharedClock| async move {
+            Some(TestStore::new(InMemoryRepository::new().with_clock(clock)))
+        };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        if let Err(e) = rt.block_on(run_history(&factory, &ops)) {
+            panic!("{e}");
+        }
+    }
 }
