@@ -6,8 +6,17 @@
  * @module
  */
 
-import { fromText } from "./codec.cjs";
-import { type JsonObject, type KeptItems, type Message, NotFoundError, type Session as StoredSession, type SessionEvent, type Store } from "./index.cjs";
+import { fromText, toStored } from "./codec.cjs";
+import {
+  type JsonObject,
+  type KeptItems,
+  type Message,
+  NotFoundError,
+  type Session as StoredSession,
+  type SessionEvent,
+  type Store,
+  event as storeEvent,
+} from "./index.cjs";
 
 /** The longest store session id (the store's rule). */
 export const MAX_ID_LEN = 128;
@@ -115,6 +124,49 @@ export function contentChatView(author: string | undefined, content: { parts?: P
 
 /** The event metadata key that holds an ADK event as it was appended (both ADKs). */
 export const EVENT_KEY = "adk_event";
+/**
+ * The session-state key (hidden from ADK) that holds the timestamp of the
+ * last event ADK appended: ADK's `Session.lastUpdateTime`.
+ */
+export const LAST_UPDATE_KEY = "__adk_last_update_time__";
+
+/** What the store keeps of an ADK event, in both ADKs. */
+interface AdkEventLike {
+  id: string;
+  invocationId?: string;
+  branch?: string;
+  author?: string;
+  content?: unknown;
+}
+
+/**
+ * The store event of an ADK event: its chat view as the message, the
+ * event kept whole under {@link EVENT_KEY} (its delta's `temp:` keys
+ * left out), `stateDelta` as the store is to apply it, at time `at`.
+ * ADK event ids are 8 random characters: qualified by the run, two
+ * events of one session never share a store id.
+ */
+export function storedAdkEvent(e: AdkEventLike, stateDelta: JsonObject, at: Date): SessionEvent {
+  const kept = toStored<JsonObject>(e);
+  const actions = kept.actions;
+  if (actions && typeof actions === "object" && !Array.isArray(actions)) {
+    const delta = actions.stateDelta;
+    if (delta && typeof delta === "object" && !Array.isArray(delta)) {
+      actions.stateDelta = Object.fromEntries(Object.entries(delta).filter(([k]) => !k.startsWith("temp:")));
+    }
+  }
+  const id = e.invocationId ? `${e.invocationId}.${e.id}` : e.id;
+  const stored = storeEvent(contentChatView(e.author, e.content as never), {
+    id: escapeName(id),
+    ...(e.invocationId ? { invocationId: escapeName(e.invocationId) } : {}),
+    ...(e.branch ? { branch: e.branch } : {}),
+    ...(e.author ? { author: e.author } : {}),
+    stateDelta,
+    metadata: { [EVENT_KEY]: kept },
+  });
+  stored.timestamp = at.toISOString();
+  return stored;
+}
 
 /** The store id behind an ADK id, or `undefined` when it cannot be one (too long). */
 function storedIdOf(appName: string, userId: string, sessionId: string): string | undefined {

@@ -43,15 +43,15 @@ import type {
 
 import {
   EVENT_KEY,
+  LAST_UPDATE_KEY,
   adkSessionId,
-  contentChatView,
   copyForRecall,
   deleteQuietly,
-  escapeName,
   readSession,
   rebuildPage,
   recall,
   storeSessionId,
+  storedAdkEvent,
 } from "./adk-common.cjs";
 import { fromText, toStored } from "./codec.cjs";
 import {
@@ -61,12 +61,9 @@ import {
   type Session as StoredSession,
   type SessionEvent,
   type Store,
-  event as storeEvent,
 } from "./index.cjs";
 
-export { EVENT_KEY, adkSessionId, storeSessionId } from "./adk-common.cjs";
-/** The hidden session-state key that holds the last appended event's time: `lastUpdateTime`. */
-export const LAST_UPDATE_KEY = "__adk_last_update_time__";
+export { EVENT_KEY, LAST_UPDATE_KEY, adkSessionId, storeSessionId } from "./adk-common.cjs";
 /**
  * The marker of a state value the store could not hold as it is: `null`
  * (which the store reads as "remove the key") and objects carrying the marker.
@@ -112,26 +109,7 @@ function adkState(state: JsonObject): Record<string, unknown> {
 function storedEvent(e: Event, withState = true): SessionEvent {
   const delta = withState ? storedState(e.actions?.stateDelta) : {};
   delta[LAST_UPDATE_KEY] = e.timestamp;
-  const kept = toStored<JsonObject>(e);
-  const actions = kept.actions as JsonObject | undefined;
-  if (actions && typeof actions === "object" && actions.stateDelta && typeof actions.stateDelta === "object") {
-    // `temp:` keys never reach the store, in the kept copy neither.
-    const delta = actions.stateDelta as JsonObject;
-    actions.stateDelta = Object.fromEntries(Object.entries(delta).filter(([k]) => !k.startsWith("temp:")));
-  }
-  // ADK's event ids are 8 random characters: qualified by the run, two
-  // events of one session never share a store id.
-  const id = e.invocationId ? `${e.invocationId}.${e.id}` : e.id;
-  const stored = storeEvent(contentChatView(e.author, e.content as never), {
-    id: escapeName(id),
-    ...(e.invocationId ? { invocationId: escapeName(e.invocationId) } : {}),
-    ...(e.branch ? { branch: e.branch } : {}),
-    ...(e.author ? { author: e.author } : {}),
-    stateDelta: delta,
-    metadata: { [EVENT_KEY]: kept },
-  });
-  stored.timestamp = new Date(e.timestamp).toISOString();
-  return stored;
+  return storedAdkEvent(e, delta, new Date(e.timestamp));
 }
 
 /** The ADK event a stored event holds; a summary as a text event. */

@@ -41,15 +41,15 @@ import type {
 
 import {
   EVENT_KEY,
+  LAST_UPDATE_KEY,
   adkSessionId,
-  contentChatView,
   copyForRecall,
   deleteQuietly,
-  escapeName,
   readSession,
   rebuildPage,
   recall,
   storeSessionId,
+  storedAdkEvent,
 } from "./adk-common.cjs";
 import { fromText, toStored } from "./codec.cjs";
 import {
@@ -59,15 +59,9 @@ import {
   type Session as StoredSession,
   type SessionEvent,
   type Store,
-  event as storeEvent,
 } from "./index.cjs";
 
-export { EVENT_KEY, adkSessionId, storeSessionId } from "./adk-common.cjs";
-/**
- * The session-state key (hidden from ADK) that holds the timestamp of the
- * last event ADK appended: ADK's `Session.lastUpdateTime`.
- */
-export const LAST_UPDATE_KEY = "__adk_last_update_time__";
+export { EVENT_KEY, LAST_UPDATE_KEY, adkSessionId, storeSessionId } from "./adk-common.cjs";
 
 /** The ADK event's own fields the `Event` constructor takes. */
 const CONSTRUCTED = new Set(["content", "partial", "invocationId", "author", "actions", "longRunningToolIds", "branch", "id", "timestamp"]);
@@ -91,24 +85,7 @@ function adkState(state: JsonObject): Record<string, unknown> {
 function storedEvent(e: Event, withState = true): SessionEvent {
   const delta = withState ? storedDelta(e.actions?.stateDelta) : {};
   delta[LAST_UPDATE_KEY] = e.timestamp;
-  const kept = toStored<JsonObject>(e);
-  const actions = kept.actions as JsonObject | undefined;
-  if (actions && typeof actions === "object") {
-    actions.stateDelta = storedDelta(e.actions?.stateDelta) as JsonObject;
-  }
-  // ADK-TS event ids are 8 random characters: qualified by the run, two
-  // events of one session never share a store id.
-  const id = e.invocationId ? `${e.invocationId}.${e.id}` : e.id;
-  const stored = storeEvent(contentChatView(e.author, e.content as never), {
-    id: escapeName(id),
-    ...(e.invocationId ? { invocationId: escapeName(e.invocationId) } : {}),
-    ...(e.branch ? { branch: e.branch } : {}),
-    ...(e.author ? { author: e.author } : {}),
-    stateDelta: delta,
-    metadata: { [EVENT_KEY]: kept },
-  });
-  stored.timestamp = new Date(e.timestamp * 1000).toISOString();
-  return stored;
+  return storedAdkEvent(e, delta, new Date(e.timestamp * 1000));
 }
 
 /** The ADK `Event` of its stored copy. */
