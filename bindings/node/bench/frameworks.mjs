@@ -19,7 +19,8 @@
 // DatabaseSessionService on SQLite (MikroORM with better-sqlite3) against
 // ours: appendEvent of --adk-events events to one session, then
 // getSession whole and with numRecentEvents 20. W4 searches the user's
-// sessions, which no framework store can: an absolute figure.
+// sessions, which no framework store can: an absolute figure. Each
+// framework's workload has a store file of its own on both sides.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -149,13 +150,17 @@ async function pair(oursFirst, ours, theirs) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "agent-session-bench-"));
-const store = await Store.open(`sqlite://${join(dir, "ours.db")}`);
+// One store file per framework, as each framework's own store has one:
+// no store holds (and indexes) another framework's workload.
+const store = await Store.open(`sqlite://${join(dir, "ours-openai.db")}`);
+const iqaiStore = await Store.open(`sqlite://${join(dir, "ours-iqai.db")}`);
+const googleStore = await Store.open(`sqlite://${join(dir, "ours-google.db")}`);
 const oursMake = (id) => new Session(id, store, { userId: "ada" });
 const theirsMake = (id) => new MemorySession({ sessionId: id });
 
-const iqaiOurs = new IqaiOurs(store);
+const iqaiOurs = new IqaiOurs(iqaiStore);
 const iqaiTheirs = createSqliteSessionService(join(dir, "iqai.db"));
-const googleOurs = new GoogleOurs(store);
+const googleOurs = new GoogleOurs(googleStore);
 const googleTheirs = new GoogleDatabase({ driver: BetterSqliteDriver, dbName: join(dir, "google.db") });
 await googleTheirs.init();
 
@@ -239,4 +244,4 @@ for (const row of Object.values(rows)) console.log(row.line());
 console.log();
 console.log(`W4 search across the user's sessions (any word, ranked): ${searchMs.toFixed(2)} ms per query (no framework store can search).`);
 await googleTheirs.orm?.close?.();
-store.close();
+for (const s of [store, iqaiStore, googleStore]) s.close();

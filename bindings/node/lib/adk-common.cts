@@ -190,8 +190,8 @@ export function rebuildPage<E>(page: KeptItems, kept: (value: Record<string, unk
 
 /**
  * A session and its context's events as an ADK service reads them, or
- * `undefined` when there is none: the session and its events are read
- * at once (two calls in flight); `recent` keeps the last ones, `after`
+ * `undefined` when there is none: the session comes with the first page
+ * of its events (one call); `recent` keeps the last ones, `after`
  * the ones after the last event before it (as ADK's in-memory services).
  */
 export async function readSession<E extends { timestamp: number }>(
@@ -203,37 +203,40 @@ export async function readSession<E extends { timestamp: number }>(
   const { appName, userId } = owner;
   const id = storedIdOf(appName, userId, owner.sessionId);
   if (id === undefined) return undefined;
-  const read = async (filter: JsonObject): Promise<KeptItems> =>
+  // One call answers the session with the first page: an unknown session
+  // is its NotFoundError.
+  const read = async (filter: JsonObject, withSession: boolean): Promise<KeptItems> =>
     fromText<KeptItems>(
-      await store.callText("items", { app: appName, user_id: userId, session_id: id, key: EVENT_KEY, filter }),
+      await store.callText("items", {
+        app: appName,
+        user_id: userId,
+        session_id: id,
+        key: EVENT_KEY,
+        filter,
+        with_session: withSession,
+      }),
     );
-  const all = async (): Promise<E[]> => {
-    // Pages of at most 1,000 (the store's largest), of the last `recent` when given.
-    const last: JsonObject = options.recent ? { last_n: options.recent } : {};
-    const size = Math.min(options.recent || 1000, 1000);
-    const events: E[] = [];
-    for (let page = 0; ; page++) {
-      const kept = await read({ ...last, page, page_size: size });
-      events.push(...rebuild(kept));
-      if (!kept.has_more) return events;
-    }
-  };
-  const reading = all();
-  // Handled here and awaited below: when the session is missing, both
-  // reads fail and the session's read answers for them.
-  reading.catch(() => undefined);
-  let stored: StoredSession;
+  // Pages of at most 1,000 (the store's largest), of the last `recent` when given.
+  const last: JsonObject = options.recent ? { last_n: options.recent } : {};
+  const size = Math.min(options.recent || 1000, 1000);
+  let first: KeptItems;
   try {
-    stored = await store.get(appName, userId, id);
+    first = await read({ ...last, page: 0, page_size: size }, true);
   } catch (e) {
     if (e instanceof NotFoundError) return undefined;
     throw e;
   }
-  let events = await reading;
+  const stored = first.session as StoredSession;
+  const events = rebuild(first);
+  for (let page = 1, more = first.has_more; more; page++) {
+    const kept = await read({ ...last, page, page_size: size }, false);
+    events.push(...rebuild(kept));
+    more = kept.has_more;
+  }
   if (options.after) {
     let i = events.length - 1;
     while (i >= 0 && events[i]!.timestamp >= options.after) i--;
-    events = events.slice(i + 1);
+    return { stored, events: events.slice(i + 1) };
   }
   return { stored, events };
 }

@@ -113,6 +113,8 @@ export interface Appended {
  * index.
  */
 export interface KeptItems {
+  /** The session, when the read asked for it (`withSession`). */
+  session?: Session;
   /** The stored object of each event, or `null`. */
   items: (Json | null)[];
   /** The events that hold none, with their index. */
@@ -497,17 +499,19 @@ export class Store {
 
   /**
    * What an adapter stored with each event of the context under `key`:
-   * one object per event, for adapters' reads of whole conversations.
+   * one object per event, for adapters' reads of whole conversations;
+   * `withSession` answers the session too, in the same call.
    */
   items(
     app: string,
     userId: string,
     sessionId: string,
     key: string,
-    options: { lastN?: number; page?: number; pageSize?: number } = {},
+    options: { lastN?: number; page?: number; pageSize?: number; withSession?: boolean } = {},
   ): Promise<KeptItems> {
     const filter = defined({ last_n: options.lastN, page: options.page ?? 0, page_size: options.pageSize });
-    return this.call("items", { app, user_id: userId, session_id: sessionId, key, filter });
+    const withSession = options.withSession ?? false;
+    return this.call("items", { app, user_id: userId, session_id: sessionId, key, filter, with_session: withSession });
   }
 
   /**

@@ -2,7 +2,9 @@
 //! bindings (the Python and Node packages) call, so each of them is only
 //! glue around one table. An operation takes its arguments as a JSON
 //! object and answers JSON text; every one parses its arguments into the
-//! service's types, calls the service once, and renders the answer.
+//! service's types, calls the service, and renders the answer (one call,
+//! but `items` with `with_session`: the session, then its items, what an
+//! adapter's read of a whole conversation needs, in one trip across).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -30,8 +32,8 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use session_compaction::StrategySpec;
 use session_core::{
-    ContextOptions, KeyedItem, MatchTerms, Owner, Result, SearchMode, SearchQuery, SessionError,
-    SessionEvent, SessionId, SessionQuery, SessionService, SessionUpdate, StateMap,
+    ContextOptions, KeyedItem, MatchTerms, Owner, Result, SearchMode, SearchQuery, Session,
+    SessionError, SessionEvent, SessionId, SessionQuery, SessionService, SessionUpdate, StateMap,
 };
 use session_wire::{
     CreateBody, EventParams, ForkBody, ResetBody, ResolveBody, ResolvedBody, RewindBody,
@@ -229,6 +231,9 @@ async fn events(s: &dyn SessionService, args: Value) -> Result<String> {
 /// item and nothing around it.
 #[derive(Serialize)]
 struct KeptItems<'a> {
+    /// The session, when the call asked for it (`with_session`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<Session>,
     items: Vec<Option<&'a RawValue>>,
     events: Vec<(usize, &'a SessionEvent)>,
     has_more: bool,
@@ -240,8 +245,15 @@ async fn items(s: &dyn SessionService, args: Value) -> Result<String> {
     let (owner, id) = session(&args)?;
     let key: String = required(&args, "key")?;
     let params: EventParams = part(&args, "filter")?;
+    // The session first: an unknown one is the answer's error, as `get`'s.
+    let session = if part::<bool>(&args, "with_session")? {
+        Some(s.get(&owner, &id).await?)
+    } else {
+        None
+    };
     let page = s.items(&owner, &id, &key, &params.into_filter()?).await?;
     let mut answer = KeptItems {
+        session,
         items: Vec::with_capacity(page.items.len()),
         events: Vec::new(),
         has_more: page.has_more,
@@ -417,6 +429,47 @@ mod tests {
         assert_eq!(again["session"]["id"], fresh["id"]);
         assert_eq!(again["is_new"], false);
         assert!(missing.is_err_and(|e| e.to_string().contains("reset")));
+    }
+
+    #[test]
+    fn items_with_session_answer_the_session_and_its_unknown_error() {
+        let service = session_core::DefaultSessionService::new(
+            session_core::InMemoryRepository::new().shared(),
+        );
+        let parse = |text: String| {
+            serde_json::from_str::<Value>(&text)
+                .map_err(|e| SessionError::serialization("answer", e))
+        };
+        let run = async {
+            let session = r#"{"id": "s1", "state": {"topic": "plums"}}"#;
+            let create = format!(r#"{{"app": "a", "user_id": "u", "session": {session}}}"#);
+            call(&service, "create", &create).await?;
+            let append = serde_json::json!({"app": "a", "user_id": "u", "session_id": "s1",
+                "events": [{"id": "0192f0c4-0000-7000-8000-000000000001",
+                    "timestamp": "2026-01-01T00:00:00Z",
+                    "message": {"role": "user", "content": "hi"},
+                    "metadata": {"item": {"n": 1}}}]});
+            call(&service, "append", &append.to_string()).await?;
+            let items = |id: &str, with_session: bool| {
+                serde_json::json!({"app": "a", "user_id": "u", "session_id": id, "key": "item",
+                    "with_session": with_session})
+                .to_string()
+            };
+            let with = parse(call(&service, "items", &items("s1", true)).await?)?;
+            let without = parse(call(&service, "items", &items("s1", false)).await?)?;
+            let unknown = call(&service, "items", &items("s2", true)).await;
+            Ok::<_, SessionError>((with, without, unknown))
+        };
+        let (with, without, unknown) = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .block_on(run)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(with["session"]["id"], "s1");
+        assert_eq!(with["session"]["state"]["topic"], "plums");
+        assert_eq!(with["items"], serde_json::json!([{"n": 1}]));
+        assert!(without.get("session").is_none(), "only when asked");
+        assert!(unknown.is_err_and(|e| e.kind() == session_core::ErrorKind::NotFound));
     }
 
     #[test]

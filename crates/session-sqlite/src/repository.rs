@@ -119,6 +119,7 @@ impl SqliteRepositoryBuilder {
         // leaves no copy in free space (see `erase_user`).
         conn.pragma_update(None, "secure_delete", true)
             .map_err(map_err)?;
+        stable_plans(&conn)?;
         Ok(conn)
     }
 
@@ -147,6 +148,7 @@ impl SqliteRepositoryBuilder {
                 )
                 .map_err(map_err)?;
                 conn.busy_timeout(self.busy_timeout).map_err(map_err)?;
+                stable_plans(&conn)?;
                 readers.push(Mutex::new(conn));
             }
         }
@@ -162,6 +164,59 @@ impl SqliteRepositoryBuilder {
                 location: self.location,
             }),
         })
+    }
+}
+
+/// Turns on SQLite's query planner stability guarantee: a cached
+/// statement keeps the plan it was prepared with, whatever is bound to it.
+/// Without it this build of SQLite (`STAT4`) prepared a context read's
+/// statement again on every run, parsing and planning its SQL each time.
+/// The store runs no `ANALYZE`: no plan here depends on bound values.
+fn stable_plans(conn: &Connection) -> session_core::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// A read transaction begun and ended by cached statements: a rusqlite
+/// `Transaction` parses its `BEGIN` and `COMMIT` anew each time, a cost
+/// a short read felt. Ended when dropped, should the read fail.
+struct ReadSnapshot<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> ReadSnapshot<'c> {
+    fn begin(conn: &'c Connection) -> session_core::Result<Self> {
+        conn.prepare_cached("BEGIN")
+            .and_then(|mut s| s.execute([]))
+            .map_err(map_err)?;
+        Ok(Self { conn, open: true })
+    }
+
+    fn end(mut self) -> session_core::Result<()> {
+        self.conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map_err(map_err)?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for ReadSnapshot<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // A read changed nothing: ending it cannot lose anything, and
+            // a failure to end it shows at the connection's next `BEGIN`.
+            let _ = self
+                .conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut s| s.execute([]));
+        }
     }
 }
 
@@ -348,15 +403,15 @@ impl SqliteRepository {
     {
         self.blocking(move |inner| {
             let now = inner.clock.now();
-            let mut conn = if inner.readers.is_empty() {
+            let conn = if inner.readers.is_empty() {
                 inner.writer.lock()
             } else {
                 inner.reader()
             };
             // One snapshot for every statement of the read.
-            let tx = conn.transaction().map_err(map_err)?;
-            let out = f(&tx, now)?;
-            tx.finish().map_err(map_err)?;
+            let snapshot = ReadSnapshot::begin(&conn)?;
+            let out = f(&conn, now)?;
+            snapshot.end()?;
             Ok(out)
         })
         .await
@@ -387,6 +442,53 @@ mod tests {
         let held = inner.reader();
         let other = address(inner.reader());
         assert_ne!(&raw const *held, other, "a busy reader is passed over");
+        Ok(())
+    }
+
+    /// A context read's statement is planned once, not on every read
+    /// (see `stable_plans`); the snapshot's `BEGIN` is cached too.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_context_read_is_prepared_once() -> session_core::Result<()> {
+        use rusqlite::StatementStatus::{RePrepare, Run};
+        use session_core::{EventFilter, Message, NewSession, SessionEvent, SessionRepository};
+        let dir = tempfile::tempdir().map_err(|e| SessionError::backend(BACKEND, e))?;
+        let repo = SqliteRepository::builder(dir.path().join("s.db"))
+            .readers(1)
+            .open()
+            .await?;
+        let session = repo
+            .create(NewSession::new("app", "ada", chrono::Utc::now())?.with_id("s1")?)
+            .await?;
+        for i in 0..30 {
+            let mut e = SessionEvent::new(Message::user(format!("turn {i}")));
+            e.metadata
+                .insert("item".into(), serde_json::json!({ "n": i }));
+            repo.append(&session.id, vec![e]).await?;
+        }
+        for _ in 0..3 {
+            repo.items(&session.id, "item", &EventFilter::last(20))
+                .await?;
+        }
+        let conn = repo.inner.reader();
+        let read = conn
+            .prepare_cached(&format!(
+                "SELECT seq, CAST(body AS BLOB) FROM events WHERE session_id = ?1 AND {} \
+                 ORDER BY ctx_pos DESC LIMIT 20",
+                crate::events::IN_CONTEXT
+            ))
+            .map_err(map_err)?;
+        let begin = conn.prepare_cached("BEGIN").map_err(map_err)?;
+        assert_eq!(read.get_status(Run), 3, "the read ran this very statement");
+        assert_eq!(
+            read.get_status(RePrepare),
+            0,
+            "prepared again on a later run"
+        );
+        assert_eq!(
+            begin.get_status(Run),
+            3,
+            "each read began with the cached BEGIN"
+        );
         Ok(())
     }
 }
