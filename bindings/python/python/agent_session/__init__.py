@@ -442,6 +442,7 @@ class Store:
         last_n: int | None = None,
         page: int = 0,
         page_size: int | None = None,
+        with_session: bool = False,
     ) -> dict[str, Any]:
         """What an adapter stored with each event of the context: a page
         ``{"items": [value, ...], "events": [[index, event], ...],
@@ -450,10 +451,17 @@ class Store:
         summary), that event then being in ``events`` with its index. Half
         the JSON of :meth:`events` when each event carries its framework's
         item, and one Python object per item, for reads of whole
-        conversations."""
+        conversations. ``with_session`` adds the session under
+        ``"session"``, read in the same call."""
         filter_ = _drop_none({"last_n": last_n, "page": page, "page_size": page_size})
         return await self._object(
-            "items", app=app, user_id=user_id, session_id=session_id, key=key, filter=filter_
+            "items",
+            app=app,
+            user_id=user_id,
+            session_id=session_id,
+            key=key,
+            filter=filter_,
+            with_session=with_session,
         )
 
     async def pop(self, app: str, user_id: str, session_id: str) -> dict[str, Any] | None:

@@ -572,22 +572,6 @@ class SessionService(BaseSessionService):
         except (NotFoundError, ValueError):
             return None
 
-    async def _events(
-        self, stored: dict[str, Any], last_n: Optional[int], after: Optional[float]
-    ) -> list[Event]:
-        """The ADK events of a store session's context: all, or the last
-        ``last_n``; of those, the ones at or after ``after`` when given."""
-        owner = (stored["app"], stored["user_id"], stored["id"])
-        if last_n is not None:
-            return _rebuild(await self._store.items(*owner, EVENT_KEY, last_n=last_n), after)
-        events, page_no = [], 0
-        while True:
-            page = await self._store.items(*owner, EVENT_KEY, page=page_no, page_size=1000)
-            events.extend(_rebuild(page, after))
-            if not page["has_more"]:
-                return events
-            page_no += 1
-
     async def get_session(
         self,
         *,
@@ -597,13 +581,33 @@ class SessionService(BaseSessionService):
         config: Optional[GetSessionConfig] = None,
     ) -> Optional[Session]:
         """The session with its events (``config`` keeps the most recent
-        ``num_recent_events`` and those at or after ``after_timestamp``), or ``None``."""
-        stored = await self._read(app_name, user_id, session_id)
-        if stored is None:
-            return None
+        ``num_recent_events`` and those at or after ``after_timestamp``), or
+        ``None``. The session comes with the first page of its events, in
+        one call."""
         recent = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
-        events = [] if recent == 0 else await self._events(stored, recent, after)
+        if recent == 0:
+            found = await self._read(app_name, user_id, session_id)
+            return None if found is None else _session(found, session_id.strip(), [])
+        try:
+            owner = (app_name, user_id, store_session_id(app_name, user_id, session_id.strip()))
+        except ValueError:
+            return None
+        # The last ``recent`` in one page; all of them in pages of 1,000.
+        size = None if recent is not None else 1000
+        try:
+            page = await self._store.items(
+                *owner, EVENT_KEY, last_n=recent, page_size=size, with_session=True
+            )
+        except NotFoundError:
+            return None
+        stored: dict[str, Any] = page["session"]
+        events = _rebuild(page, after)
+        page_no = 0
+        while recent is None and page["has_more"]:
+            page_no += 1
+            page = await self._store.items(*owner, EVENT_KEY, page=page_no, page_size=1000)
+            events.extend(_rebuild(page, after))
         return _session(stored, session_id.strip(), events)
 
     async def _list(self, app_name: str, user_id: Optional[str]) -> list[dict[str, Any]]:
