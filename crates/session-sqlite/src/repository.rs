@@ -169,9 +169,10 @@ impl SqliteRepositoryBuilder {
 
 /// Turns on SQLite's query planner stability guarantee: a cached
 /// statement keeps the plan it was prepared with, whatever is bound to it.
-/// Without it this build of SQLite (`STAT4`) prepared a context read's
-/// statement again on every run, parsing and planning its SQL each time.
-/// The store runs no `ANALYZE`: no plan here depends on bound values.
+/// Without it SQLite marked a context read's statement (the
+/// `IN_CONTEXT` form) to be prepared again on every run, parsing and
+/// planning its SQL each time. The store runs
+/// no `ANALYZE`: no plan here depends on bound values.
 fn stable_plans(conn: &Connection) -> session_core::Result<()> {
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
