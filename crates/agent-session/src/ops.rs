@@ -2,9 +2,10 @@
 //! bindings (the Python and Node packages) call, so each of them is only
 //! glue around one table. An operation takes its arguments as a JSON
 //! object and answers JSON text; every one parses its arguments into the
-//! service's types, calls the service, and renders the answer (one call,
-//! but `items` with `with_session`: the session, then its items, what an
-//! adapter's read of a whole conversation needs, in one trip across).
+//! service's types, calls the service, and renders the answer (`items`
+//! with `with_session` answers the session too, through the service's
+//! `session_items`: an adapter's read of a whole conversation in one trip
+//! across).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -245,13 +246,15 @@ async fn items(s: &dyn SessionService, args: Value) -> Result<String> {
     let (owner, id) = session(&args)?;
     let key: String = required(&args, "key")?;
     let params: EventParams = part(&args, "filter")?;
-    // The session first: an unknown one is the answer's error, as `get`'s.
-    let session = if part::<bool>(&args, "with_session")? {
-        Some(s.get(&owner, &id).await?)
+    let filter = params.into_filter()?;
+    // With the session: one read behind one owner check, an unknown
+    // session the answer's error, as `get`'s.
+    let (session, page) = if part::<bool>(&args, "with_session")? {
+        let read = s.session_items(&owner, &id, &key, &filter).await?;
+        (Some(read.session), read.items)
     } else {
-        None
+        (None, s.items(&owner, &id, &key, &filter).await?)
     };
-    let page = s.items(&owner, &id, &key, &params.into_filter()?).await?;
     let mut answer = KeptItems {
         session,
         items: Vec::with_capacity(page.items.len()),

@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use crate::error::{Result, SessionError};
 use crate::event::SessionEvent;
 use crate::filter::Page;
+use crate::session::Session;
 
 /// One event of the context as an adapter reads it back: the JSON object
 /// the adapter stored under a metadata key, or the whole event when it
@@ -187,6 +188,16 @@ impl KeyedItem {
                 .map(|e| KeyedItem::Event(Box::new(e))),
         }
     }
+}
+
+/// A session with a page of its items, read together: what an adapter's
+/// read of a whole conversation needs (ADK's `get_session`).
+#[derive(Debug, Clone)]
+pub struct SessionItems {
+    /// The session (from the service, its state merged across scopes).
+    pub session: Session,
+    /// The page of its items.
+    pub items: Page<KeyedItem>,
 }
 
 /// A page of events as the items under `key` ([`KeyedItem::of_event`]).

@@ -57,7 +57,7 @@ pub use filter::{
 pub use fork::{fork_dump, fork_target, EventOutline, ForkPlan, ForkSource};
 pub use fork_at::{ForkAt, FORKED_AT_SEQ, FORKED_FROM};
 pub use ids::{stored_id, AppName, EventId, InvocationId, Key, SessionId, UserId};
-pub use item::{keyed_page, KeyedItem};
+pub use item::{keyed_page, KeyedItem, SessionItems};
 pub use memory::InMemoryRepository;
 pub use message::{Content, ContentPart, FileRef, ImageUrl, Message, Role, ToolCall};
 pub use outcome::{AppendOutcome, ImportOutcome, RewindOutcome};

@@ -15,7 +15,7 @@ use crate::filter::{EventFilter, EventView, Page, SessionQuery};
 use crate::fork::{fork_dump, fork_target, merge_restored, replaced_by};
 use crate::fork_at::ForkAt;
 use crate::ids::{AppName, InvocationId, SessionId, UserId};
-use crate::item::KeyedItem;
+use crate::item::{KeyedItem, SessionItems};
 use crate::outcome::{AppendOutcome, ImportOutcome, RewindOutcome};
 use crate::owner::Owner;
 use crate::plan::{context_at, Restore, RewindTo};
@@ -234,6 +234,25 @@ pub trait SessionRepository: Send + Sync {
         filter: &EventFilter,
     ) -> Result<Page<KeyedItem>> {
         Ok(crate::item::keyed_page(self.events(id, filter).await?, key))
+    }
+
+    /// The session (session-scope state), the shared state of its app and
+    /// user, and a page of [`Self::items`], read together: what the
+    /// service's [`crate::SessionService::session_items`] answers from.
+    ///
+    /// Default: [`Self::get`], [`Self::shared_state`], then
+    /// [`Self::items`]; a store overrides it to read the three in one
+    /// snapshot.
+    async fn session_items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<(SessionItems, SharedState)> {
+        let session = self.get(id).await?;
+        let shared = self.shared_state(&session.app, &session.user_id).await?;
+        let items = self.items(id, key, filter).await?;
+        Ok((SessionItems { session, items }, shared))
     }
 
     /// The session's current version.
@@ -520,6 +539,14 @@ macro_rules! forward_repository {
             }
             async fn items(&self, id: &SessionId, key: &str, filter: &EventFilter) -> Result<Page<KeyedItem>> {
                 (**self).items(id, key, filter).await
+            }
+            async fn session_items(
+                &self,
+                id: &SessionId,
+                key: &str,
+                filter: &EventFilter,
+            ) -> Result<(SessionItems, SharedState)> {
+                (**self).session_items(id, key, filter).await
             }
             async fn event_version(&self, id: &SessionId) -> Result<u64> {
                 (**self).event_version(id).await

@@ -23,5 +23,5 @@ mod sessions;
 mod shared;
 mod sql;
 
-pub use repository::{SqliteRepository, SqliteRepositoryBuilder, Synchronous};
+pub use repository::{SqliteRepository, SqliteRepositoryBuilder, Synchronous, DEFAULT_PAGE_SIZE};
 pub use schema::SCHEMA_VERSION;

@@ -13,7 +13,7 @@ use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
     ImportOutcome, KeyedItem, Limits, NewSession, Owner, Page, RewindOutcome, RewindTo, SearchHit,
     SearchMode, SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionId,
-    SessionQuery, SessionRepository, SessionUpdate, SharedState, UserId,
+    SessionItems, SessionQuery, SessionRepository, SessionUpdate, SharedState, UserId,
 };
 
 use crate::error::{Result, BACKEND};
@@ -217,6 +217,32 @@ impl SessionRepository for SqliteRepository {
         self.read(move |c, now| {
             sessions::ensure_live(c, &id, now)?;
             events::read_items(c, &id, &key, &filter)
+        })
+        .await
+    }
+
+    async fn session_items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<(SessionItems, SharedState)> {
+        if filter.view == EventView::Archive || !filter.selects_by_position() {
+            // Read whole (see `items`): the session and the shared state
+            // first, as the trait's default does.
+            let session = self.get(id).await?;
+            let shared = self.shared_state(&session.app, &session.user_id).await?;
+            let items = self.items(id, key, filter).await?;
+            return Ok((SessionItems { session, items }, shared));
+        }
+        filter.check(&self.inner.limits)?;
+        let (id, key, filter) = (id.clone(), key.to_owned(), filter.clone());
+        // One snapshot: the session, its app's and user's state, the page.
+        self.read(move |c, now| {
+            let session = sessions::get(c, &id, now)?;
+            let shared = shared::read(c, &session.app, &session.user_id)?;
+            let items = events::read_items(c, &id, &key, &filter)?;
+            Ok((SessionItems { session, items }, shared))
         })
         .await
     }

@@ -11,12 +11,19 @@ use session_core::{
 };
 use session_sqlite::SqliteRepository;
 
+/// The database's page size.
+fn page_size(db: &Path) -> u64 {
+    let raw = rusqlite::Connection::open(db).unwrap();
+    let bytes: i64 = raw.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    u64::try_from(bytes).unwrap()
+}
+
 /// Frames in the write-ahead log (the log is truncated before each count).
 fn wal_frames(db: &Path) -> u64 {
     let wal = db.with_extension("db-wal");
     let len = std::fs::metadata(wal).map_or(0, |m| m.len());
-    // A 32-byte header, then 24 bytes and a 4,096-byte page per frame.
-    len.saturating_sub(32) / (24 + 4096)
+    // A 32-byte header, then 24 bytes and a page per frame.
+    len.saturating_sub(32) / (24 + page_size(db))
 }
 
 fn checkpoint(db: &Path) {
@@ -76,7 +83,12 @@ async fn an_append_within_the_second_leaves_the_activity_indexes_alone() {
         repo.append(&ids[0], vec![event(100 + n)]).await.unwrap();
         frames.push(wal_frames(&db));
     }
-    println!("WAL frames per append within a second: {frames:?}");
+    let page = page_size(&db);
+    println!(
+        "WAL frames per append within a second: {frames:?} of {page} bytes ({} bytes each)",
+        frames[1..].iter().max().unwrap() * (page + 24)
+    );
+    assert_eq!(page, u64::from(session_sqlite::DEFAULT_PAGE_SIZE));
     // The events row and its three indexes and the session row (schema 5
     // wrote 9: the three activity indexes moved with every append; schema
     // 6 wrote 6: the AUTOINCREMENT counter too); the first commit after a
@@ -99,4 +111,46 @@ async fn an_append_within_the_second_leaves_the_activity_indexes_alone() {
         .map(|s| s.id)
         .collect();
     assert_eq!(listed, ids, "newest activity first");
+}
+
+/// A new database takes the page size it is opened with (the default
+/// unless told otherwise); one that exists keeps its own; a size SQLite
+/// does not take is `InvalidInput`, before any file is made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_database_takes_the_page_size_and_an_old_one_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh.db");
+    SqliteRepository::open(&fresh).await.unwrap();
+    assert_eq!(page_size(&fresh), 2048);
+
+    let big = dir.path().join("big.db");
+    let repo = SqliteRepository::builder(&big)
+        .page_size(8192)
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
+    drop(repo);
+    assert_eq!(page_size(&big), 8192);
+    // Opened again with the default: the file keeps its 8 KiB pages.
+    let repo = SqliteRepository::open(&big).await.unwrap();
+    let s = repo
+        .create(NewSession::new("app", "u", Utc::now()).unwrap())
+        .await
+        .unwrap();
+    repo.append(&s.id, vec![event(1)]).await.unwrap();
+    drop(repo);
+    assert_eq!(page_size(&big), 8192);
+
+    for bad in [0, 256, 3000, 131_072] {
+        let err = SqliteRepository::builder(dir.path().join("bad.db"))
+            .page_size(bad)
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            session_core::ErrorKind::InvalidInput,
+            "{bad}: {err}"
+        );
+    }
+    assert!(!dir.path().join("bad.db").exists());
 }

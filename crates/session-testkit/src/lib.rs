@@ -189,6 +189,7 @@ macro_rules! __with_cases {
             events_filter_before_paging,
             events_keyword_filter_is_literal,
             items_read_the_objects_stored_under_a_key,
+            session_items_answer_the_session_and_its_page,
             events_blank_keyword_is_invalid_input_like_search,
             events_round_trip_every_field,
             events_round_trip_typed_flags,

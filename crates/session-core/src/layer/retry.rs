@@ -171,6 +171,18 @@ impl<R: SessionRepository> SessionRepository for RetryLayer<R> {
             .notify(notify)
             .await
     }
+    async fn session_items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<(crate::item::SessionItems, SharedState)> {
+        (|| self.inner.session_items(id, key, filter))
+            .retry(self.policy.backoff())
+            .when(retryable)
+            .notify(notify)
+            .await
+    }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
         (|| self.inner.event_version(id))
             .retry(self.policy.backoff())

@@ -196,6 +196,15 @@ impl<R: SessionRepository> SessionRepository for SealedGuard<R> {
         self.check(id).await?;
         self.inner.items(id, key, filter).await
     }
+    async fn session_items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<(crate::item::SessionItems, SharedState)> {
+        self.check(id).await?;
+        self.inner.session_items(id, key, filter).await
+    }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
         self.inner.event_version(id).await
     }

@@ -176,6 +176,15 @@ impl<R: SessionRepository> SessionRepository for TracingLayer<R> {
         self.traced("items", Some(id), self.inner.items(id, key, filter))
             .await
     }
+    async fn session_items(
+        &self,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<(crate::item::SessionItems, SharedState)> {
+        let read = self.inner.session_items(id, key, filter);
+        self.traced("session_items", Some(id), read).await
+    }
     async fn event_version(&self, id: &SessionId) -> Result<u64> {
         self.traced("event_version", Some(id), self.inner.event_version(id))
             .await

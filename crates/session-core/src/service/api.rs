@@ -115,6 +115,17 @@ pub trait SessionService: Send + Sync {
         key: &str,
         filter: &EventFilter,
     ) -> Result<Page<crate::item::KeyedItem>>;
+    /// The session (as [`Self::get`] answers it) with a page of
+    /// [`Self::items`], behind one owner check: an adapter's read of a
+    /// whole conversation in one call. Another owner's session is
+    /// `NotFound`, as `get`'s.
+    async fn session_items(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<crate::item::SessionItems>;
     /// Keyword search in one session's archive or across the owner's sessions.
     async fn search(&self, owner: &Owner, query: &SearchQuery) -> Result<Page<SearchHit>>;
     /// Compacts the context with `compactor` (a strategy, trigger and

@@ -477,6 +477,22 @@ impl<R: SessionRepository> SessionService for DefaultSessionService<R> {
         self.repo.items(id, key, filter).await
     }
 
+    #[tracing::instrument(skip_all, fields(op = "session_items", app = %owner.app, session_id = %id))]
+    async fn session_items(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        key: &str,
+        filter: &EventFilter,
+    ) -> Result<crate::item::SessionItems> {
+        let (mut read, shared) = self.repo.session_items(id, key, filter).await?;
+        if !owner.can_access(&read.session) {
+            return Err(SessionError::session_not_found(id));
+        }
+        read.session.state = merge_scopes(&read.session.state, &shared);
+        Ok(read)
+    }
+
     #[tracing::instrument(skip_all, fields(op = "search", app = %owner.app))]
     async fn search(&self, owner: &Owner, query: &SearchQuery) -> Result<Page<SearchHit>> {
         match &query.scope {

@@ -63,6 +63,7 @@ pub use limits::{
 pub use metadata::list_filters_by_metadata;
 pub use paging::{
     events_page_by_cursor_reads_the_whole_view, items_read_the_objects_stored_under_a_key,
+    session_items_answer_the_session_and_its_page,
 };
 pub use query::{
     ranked_search_returns_the_same_matches, search_agrees_with_the_reference_matcher,

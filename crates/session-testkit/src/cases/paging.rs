@@ -213,5 +213,74 @@ pub async fn items_read_the_objects_stored_under_a_key(fx: Fixture) {
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
 }
 
+/// The session with a page of its items, read together through the
+/// service, answers what `get` and `items` answer apart (the state merged
+/// across scopes, every page and view); another owner's session and an
+/// unknown one are `NotFound`.
+pub async fn session_items_answer_the_session_and_its_page(fx: Fixture) {
+    let service = fx.service();
+    let s = fx.session("alice").await;
+    let alice = session_core::Owner::parse(&s.app, "alice").unwrap();
+    let mut first = SessionEvent::builder(session_core::Message::user("m 0"))
+        .state("user:name", "Alice")
+        .state("app:tier", "gold")
+        .state("step", 1)
+        .build()
+        .unwrap();
+    first
+        .metadata
+        .insert(ITEM.into(), serde_json::json!({"n": 0}));
+    let mut events = vec![first];
+    for i in 1..=12 {
+        let mut e = assistant(&format!("m {i}"));
+        e.metadata.insert(ITEM.into(), serde_json::json!({"n": i}));
+        events.push(e);
+    }
+    fx.append(&s.id, events).await;
+    fx.summarize_first(&s.id, 4).await;
+
+    let filters = [
+        EventFilter::context().page(0, 100),
+        EventFilter::context().last_n(5),
+        EventFilter::archive().page(0, 100),
+        EventFilter::context().roles([Role::User]).page(0, 100),
+    ];
+    for f in filters {
+        let read = service
+            .session_items(&alice, &s.id, ITEM, &f)
+            .await
+            .unwrap();
+        let session = service.get(&alice, &s.id).await.unwrap();
+        assert_eq!(read.session, session, "{f:?}");
+        assert_eq!(
+            read.session.state.get("user:name"),
+            Some(&serde_json::json!("Alice"))
+        );
+        assert_eq!(
+            read.session.state.get("app:tier"),
+            Some(&serde_json::json!("gold"))
+        );
+        let items = service.items(&alice, &s.id, ITEM, &f).await.unwrap();
+        assert_eq!(read.items.items, items.items, "{f:?}");
+        assert_eq!(
+            (read.items.page, read.items.page_size, read.items.has_more),
+            (items.page, items.page_size, items.has_more),
+            "{f:?}"
+        );
+    }
+    let bob = session_core::Owner::parse(&s.app, "bob").unwrap();
+    let err = service
+        .session_items(&bob, &s.id, ITEM, &EventFilter::context())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let unknown = session_core::SessionId::new("no-such-session").unwrap();
+    let err = service
+        .session_items(&alice, &unknown, ITEM, &EventFilter::context())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}
+
 /// The metadata key the item cases store their objects under.
 const ITEM: &str = "framework_item";
