@@ -66,7 +66,9 @@ pub use persist_filter::{
     failed_tool_call_ids, DropFailedToolCalls, DropSystemPrompts, FilterAction, FilterFn,
     FilteredEvent, PersistFilter, Verdict, TOOL_ERROR_KEY,
 };
-pub use repository::{Capabilities, Erased, SessionRepository, SessionRepositoryExt};
+pub use repository::{
+    session_items_apart, Capabilities, Erased, SessionRepository, SessionRepositoryExt,
+};
 pub use resolution_key::{ResolutionKey, GROUP_SURFACE};
 pub use search::{
     contains_folded, fold_case, page_of_matches, MatchTerms, ParsedQuery, RankStats, SearchHit,

@@ -249,10 +249,7 @@ pub trait SessionRepository: Send + Sync {
         key: &str,
         filter: &EventFilter,
     ) -> Result<(SessionItems, SharedState)> {
-        let session = self.get(id).await?;
-        let shared = self.shared_state(&session.app, &session.user_id).await?;
-        let items = self.items(id, key, filter).await?;
-        Ok((SessionItems { session, items }, shared))
+        session_items_apart(self, id, key, filter).await
     }
 
     /// The session's current version.
@@ -466,6 +463,22 @@ pub trait SessionRepositoryExt: SessionRepository {
 }
 
 impl<T: SessionRepository + ?Sized> SessionRepositoryExt for T {}
+
+/// [`SessionRepository::session_items`] as three reads one after the
+/// other: [`SessionRepository::get`], [`SessionRepository::shared_state`],
+/// then [`SessionRepository::items`] (the default, and what a store falls
+/// back on for a filter it cannot read in one snapshot).
+pub async fn session_items_apart<R: SessionRepository + ?Sized>(
+    repo: &R,
+    id: &SessionId,
+    key: &str,
+    filter: &EventFilter,
+) -> Result<(SessionItems, SharedState)> {
+    let session = repo.get(id).await?;
+    let shared = repo.shared_state(&session.app, &session.user_id).await?;
+    let items = repo.items(id, key, filter).await?;
+    Ok((SessionItems { session, items }, shared))
+}
 
 /// The context a rewind leaves when the session's history cannot tell the
 /// context at the point: `after` (the context the rewind left) with the

@@ -228,12 +228,8 @@ impl SessionRepository for SqliteRepository {
         filter: &EventFilter,
     ) -> Result<(SessionItems, SharedState)> {
         if filter.view == EventView::Archive || !filter.selects_by_position() {
-            // Read whole (see `items`): the session and the shared state
-            // first, as the trait's default does.
-            let session = self.get(id).await?;
-            let shared = self.shared_state(&session.app, &session.user_id).await?;
-            let items = self.items(id, key, filter).await?;
-            return Ok((SessionItems { session, items }, shared));
+            // Read whole (see `items`), one read after the other.
+            return session_core::session_items_apart(self, id, key, filter).await;
         }
         filter.check(&self.inner.limits)?;
         let (id, key, filter) = (id.clone(), key.to_owned(), filter.clone());
