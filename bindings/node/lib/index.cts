@@ -14,7 +14,8 @@
  * objects in the OpenAI chat shape; sessions, events and pages are the
  * JSON the HTTP API returns (`docs/server.md`), snake_case keys included.
  * Every call runs off the JavaScript thread: an embedded store's on the
- * libuv thread pool, a networked store's on the addon's Tokio runtime.
+ * addon's resident thread (the libuv thread pool in a worker thread), a
+ * networked store's on the addon's Tokio runtime.
  *
  * @module
  */
@@ -22,7 +23,7 @@
 import { randomBytes } from "node:crypto";
 import { isMainThread } from "node:worker_threads";
 
-import { NativeStore, open as openNative, operations as nativeOperations } from "../native/binding.cjs";
+import { NativeResident, NativeStore, open as openNative, operations as nativeOperations } from "../native/binding.cjs";
 import { fromNative } from "./errors.cjs";
 
 export * from "./errors.cjs";
@@ -280,21 +281,57 @@ export interface CompactionSpec {
   [param: string]: Json | undefined;
 }
 
+/** The resident thread of the main thread's embedded-store calls, started by the first one. */
+let resident: NativeResident | undefined;
+/** The resident thread's calls not yet answered, by id. */
+const owed = new Map<number, { resolve: (text: string) => void; reject: (e: Error) => void }>();
+/** The id of the last call sent to the resident thread. */
+let lastId = 0;
+
+/** Settles the resident thread's call `id` with its answer (or its problem document). */
+function settle([id, ok, text]: [number, boolean, string]): void {
+  const call = owed.get(id);
+  if (call === undefined) return;
+  owed.delete(id);
+  if (ok) call.resolve(text);
+  else call.reject(new Error(text));
+}
+
+/** Runs a call on the resident thread (see `NativeResident`). */
+function onResident(native: NativeStore, op: string, args: string): Promise<string> {
+  const thread = (resident ??= new NativeResident(settle));
+  lastId = lastId >= 0xffff_ffff ? 1 : lastId + 1;
+  const id = lastId;
+  return new Promise((resolve, reject) => {
+    owed.set(id, { resolve, reject });
+    try {
+      thread.send(native, id, op, args);
+    } catch (e) {
+      owed.delete(id);
+      reject(e as Error);
+    }
+  });
+}
+
 /**
  * A session store: SQLite, PostgreSQL, Redis, Elasticsearch/OpenSearch,
  * plain files, memory, or a server (`http://`). Open one with
  * {@link Store.open}.
  */
 export class Store {
-  /** The stores whose work runs in the process (on the calling pool thread). */
+  /** The stores whose work runs in the process (on the thread that runs the call). */
   static readonly EMBEDDED: ReadonlySet<string> = new Set(["sqlite", "memory", "fs"]);
   readonly #native: NativeStore;
-  /** Whether calls run as thread-pool work (see `NativeStore.callOnPool`). */
-  readonly #onPool: boolean;
+  /**
+   * Where calls run: an embedded store's on the resident thread (the
+   * main thread) or as thread-pool work (a worker thread, see
+   * `NativeStore.callOnPool`); a networked store's on the runtime.
+   */
+  readonly #route: "resident" | "pool" | "runtime";
 
   private constructor(native: NativeStore) {
     this.#native = native;
-    this.#onPool = !isMainThread || Store.EMBEDDED.has(native.backend);
+    this.#route = !isMainThread ? "pool" : Store.EMBEDDED.has(native.backend) ? "resident" : "runtime";
   }
 
   /**
@@ -337,9 +374,17 @@ export class Store {
   async callText(op: string, args: Record<string, unknown>): Promise<string> {
     const text = JSON.stringify(args);
     try {
-      // An embedded store's calls, and a worker's, run as thread-pool
-      // work; a networked store's on the runtime (see `NativeStore.callOnPool`).
-      return await (this.#onPool ? this.#native.callOnPool(op, text) : this.#native.call(op, text));
+      switch (this.#route) {
+        case "resident":
+          // One call at a time on the resident thread (an agent's loop of
+          // awaited calls); calls made while one is owed run side by side
+          // as thread-pool work.
+          return await (owed.size === 0 ? onResident(this.#native, op, text) : this.#native.callOnPool(op, text));
+        case "pool":
+          return await this.#native.callOnPool(op, text);
+        default:
+          return await this.#native.call(op, text);
+      }
     } catch (e) {
       throw fromNative(e);
     }

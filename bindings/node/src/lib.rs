@@ -2,7 +2,8 @@
 //! `NativeStore`, each call run on the addon's Tokio runtime, off the
 //! JavaScript thread, and answered as a Promise. Calls take and return
 //! JSON text and run the session service's named operations
-//! (`agent_session::ops`), the table every binding shares; the
+//! (`agent_session::ops`), the table every binding shares (an embedded
+//! store's on the main thread's resident thread, see [`resident`]); the
 //! TypeScript half (`lib/`) gives them names, types and error classes.
 //!
 //! A failed call rejects with an `Error` whose message is the error's
@@ -28,10 +29,16 @@ thread_local! {
     static TEARING_DOWN: Cell<bool> = const { Cell::new(false) };
 }
 
+mod resident;
+
+/// A failed call's problem document, as JSON text.
+fn problem_text(e: &SessionError) -> String {
+    serde_json::to_string(&Problem::from_error(e)).unwrap_or_default()
+}
+
 /// The rejection of a failed call: its problem document as the message.
 fn reject(e: &SessionError) -> Error {
-    let problem = serde_json::to_string(&Problem::from_error(e)).unwrap_or_default();
-    Error::new(Status::GenericFailure, problem)
+    Error::new(Status::GenericFailure, problem_text(e))
 }
 
 /// One store: what `Store.open(url)` wraps.
@@ -106,7 +113,8 @@ impl NativeStore {
     /// store's own work done on the pool thread (no hand-off to the
     /// runtime's threads and back): what an embedded store's calls use
     /// (`SQLite`, files, memory: their work is the pool thread's, and
-    /// each hand-off cost more than a short call), and every call of a
+    /// each hand-off cost more than a short call) when the main thread's
+    /// resident thread is busy ([`resident`]), and every call of a
     /// worker thread. A worker can be terminated while a call is in
     /// flight, and Node.js 20 to 25.3 can crash when a call's answer then
     /// arrives from another thread through a thread-safe function; a

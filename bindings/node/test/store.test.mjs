@@ -2,6 +2,7 @@
 // kind as its error class.
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { describe, it } from "node:test";
 
 import * as agentSession from "agent-session";
@@ -321,6 +322,29 @@ describe("the package", () => {
     assert.equal(cjs.Store, Store);
     assert.equal(cjs.NotFoundError, agentSession.NotFoundError);
     assert.ok(new cjs.NotFoundError("x") instanceof NotFoundError);
+  });
+
+  it("answers each call of the resident thread by its id, a failed one with its problem", async () => {
+    // The native half the main thread's embedded-store calls go through.
+    const require = createRequire(import.meta.url);
+    const root = dirname(require.resolve("agent-session/package.json"));
+    const { NativeResident, open: openNative } = require(join(root, "native", "binding.cjs"));
+    const native = await openNative("memory://");
+    const answers = [];
+    let settled;
+    const all = new Promise((resolve) => (settled = resolve));
+    const resident = new NativeResident((answer) => {
+      answers.push(answer);
+      if (answers.length === 3) settled();
+    });
+    const owner = { app: APP, user_id: ADA };
+    resident.send(native, 7, "create", JSON.stringify({ ...owner, session: { id: "r1" } }));
+    resident.send(native, 8, "get", JSON.stringify({ ...owner, session_id: "r1" }));
+    resident.send(native, 9, "get", JSON.stringify({ ...owner, session_id: "nosuch" }));
+    await all;
+    assert.deepEqual(answers.map(([id, ok]) => [id, ok]), [[7, true], [8, true], [9, false]]);
+    assert.equal(JSON.parse(answers[1][2]).id, "r1");
+    assert.ok(fromNative(new Error(answers[2][2])) instanceof NotFoundError);
   });
 
   it("makes event ids that are UUIDv7 growing with time", async () => {
