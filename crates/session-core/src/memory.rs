@@ -70,7 +70,13 @@ struct Record {
     ids: HashMap<String, u64>,
     last_seq: u64,
     /// The archive's trigram index: search checks its candidates only.
+    /// It holds the events up to `indexed_through`; later ones are added
+    /// by the next search that reads the session ([`Record::index_pending`]),
+    /// so an append does not pay for indexing and a search still sees
+    /// every event appended before it.
     index: TrigramIndex,
+    /// The highest seq whose event `index` holds (or that was looked at).
+    indexed_through: u64,
     /// The context's history: when events left it.
     context_log: ContextLog,
 }
@@ -108,6 +114,15 @@ impl Record {
             .collect()
     }
 
+    /// Adds the events appended since the last search to the index.
+    fn index_pending(&mut self) {
+        let from = self.indexed_through.saturating_add(1);
+        for (seq, e) in self.archive.range(from..) {
+            self.index.add(*seq, &e.message.search_text());
+        }
+        self.indexed_through = self.indexed_through.max(self.last_seq);
+    }
+
     /// Writes the planned new events of `batch` to the archive.
     fn archive_new(&mut self, batch: &EventBatch, new: &[NewEvent]) {
         for n in new {
@@ -118,7 +133,6 @@ impl Record {
             event.seq = n.seq;
             event.session_id = self.session.id.to_string();
             self.ids.insert(event.id.clone(), n.seq);
-            self.index.add(n.seq, &event.message.search_text());
             self.archive.insert(n.seq, event);
         }
         self.session.event_count = u64::try_from(self.archive.len()).unwrap_or(u64::MAX);
@@ -266,6 +280,7 @@ impl SessionRepository for InMemoryRepository {
                 ids: HashMap::new(),
                 last_seq: 0,
                 index: TrigramIndex::new(),
+                indexed_through: 0,
                 context_log: ContextLog::default(),
             },
         );
@@ -472,6 +487,7 @@ impl SessionRepository for InMemoryRepository {
         let removed = r.archive.split_off(&plan.from_seq);
         r.session.event_bytes = r.session.event_bytes.saturating_sub(bytes);
         r.index.remove_from(plan.from_seq);
+        r.indexed_through = r.indexed_through.min(plan.from_seq.saturating_sub(1));
         r.ids.retain(|_, seq| *seq < plan.from_seq);
         r.context.retain(|seq| *seq < plan.from_seq);
         r.session.state = RewindPlan::state(
@@ -493,7 +509,25 @@ impl SessionRepository for InMemoryRepository {
         self.capabilities().check_search(query)?;
         let parsed = query.parsed()?;
         let now = self.now();
-        let inner = self.inner.read();
+        let mut inner = self.inner.write();
+        // The sessions searched index what was appended since their last search.
+        match &query.scope {
+            SearchScope::Session(id) => {
+                if let Some(r) = inner.sessions.get_mut(id.as_str()) {
+                    r.index_pending();
+                }
+            }
+            SearchScope::User { app, user_id } => {
+                let owned =
+                    |r: &&mut Record| r.session.app == *app && r.session.user_id == *user_id;
+                inner
+                    .sessions
+                    .values_mut()
+                    .filter(owned)
+                    .for_each(Record::index_pending);
+            }
+        }
+        let inner = parking_lot::RwLockWriteGuard::downgrade(inner);
         let records: Vec<&Record> = match &query.scope {
             SearchScope::Session(id) => vec![live(&inner, &SessionId::new(id.as_str())?, now)?],
             SearchScope::User { app, user_id } => inner
@@ -596,6 +630,7 @@ impl SessionRepository for InMemoryRepository {
             ids,
             last_seq: dump.last_seq,
             index,
+            indexed_through: dump.last_seq,
             context_log: ContextLog::new(dump.context_log),
         };
         inner.sessions.insert(record.session.id.to_string(), record);
@@ -619,5 +654,66 @@ fn shared_of(inner: &Inner, app: &AppName, user_id: &UserId) -> SharedState {
             .get(&(app.to_string(), user_id.to_string()))
             .cloned()
             .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    /// The texts of a session's hits for `word`, in seq order.
+    async fn found(repo: &InMemoryRepository, id: &SessionId, word: &str) -> Vec<String> {
+        let page = repo
+            .search(&SearchQuery::in_session(id.as_str(), word))
+            .await
+            .expect("search");
+        let mut hits: Vec<_> = page.items.into_iter().map(|h| h.event).collect();
+        hits.sort_by_key(|e| e.seq);
+        hits.iter().map(|e| e.message.search_text()).collect()
+    }
+
+    /// Appends a user message saying `text`.
+    async fn say(repo: &InMemoryRepository, id: &SessionId, text: &str) -> AppendOutcome {
+        let events = vec![SessionEvent::new(Message::user(text))];
+        repo.append(id, events).await.expect("append")
+    }
+
+    #[tokio::test]
+    async fn search_indexes_what_was_appended_since_the_last_search_and_not_what_was_rewound() {
+        let repo = InMemoryRepository::new();
+        let s = repo
+            .create(NewSession::new("app", "ada", Utc::now()).expect("new"))
+            .await
+            .expect("create");
+        say(&repo, &s.id, "parcel alpha").await;
+        assert_eq!(found(&repo, &s.id, "parcel").await, ["parcel alpha"]);
+        // Appended after a search: indexed by the next one.
+        let beta = say(&repo, &s.id, "parcel beta").await;
+        say(&repo, &s.id, "parcel gamma").await;
+        assert_eq!(
+            found(&repo, &s.id, "parcel").await,
+            ["parcel alpha", "parcel beta", "parcel gamma"]
+        );
+        // Rewound away, then appended again (before any search): only what stands.
+        repo.rewind_to(&s.id, &RewindTo::Seq(beta.seqs[0]))
+            .await
+            .expect("rewind");
+        say(&repo, &s.id, "parcel delta").await;
+        assert_eq!(
+            found(&repo, &s.id, "parcel").await,
+            ["parcel alpha", "parcel delta"]
+        );
+        assert!(found(&repo, &s.id, "gamma").await.is_empty());
+        // A user-wide search indexes the user's sessions too.
+        let other = repo
+            .create(NewSession::new("app", "ada", Utc::now()).expect("new"))
+            .await
+            .expect("create");
+        say(&repo, &other.id, "parcel epsilon").await;
+        let user = SearchQuery::for_user("app", "ada", "epsilon");
+        let hits = repo.search(&user).await.expect("search").items;
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].session_id, other.id.as_str());
     }
 }
