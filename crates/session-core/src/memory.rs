@@ -123,23 +123,21 @@ impl Record {
         self.indexed_through = self.indexed_through.max(self.last_seq);
     }
 
-    /// Writes the planned new events of `batch` to the archive.
-    fn archive_new(&mut self, batch: &EventBatch, new: &[NewEvent]) {
+    /// Moves the planned new events of `batch` into the archive.
+    fn archive_new(&mut self, batch: EventBatch, new: &[NewEvent]) {
+        let added = batch.added_bytes(new);
+        let mut events: Vec<Option<SessionEvent>> = batch.events.into_iter().map(Some).collect();
         for n in new {
-            let Some(event) = batch.events.get(n.index) else {
+            let Some(mut event) = events.get_mut(n.index).and_then(Option::take) else {
                 continue;
             };
-            let mut event = event.clone();
             event.seq = n.seq;
             event.session_id = self.session.id.to_string();
             self.ids.insert(event.id.clone(), n.seq);
             self.archive.insert(n.seq, event);
         }
         self.session.event_count = u64::try_from(self.archive.len()).unwrap_or(u64::MAX);
-        self.session.event_bytes = self
-            .session
-            .event_bytes
-            .saturating_add(batch.added_bytes(new));
+        self.session.event_bytes = self.session.event_bytes.saturating_add(added);
     }
 
     fn apply_state(&mut self, shared: &mut Shared<'_>, changes: &StateChanges) {
@@ -397,7 +395,7 @@ impl SessionRepository for InMemoryRepository {
         let r = writable(sessions, id, now)?;
         let plan = AppendPlan::new(&r.head(), &batch, &r.stored(&batch))?;
         if !plan.is_noop() {
-            r.archive_new(&batch, &plan.new);
+            r.archive_new(batch, &plan.new);
             r.context.extend(plan.new.iter().map(|n| n.seq));
             r.apply_state(&mut shared, &plan.state);
             r.last_seq = plan.last_seq;
@@ -460,7 +458,7 @@ impl SessionRepository for InMemoryRepository {
         else {
             return Ok(false);
         };
-        r.archive_new(&batch, &plan.new);
+        r.archive_new(batch, &plan.new);
         r.apply_state(&mut shared, &plan.state);
         r.context_log.push(plan.change(now));
         r.context = plan.context;
