@@ -18,12 +18,13 @@
 //! loop alive by itself) and held while calls are in flight: the process
 //! neither exits with an answer owed nor stays up for an idle store.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use agent_session::SessionService;
+use agent_session::{SessionError, SessionService};
 use napi::bindgen_prelude::{Function, Result};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::tokio::runtime::Handle;
@@ -136,10 +137,18 @@ impl NativeResident {
         if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
             hold(&env, &self.settle)?;
         }
-        self.jobs.send(job).map_err(|_| {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            napi::Error::from_reason("the resident thread is gone")
-        })
+        if self.jobs.send(job).is_err() {
+            // Never owed after all: the event loop may end again.
+            if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+                // SAFETY: on the environment's own thread, with a live
+                // thread-safe function of that environment.
+                check(unsafe {
+                    napi::sys::napi_unref_threadsafe_function(env.raw(), self.settle.raw())
+                })?;
+            }
+            return Err(napi::Error::from_reason("the resident thread is gone"));
+        }
+        Ok(())
     }
 }
 
@@ -176,13 +185,19 @@ fn check(status: napi::sys::napi_status) -> Result<()> {
 /// sender is gone or the environment is torn down.
 fn serve(queue: &Receiver<Job>, settle: &Settle) {
     while let Some(job) = next(queue) {
-        let answer = match job.runtime.block_on(agent_session::ops::call(
-            job.service.as_ref(),
-            &job.op,
-            &job.args,
-        )) {
-            Ok(text) => (job.id, true, text),
-            Err(e) => (job.id, false, problem_text(&e)),
+        // A call that panics is answered as a backend error, so its
+        // promise settles and the thread serves the next call.
+        let run = || {
+            let call = agent_session::ops::call(job.service.as_ref(), &job.op, &job.args);
+            job.runtime.block_on(call)
+        };
+        let answer = match std::panic::catch_unwind(AssertUnwindSafe(run)) {
+            Ok(Ok(text)) => (job.id, true, text),
+            Ok(Err(e)) => (job.id, false, problem_text(&e)),
+            Err(_) => {
+                let e = SessionError::backend("node", format!("the call `{}` panicked", job.op));
+                (job.id, false, problem_text(&e))
+            }
         };
         drop(job);
         if settle.call(answer, ThreadsafeFunctionCallMode::NonBlocking) != Status::Ok {
