@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,18 +29,26 @@ def _redis_up() -> bool:
         return False
 
 
-def _server_urls() -> list[str]:
-    """PostgreSQL and Redis, which CI runs; skipped elsewhere when absent."""
+@pytest.fixture
+def server_urls() -> Iterator[list[str]]:
+    """PostgreSQL and Redis, which CI runs; skipped elsewhere when absent.
+    The PostgreSQL schema is dropped after the test."""
+    schema = f"py_exit_{uuid.uuid4().hex[:12]}"
     urls = []
     for name, up, url in (
-        ("PostgreSQL", _postgres_up(), f"{PG_URL}?schema=py_exit_{uuid.uuid4().hex[:12]}"),
+        ("PostgreSQL", _postgres_up(), f"{PG_URL}?schema={schema}"),
         ("Redis", _redis_up(), f"redis://{REDIS[0]}:{REDIS[1]}?prefix=py-exit-{uuid.uuid4().hex[:12]}"),
     ):
         if up:
             urls.append(url)
         elif os.environ.get("CI") == "true":
             pytest.fail(f"CI=true: {name} must answer")
-    return urls
+    yield urls
+    subprocess.run(
+        ["psql", PG_URL, "-q", "-c", f"DROP SCHEMA IF EXISTS {schema} CASCADE"],
+        check=False,
+        capture_output=True,
+    )
 
 
 def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -57,8 +66,8 @@ def _assert_clean(run: subprocess.CompletedProcess[str], what: str) -> None:
     assert run.stderr == "", f"{what}: wrote to stderr\n{run.stderr[-3000:]}"
 
 
-def test_the_interpreter_exits_cleanly_after_every_call_path(tmp_path: Path) -> None:
-    urls = _server_urls()
+def test_the_interpreter_exits_cleanly_after_every_call_path(tmp_path: Path, server_urls: list[str]) -> None:
+    urls = server_urls
     for i in range(30):
         scratch = tmp_path / f"run{i}"
         scratch.mkdir()
@@ -72,8 +81,8 @@ def test_the_interpreter_exits_cleanly_after_every_call_path(tmp_path: Path) -> 
     [(["-X", "dev"], {}), ([], {"PYTHONMALLOC": "debug"})],
     ids=["dev-mode", "debug-malloc"],
 )
-def test_the_interpreter_exits_cleanly_under_checks(tmp_path: Path, flags, env) -> None:
-    run = _run([*flags, str(SCRIPTS / "every_call.py"), str(tmp_path), *_server_urls()], env)
+def test_the_interpreter_exits_cleanly_under_checks(tmp_path: Path, flags, env, server_urls: list[str]) -> None:
+    run = _run([*flags, str(SCRIPTS / "every_call.py"), str(tmp_path), *server_urls], env)
     _assert_clean(run, " ".join(flags) or str(env))
 
 
