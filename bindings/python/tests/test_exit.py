@@ -66,7 +66,9 @@ def _assert_clean(run: subprocess.CompletedProcess[str], what: str) -> None:
     assert run.stderr == "", f"{what}: wrote to stderr\n{run.stderr[-3000:]}"
 
 
-def test_the_interpreter_exits_cleanly_after_every_call_path(tmp_path: Path, server_urls: list[str]) -> None:
+def test_the_interpreter_exits_cleanly_after_every_call_path(
+    tmp_path: Path, server_urls: list[str]
+) -> None:
     urls = server_urls
     for i in range(30):
         scratch = tmp_path / f"run{i}"
@@ -81,7 +83,9 @@ def test_the_interpreter_exits_cleanly_after_every_call_path(tmp_path: Path, ser
     [(["-X", "dev"], {}), ([], {"PYTHONMALLOC": "debug"})],
     ids=["dev-mode", "debug-malloc"],
 )
-def test_the_interpreter_exits_cleanly_under_checks(tmp_path: Path, flags, env, server_urls: list[str]) -> None:
+def test_the_interpreter_exits_cleanly_under_checks(
+    tmp_path: Path, flags, env, server_urls: list[str]
+) -> None:
     run = _run([*flags, str(SCRIPTS / "every_call.py"), str(tmp_path), *server_urls], env)
     _assert_clean(run, " ".join(flags) or str(env))
 
