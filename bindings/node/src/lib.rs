@@ -36,6 +36,17 @@ fn problem_text(e: &SessionError) -> String {
     serde_json::to_string(&Problem::from_error(e)).unwrap_or_default()
 }
 
+/// Runs `op` with `args` (JSON text) on the calling thread, blocking on
+/// `runtime` for what the store awaits: its answer as JSON text.
+fn run_call(
+    service: &dyn SessionService,
+    runtime: &Handle,
+    op: &str,
+    args: &str,
+) -> std::result::Result<String, SessionError> {
+    runtime.block_on(agent_session::ops::call(service, op, args))
+}
+
 /// The rejection of a failed call: its problem document as the message.
 fn reject(e: &SessionError) -> Error {
     Error::new(Status::GenericFailure, problem_text(e))
@@ -162,8 +173,7 @@ impl Task for PoolCall {
     type JsValue = String;
 
     fn compute(&mut self) -> Result<String> {
-        let call = agent_session::ops::call(self.service.as_ref(), &self.op, &self.args);
-        self.runtime.block_on(call).map_err(|e| reject(&e))
+        run_call(self.service.as_ref(), &self.runtime, &self.op, &self.args).map_err(|e| reject(&e))
     }
 
     fn resolve(&mut self, _env: Env, output: String) -> Result<String> {

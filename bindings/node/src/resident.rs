@@ -31,7 +31,7 @@ use napi::tokio::runtime::Handle;
 use napi::{Env, Status};
 use napi_derive::napi;
 
-use crate::{problem_text, NativeStore};
+use crate::{problem_text, run_call, NativeStore};
 
 /// How long the resident thread keeps looking for the next call after an
 /// answer before it sleeps: longer than an agent's own work between two
@@ -88,11 +88,7 @@ impl NativeResident {
                 // The last answer owed lets the event loop end again.
                 if counted.fetch_sub(1, Ordering::Relaxed) == 1 {
                     if let Some(settle) = own.get() {
-                        // SAFETY: on the environment's thread, while the
-                        // function it calls is alive.
-                        check(unsafe {
-                            napi::sys::napi_unref_threadsafe_function(ctx.env.raw(), settle.0)
-                        })?;
+                        release(&ctx.env, settle.0)?;
                     }
                 }
                 Ok(ctx.value)
@@ -135,16 +131,12 @@ impl NativeResident {
         };
         // The first answer owed keeps the event loop alive until it arrives.
         if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
-            hold(&env, &self.settle)?;
+            hold(&env, self.settle.raw())?;
         }
         if self.jobs.send(job).is_err() {
             // Never owed after all: the event loop may end again.
             if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
-                // SAFETY: on the environment's own thread, with a live
-                // thread-safe function of that environment.
-                check(unsafe {
-                    napi::sys::napi_unref_threadsafe_function(env.raw(), self.settle.raw())
-                })?;
+                release(&env, self.settle.raw())?;
             }
             return Err(napi::Error::from_reason("the resident thread is gone"));
         }
@@ -153,10 +145,16 @@ impl NativeResident {
 }
 
 /// Holds the event loop open for the answers owed.
-fn hold(env: &Env, settle: &Settle) -> Result<()> {
+fn hold(env: &Env, settle: napi::sys::napi_threadsafe_function) -> Result<()> {
     // SAFETY: called on the environment's own thread with a live
     // thread-safe function of that environment.
-    check(unsafe { napi::sys::napi_ref_threadsafe_function(env.raw(), settle.raw()) })
+    check(unsafe { napi::sys::napi_ref_threadsafe_function(env.raw(), settle) })
+}
+
+/// Lets the event loop end again (no answer owed).
+fn release(env: &Env, settle: napi::sys::napi_threadsafe_function) -> Result<()> {
+    // SAFETY: as for `hold`.
+    check(unsafe { napi::sys::napi_unref_threadsafe_function(env.raw(), settle) })
 }
 
 /// The raw handle of the settling function, for its own callback to let
@@ -187,10 +185,7 @@ fn serve(queue: &Receiver<Job>, settle: &Settle) {
     while let Some(job) = next(queue) {
         // A call that panics is answered as a backend error, so its
         // promise settles and the thread serves the next call.
-        let run = || {
-            let call = agent_session::ops::call(job.service.as_ref(), &job.op, &job.args);
-            job.runtime.block_on(call)
-        };
+        let run = || run_call(job.service.as_ref(), &job.runtime, &job.op, &job.args);
         let answer = match std::panic::catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(text)) => (job.id, true, text),
             Ok(Err(e)) => (job.id, false, problem_text(&e)),

@@ -265,11 +265,12 @@ impl SessionEvent {
     pub fn encode(&self) -> Result<String> {
         // Sized for a typical event up front: growing from serde_json's
         // 128 bytes took two or three reallocations an event.
+        let failed = |e: crate::error::BoxError| {
+            SessionError::serialization(format!("event {}", self.id), e)
+        };
         let mut out = Vec::with_capacity(ENCODED_CAPACITY);
-        serde_json::to_writer(&mut out, self)
-            .map_err(|e| crate::SessionError::serialization(format!("event {}", self.id), e))?;
-        String::from_utf8(out)
-            .map_err(|e| crate::SessionError::serialization(format!("event {}", self.id), e))
+        serde_json::to_writer(&mut out, self).map_err(|e| failed(e.into()))?;
+        String::from_utf8(out).map_err(|e| failed(e.into()))
     }
 
     /// The size of the event as stores keep it: the length in bytes of its

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::clock::{system_clock, SharedClock};
 use crate::context_log::ContextLog;
@@ -114,6 +114,16 @@ impl Record {
             .collect()
     }
 
+    /// Whether the session belongs to user `user_id` of `app`.
+    fn is_owned_by(&self, app: &str, user_id: &str) -> bool {
+        self.session.app == *app && self.session.user_id == *user_id
+    }
+
+    /// Whether events were appended since the index last caught up.
+    fn has_pending(&self) -> bool {
+        self.indexed_through < self.last_seq
+    }
+
     /// Adds the events appended since the last search to the index.
     fn index_pending(&mut self) {
         let from = self.indexed_through.saturating_add(1);
@@ -189,6 +199,31 @@ impl Default for InMemoryRepository {
 }
 
 impl InMemoryRepository {
+    /// A read guard under which the sessions a search of `scope` reads
+    /// have their new events indexed: taken for writing only when some
+    /// have events not indexed yet, so searches otherwise read side by side.
+    fn read_indexed(&self, scope: &SearchScope) -> RwLockReadGuard<'_, Inner> {
+        let inner = self.inner.read();
+        if !scoped(&inner.sessions, scope).any(Record::has_pending) {
+            return inner;
+        }
+        drop(inner);
+        let mut inner = self.inner.write();
+        match scope {
+            SearchScope::Session(id) => {
+                if let Some(r) = inner.sessions.get_mut(id.as_str()) {
+                    r.index_pending();
+                }
+            }
+            SearchScope::User { app, user_id } => inner
+                .sessions
+                .values_mut()
+                .filter(|r| r.is_owned_by(app, user_id))
+                .for_each(Record::index_pending),
+        }
+        RwLockWriteGuard::downgrade(inner)
+    }
+
     /// An empty repository on the system clock with default limits.
     pub fn new() -> Self {
         Self {
@@ -232,6 +267,21 @@ fn live_of(inner: &Inner, session: &Session, now: DateTime<Utc>) -> u64 {
         .filter(|r| r.session.counts_for_owner_of(session, now))
         .count();
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The sessions a search of `scope` reads (expired ones too).
+fn scoped<'a>(
+    sessions: &'a HashMap<String, Record>,
+    scope: &'a SearchScope,
+) -> Box<dyn Iterator<Item = &'a Record> + 'a> {
+    match scope {
+        SearchScope::Session(id) => Box::new(sessions.get(id.as_str()).into_iter()),
+        SearchScope::User { app, user_id } => Box::new(
+            sessions
+                .values()
+                .filter(move |r| r.is_owned_by(app, user_id)),
+        ),
+    }
 }
 
 fn live<'a>(inner: &'a Inner, id: &SessionId, now: DateTime<Utc>) -> Result<&'a Record> {
@@ -507,35 +557,13 @@ impl SessionRepository for InMemoryRepository {
         self.capabilities().check_search(query)?;
         let parsed = query.parsed()?;
         let now = self.now();
-        let mut inner = self.inner.write();
-        // The sessions searched index what was appended since their last search.
-        match &query.scope {
-            SearchScope::Session(id) => {
-                if let Some(r) = inner.sessions.get_mut(id.as_str()) {
-                    r.index_pending();
-                }
-            }
-            SearchScope::User { app, user_id } => {
-                let owned =
-                    |r: &&mut Record| r.session.app == *app && r.session.user_id == *user_id;
-                inner
-                    .sessions
-                    .values_mut()
-                    .filter(owned)
-                    .for_each(Record::index_pending);
-            }
-        }
-        let inner = parking_lot::RwLockWriteGuard::downgrade(inner);
+        let inner = self.read_indexed(&query.scope);
         let records: Vec<&Record> = match &query.scope {
             SearchScope::Session(id) => vec![live(&inner, &SessionId::new(id.as_str())?, now)?],
             SearchScope::User { app, user_id } => inner
                 .sessions
                 .values()
-                .filter(|r| {
-                    r.session.app == *app
-                        && r.session.user_id == *user_id
-                        && !r.session.is_expired_at(now)
-                })
+                .filter(|r| r.is_owned_by(app, user_id) && !r.session.is_expired_at(now))
                 .collect(),
         };
         let limit = read_limit(query, records.len());
