@@ -38,11 +38,13 @@ use crate::StateMap;
 mod change;
 mod head;
 mod import;
+mod remembered;
 mod restore;
 mod window;
 pub use change::{ContextTokens, HeadChange, NewEvent, StateChanges};
 pub use head::{Head, OwnerQuota, SessionQuota};
 pub use import::ImportPlan;
+pub use remembered::RememberedHeads;
 pub use restore::{compaction_order, context_at, Restorable, Restore};
 pub use window::ReadWindow;
 

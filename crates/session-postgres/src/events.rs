@@ -3,12 +3,13 @@
 use std::collections::HashMap;
 
 use deadpool_postgres::{Client, Transaction};
-use session_core::plan::{ReadWindow, Stored};
+use session_core::plan::{EventBatch, NewEvent, ReadWindow, Stored};
 use session_core::state::{decode_state, encode_state};
 use session_core::{
     fold_case, stored_counter, visible_branches, EventFilter, EventView, Page, SessionError,
     SessionEvent, SessionId, StateMap, SyntheticFilter, MAX_SEQ,
 };
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
 use crate::error::{BACKEND, R};
@@ -37,6 +38,122 @@ pub(crate) struct NewRow<'a> {
     pub(crate) body: &'a str,
 }
 
+/// The planned new events of `batch` as rows, at context positions from `first` on
+/// (`None`: they join the archive only, placed by the caller).
+pub(crate) fn new_rows<'a>(
+    batch: &'a EventBatch,
+    new: &[NewEvent],
+    first: Option<i64>,
+) -> Vec<NewRow<'a>> {
+    new.iter()
+        .zip(0i64..)
+        .filter_map(|(n, k)| {
+            Some(NewRow {
+                seq: n.seq,
+                ctx_pos: first.map(|p| p + k),
+                event: batch.events.get(n.index)?,
+                body: batch.bodies.get(n.index)?,
+            })
+        })
+        .collect()
+}
+
+/// The columns of an insert of new rows after `session_id`: one array
+/// per column, which `UNNEST` zips back into rows (see [`INSERT_COLUMNS`]).
+pub(crate) struct EventColumns<'a> {
+    seq: Vec<i64>,
+    id: Vec<&'a str>,
+    ctx_pos: Vec<Option<i64>>,
+    ts: Vec<i64>,
+    role: Vec<&'static str>,
+    branch: Vec<Option<&'a str>>,
+    invocation: Vec<Option<&'a str>>,
+    synthetic: Vec<bool>,
+    tokens: Vec<i64>,
+    delta: Vec<Option<String>>,
+    search: Vec<String>,
+    body: Vec<&'a str>,
+}
+
+/// The events table's columns an insert writes, and the `UNNEST` of
+/// parameters `$k..$k+11` that yields them after the session id.
+pub(crate) fn insert_columns(first_param: usize) -> (&'static str, String) {
+    const TYPES: [&str; 12] = [
+        "int8", "text", "int8", "int8", "text", "text", "text", "bool", "int8", "text", "text",
+        "text",
+    ];
+    let arrays: Vec<String> = TYPES
+        .iter()
+        .zip(first_param..)
+        .map(|(ty, k)| format!("${k}::{ty}[]"))
+        .collect();
+    (
+        "session_id, seq, id, ctx_pos, ts, role, branch, invocation_id, synthetic, \
+         token_estimate, state_delta, search_text, body",
+        format!("UNNEST({})", arrays.join(", ")),
+    )
+}
+
+impl<'a> EventColumns<'a> {
+    /// The columns of `rows`.
+    pub(crate) fn new(rows: &[NewRow<'a>]) -> R<Self> {
+        let n = rows.len();
+        let mut c = Self {
+            seq: Vec::with_capacity(n),
+            id: Vec::with_capacity(n),
+            ctx_pos: Vec::with_capacity(n),
+            ts: Vec::with_capacity(n),
+            role: Vec::with_capacity(n),
+            branch: Vec::with_capacity(n),
+            invocation: Vec::with_capacity(n),
+            synthetic: Vec::with_capacity(n),
+            tokens: Vec::with_capacity(n),
+            delta: Vec::with_capacity(n),
+            search: Vec::with_capacity(n),
+            body: Vec::with_capacity(n),
+        };
+        for r in rows {
+            let e = r.event;
+            c.seq.push(sql_int(r.seq));
+            c.id.push(e.id.as_str());
+            c.ctx_pos.push(r.ctx_pos);
+            c.ts.push(micros(e.timestamp));
+            c.role.push(e.role().as_str());
+            c.branch.push(e.branch.as_deref());
+            c.invocation.push(e.invocation_id.as_deref());
+            c.synthetic.push(e.is_synthetic());
+            c.tokens.push(i64::from(e.token_estimate));
+            c.delta.push(
+                e.state_delta
+                    .as_ref()
+                    .map(|d| encode_state(d, "state delta"))
+                    .transpose()?,
+            );
+            c.search.push(index_text(e));
+            c.body.push(r.body);
+        }
+        Ok(c)
+    }
+
+    /// The twelve arrays, in the order of [`insert_columns`].
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 12] {
+        [
+            &self.seq,
+            &self.id,
+            &self.ctx_pos,
+            &self.ts,
+            &self.role,
+            &self.branch,
+            &self.invocation,
+            &self.synthetic,
+            &self.tokens,
+            &self.delta,
+            &self.search,
+            &self.body,
+        ]
+    }
+}
+
 /// Inserts `rows` into the archive of `session_id` in one statement (one
 /// array per column, zipped by `UNNEST`).
 pub(crate) async fn insert(
@@ -49,67 +166,17 @@ pub(crate) async fn insert(
         return Ok(());
     }
     let n = rows.len();
-    let mut seq = Vec::with_capacity(n);
-    let mut id = Vec::with_capacity(n);
-    let mut ctx_pos = Vec::with_capacity(n);
-    let mut ts = Vec::with_capacity(n);
-    let mut role = Vec::with_capacity(n);
-    let mut branch = Vec::with_capacity(n);
-    let mut invocation = Vec::with_capacity(n);
-    let mut synthetic = Vec::with_capacity(n);
-    let mut tokens = Vec::with_capacity(n);
-    let mut delta = Vec::with_capacity(n);
-    let mut search = Vec::with_capacity(n);
-    let mut body = Vec::with_capacity(n);
-    for r in rows {
-        let e = r.event;
-        seq.push(sql_int(r.seq));
-        id.push(e.id.as_str());
-        ctx_pos.push(r.ctx_pos);
-        ts.push(micros(e.timestamp));
-        role.push(e.role().as_str().to_owned());
-        branch.push(e.branch.as_deref());
-        invocation.push(e.invocation_id.as_deref());
-        synthetic.push(e.is_synthetic());
-        tokens.push(i64::from(e.token_estimate));
-        delta.push(
-            e.state_delta
-                .as_ref()
-                .map(|d| encode_state(d, "state delta"))
-                .transpose()?,
-        );
-        search.push(index_text(e));
-        body.push(r.body);
-    }
+    let columns = EventColumns::new(rows)?;
+    let (names, unnest) = insert_columns(2);
     let stmt = tx
         .prepare_cached(&format!(
-            "INSERT INTO {} (session_id, seq, id, ctx_pos, ts, role, branch, invocation_id, synthetic, \
-             token_estimate, state_delta, search_text, body) \
-             SELECT $1::text, * FROM UNNEST($2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
-             $7::text[], $8::text[], $9::bool[], $10::int8[], $11::text[], $12::text[], $13::text[])",
+            "INSERT INTO {} ({names}) SELECT $1::text, * FROM {unnest}",
             t.events
         ))
         .await?;
-    let written = tx
-        .run(
-            &stmt,
-            &[
-                &session_id,
-                &seq,
-                &id,
-                &ctx_pos,
-                &ts,
-                &role,
-                &branch,
-                &invocation,
-                &synthetic,
-                &tokens,
-                &delta,
-                &search,
-                &body,
-            ],
-        )
-        .await?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&session_id];
+    params.extend(columns.params());
+    let written = tx.run(&stmt, &params).await?;
     if u64::try_from(n).ok() != Some(written) {
         return Err(SessionError::backend(
             BACKEND,

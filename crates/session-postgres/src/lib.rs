@@ -5,6 +5,7 @@
 //! - `repository.rs`: the builder, [`PostgresRepository`] and connecting by URL;
 //! - `error.rs`: driver and pool errors mapped onto `SessionError`;
 //! - `repo.rs`: the `SessionRepository` implementation (read the head, plan, persist);
+//! - `remembered.rs`: appends in one statement from the head the last append left;
 //! - `schema.rs`: migrations, tear-down;
 //! - `tables.rs`: table names, and which schema names are safe to quote;
 //! - `sessions.rs`, `events.rs`, `shared.rs`: the statements on each table;
@@ -17,6 +18,7 @@ mod events;
 mod fork;
 mod history;
 mod quiet;
+mod remembered;
 mod repo;
 mod repository;
 mod schema;

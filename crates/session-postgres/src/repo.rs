@@ -9,21 +9,22 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use futures::try_join;
 use session_core::plan::{
-    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, HeadChange, ImportPlan, NewEvent,
+    plan_update, AppendPlan, ContextPlan, CreatePlan, EventBatch, HeadChange, ImportPlan,
     RewindPlan, Stored,
 };
 use session_core::retention::{PrunePlan, Pruned, Standing};
 use session_core::ContextLog;
 use session_core::{
     prepare_events, AppName, AppendOutcome, Capabilities, Erased, EventFilter, EventView, ForkAt,
-    ImportOutcome, Limits, NewSession, Page, RewindOutcome, RewindTo, SearchHit, SearchQuery,
-    Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery, SessionRepository,
-    SessionUpdate, SharedState, UserId,
+    ImportOutcome, Limits, NewSession, Owner, Page, RewindOutcome, RewindTo, SearchHit,
+    SearchQuery, Session, SessionDump, SessionError, SessionEvent, SessionId, SessionQuery,
+    SessionRepository, SessionUpdate, SharedState, UserId,
 };
 
-use crate::error::{retryable, settle, BACKEND, R};
+use crate::error::{retryable, settle, StoreError, BACKEND, R};
 use crate::events::{self, NewRow};
 use crate::quiet::Quiet;
+use crate::remembered::{self, LeftHead};
 use crate::repository::PostgresRepository;
 use crate::sessions::{self, Locked};
 use crate::sql::{sql_int, sql_len};
@@ -70,22 +71,6 @@ macro_rules! read {
         let result = $body.await;
         settle($c, result).map_err(SessionError::from)
     }};
-}
-
-/// The planned new events of `batch` as rows, at context positions from `first` on
-/// (`None`: they join the archive only, placed by the caller).
-fn new_rows<'a>(batch: &'a EventBatch, new: &[NewEvent], first: Option<i64>) -> Vec<NewRow<'a>> {
-    new.iter()
-        .zip(0i64..)
-        .filter_map(|(n, k)| {
-            Some(NewRow {
-                seq: n.seq,
-                ctx_pos: first.map(|p| p + k),
-                event: batch.events.get(n.index)?,
-                body: batch.bodies.get(n.index)?,
-            })
-        })
-        .collect()
 }
 
 /// Locks the session row and reads which ids of `batch` it holds, in one
@@ -164,32 +149,71 @@ async fn persist(
     Ok(())
 }
 
+/// The transaction of an append (of one `owner` may use, if named): the
+/// outcome, and the head it left if it wrote.
 async fn append(
     tx: &Transaction<'_>,
     t: &Tables,
     id: &SessionId,
     batch: &EventBatch,
+    owner: Option<&Owner>,
     now: DateTime<Utc>,
-) -> R<AppendOutcome> {
-    let (mut locked, held) = lock_and_held(tx, t, id, batch, now).await?;
+) -> R<(AppendOutcome, Option<LeftHead>)> {
+    let (mut locked, held) = match lock_and_held(tx, t, id, batch, now).await {
+        // To an owner, an expired session is absent, as on reads.
+        Err(StoreError::Session(SessionError::Expired { .. })) if owner.is_some() => {
+            return Err(SessionError::session_not_found(id).into())
+        }
+        read => read?,
+    };
+    let stored_owner = locked.owner(id)?;
+    if owner.is_some_and(|o| !o.may_access(&stored_owner)) {
+        return Err(SessionError::session_not_found(id).into());
+    }
     let plan = AppendPlan::new(&locked.head, batch, &held)?;
     if plan.is_noop() {
-        return Ok(plan.outcome());
+        return Ok((plan.outcome(), None));
     }
     let (first, next_ctx_pos) = locked.positions(plan.new.len())?;
-    let rows = new_rows(batch, &plan.new, Some(first));
-    persist(
-        tx,
-        t,
-        id,
-        &mut locked,
-        &rows,
-        &plan.head_change(),
-        next_ctx_pos,
-        now,
-    )
-    .await?;
-    Ok(plan.outcome())
+    let rows = events::new_rows(batch, &plan.new, Some(first));
+    let change = plan.head_change();
+    persist(tx, t, id, &mut locked, &rows, &change, next_ctx_pos, now).await?;
+    let left = LeftHead::after(&locked.head, &change, next_ctx_pos, stored_owner);
+    Ok((plan.outcome(), Some(left)))
+}
+
+impl PostgresRepository {
+    /// Appends `batch` (to a session `owner` may use, if named): in one
+    /// statement from the head this repository's last append left, if it
+    /// still holds, else in a transaction that reads the head.
+    async fn append_batch(
+        &self,
+        owner: Option<&Owner>,
+        id: &SessionId,
+        batch: &EventBatch,
+    ) -> session_core::Result<AppendOutcome> {
+        if let Some(guess) = self.remembered.take(id.as_str()) {
+            let c = self.client().await?;
+            let now = self.clock.now();
+            let result = remembered::append(&c, &self.tables, &guess, owner, batch, now).await;
+            match settle(c, result) {
+                Ok(Some((outcome, left))) => {
+                    self.remembered.remember(id.as_str(), left);
+                    return Ok(outcome);
+                }
+                // A stale guess, or a race lost: the transaction decides.
+                Ok(None) => {}
+                Err(e) if retryable(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let t = &self.tables;
+        let (outcome, left) = write_tx!(self, |tx, now| append(&tx, t, id, batch, owner, now))?;
+        if let Some(left) = left {
+            self.remembered.remember(id.as_str(), left);
+        }
+        Ok(outcome)
+    }
 }
 
 async fn replace_context(
@@ -216,7 +240,7 @@ async fn replace_context(
         .map(|(seq, pos)| (sql_int(*seq), pos))
         .unzip();
     events::place_context(tx, t, id, &seqs, &positions, first).await?;
-    let mut rows = new_rows(batch, &plan.new, None);
+    let mut rows = events::new_rows(batch, &plan.new, None);
     for row in &mut rows {
         row.ctx_pos = position.get(&row.seq).copied();
     }
@@ -404,8 +428,21 @@ impl SessionRepository for PostgresRepository {
         events: Vec<SessionEvent>,
     ) -> session_core::Result<AppendOutcome> {
         let batch = EventBatch::new(events, &self.limits)?;
-        let t = &self.tables;
-        write_tx!(self, |tx, now| append(&tx, t, id, &batch, now))
+        self.append_batch(None, id, &batch).await
+    }
+
+    async fn append_owned(
+        &self,
+        owner: &Owner,
+        id: &SessionId,
+        events: Vec<SessionEvent>,
+    ) -> session_core::Result<AppendOutcome> {
+        match EventBatch::new(events, &self.limits) {
+            Ok(batch) => self.append_batch(Some(owner), id, &batch).await,
+            // Another owner's session is unknown, whatever the events.
+            Err(e) if owner.may_access(&self.owner_of(id).await?) => Err(e),
+            Err(_) => Err(SessionError::session_not_found(id)),
+        }
     }
 
     async fn events(

@@ -2,6 +2,7 @@
 //! connection pool, and connecting by URL.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -9,6 +10,7 @@ use session_core::{system_clock, Limits, SessionError, SharedClock};
 use tokio_postgres::NoTls;
 
 use crate::error::{map_pool, BACKEND};
+use crate::remembered::{LeftHead, RememberedHeads};
 use crate::tables::{valid_schema_name, Tables};
 
 /// Options for connecting a [`PostgresRepository`].
@@ -166,6 +168,7 @@ impl PostgresRepositoryBuilder {
             pool,
             clock: self.clock,
             limits: self.limits,
+            remembered: Arc::default(),
         };
         repo.migrate().await?;
         Ok(repo)
@@ -186,6 +189,8 @@ pub struct PostgresRepository {
     pub(crate) tables: Tables,
     pub(crate) clock: SharedClock,
     pub(crate) limits: Limits,
+    /// The heads this repository's appends left (see `remembered`).
+    pub(crate) remembered: Arc<RememberedHeads<LeftHead>>,
 }
 
 impl std::fmt::Debug for PostgresRepository {

@@ -5,7 +5,7 @@ use deadpool_postgres::{Client, Transaction};
 use session_core::plan::{self, ContextTokens, Head, HeadChange, OwnerQuota};
 use session_core::state::{apply_delta, decode_state, encode_state, LazyState};
 use session_core::{
-    stored_counter, stored_id, Erased, Limits, Page, Session, SessionError, SessionId,
+    stored_counter, stored_id, Erased, Limits, Owner, Page, Session, SessionError, SessionId,
     SessionQuery, SessionStatus, SessionUpdate, StateMap, MAX_SEQ, MAX_VERSION,
 };
 use tokio_postgres::{Row, Statement};
@@ -118,13 +118,27 @@ impl Locked {
         Ok(self.state.changed()?)
     }
 
+    /// The session's owner.
+    pub(crate) fn owner(&self, id: &SessionId) -> R<Owner> {
+        let what = |field: &str| format!("session {id} {field}");
+        Ok(Owner::new(
+            stored_id(&self.app, || what("app"))?,
+            stored_id(&self.user_id, || what("user_id"))?,
+        ))
+    }
+
     /// `n` context positions from the next one on: the first, and the next after them.
     pub(crate) fn positions(&self, n: usize) -> R<(i64, i64)> {
-        let next = self.next_ctx_pos.checked_add(sql_len(n)).ok_or_else(|| {
-            SessionError::invalid("context", "the context position counter is exhausted")
-        })?;
-        Ok((self.next_ctx_pos, next))
+        context_positions(self.next_ctx_pos, n)
     }
+}
+
+/// `n` context positions from `next` on: the first, and the next after them.
+pub(crate) fn context_positions(next: i64, n: usize) -> R<(i64, i64)> {
+    let after = next.checked_add(sql_len(n)).ok_or_else(|| {
+        SessionError::invalid("context", "the context position counter is exhausted")
+    })?;
+    Ok((next, after))
 }
 
 /// The statement [`lock_with`] runs.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use session_core::plan::Stored;
+use session_core::plan::{RememberedHeads, Stored};
 use session_core::{
     ErrorKind, Page, Session, SessionEvent, SessionId, SessionQuery, SharedClock, StateMap,
 };
@@ -16,7 +16,6 @@ use crate::decode::{decode_session, decode_state};
 use crate::error::{corrupt, map_err};
 use crate::head_fields::{HeadFields, HEAD_FIELDS};
 use crate::keys::{KeySpace, ARCHIVE, CONTEXT, DELTAS, EVENTS, HEAD, INITIAL, INVOCATIONS, STATE};
-use crate::remembered::RememberedHeads;
 use crate::scripts::{Call, Scripts};
 
 /// The session heads: reads of each session's head hash (with what a
@@ -27,7 +26,7 @@ pub(crate) struct Heads {
     keys: KeySpace,
     scripts: Arc<Scripts>,
     clock: SharedClock,
-    remembered: Arc<RememberedHeads>,
+    remembered: Arc<RememberedHeads<HeadFields>>,
 }
 
 /// What a write read: the head fields and which ids of its batch the session holds.

@@ -6,7 +6,7 @@
 //! handle, keys and scripts it needs:
 //!
 //! - `heads`: the session heads (head hashes, what a write plans from, the
-//!   heads this repository's appends left, in `remembered`);
+//!   heads this repository's appends left, `session_core::plan::RememberedHeads`);
 //! - `events`: the event log (bodies, archive and context sets, pages,
 //!   the context's history, the initial state);
 //! - `indexes`: the activity and expiry indexes;
@@ -38,7 +38,6 @@ mod head_fields;
 mod heads;
 mod indexes;
 mod keys;
-mod remembered;
 mod repo;
 mod repository;
 mod scripts;

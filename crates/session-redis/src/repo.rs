@@ -223,7 +223,7 @@ impl SessionRepository for RedisRepository {
         let ids = batch.ids();
         let _turn = self.gates.enter(id).await;
         // First from the head this repository's last append left, if any
-        // (see `remembered`); the script refuses a wrong guess and the loop reads.
+        // (see `RememberedHeads`); the script refuses a wrong guess and the loop reads.
         if let Some(fields) = self.heads.take_remembered(id) {
             let now = self.now();
             let guess = writable(fields, id, now).and_then(|fields| {

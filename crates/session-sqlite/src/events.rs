@@ -351,21 +351,38 @@ fn read_rows<T>(
     // its way out of SQLite (a whole read's copying fell by a third).
     let mut sql = String::from("SELECT seq, CAST(body AS BLOB) FROM events WHERE session_id = ?1");
     let mut values: Vec<SqlValue> = vec![id.to_owned().into()];
-    if filter.view == EventView::Context {
-        sql.push_str(" AND ");
-        sql.push_str(IN_CONTEXT);
-    }
     let cursor = match cursor(conn, id, filter)? {
         Cursor::From(c) => c,
         Cursor::PastTheEnd => return Ok(Page::empty(filter.page, filter.page_size)),
     };
+    match (filter.view, cursor) {
+        (EventView::Context, None) => {
+            sql.push_str(" AND ");
+            sql.push_str(IN_CONTEXT);
+        }
+        // One lower bound, the higher of the cursor and the context's
+        // base: given both, SQLite started the index range at the base
+        // and filtered up to the cursor, so each page of a whole read
+        // walked every row before it (100,000 events took 0.45 s, 10,000
+        // took 11 ms).
+        (EventView::Context, Some(c)) => {
+            values.push(c.into());
+            sql.push_str(&format!(
+                " AND ctx_pos IS NOT NULL AND ctx_pos > \
+                 MAX(?{}, (SELECT ctx_base FROM sessions WHERE id = ?1) - 1)",
+                values.len()
+            ));
+        }
+        (EventView::Archive, Some(c)) => {
+            values.push(c.into());
+            sql.push_str(&format!(" AND seq > ?{}", values.len()));
+        }
+        (EventView::Archive, None) => {}
+    }
     let mut cond = |c: &str, v: SqlValue| {
         values.push(v);
         sql.push_str(&format!(" AND {c} ?{}", values.len()));
     };
-    if let Some(c) = cursor {
-        cond(&format!("{order} >"), c.into());
-    }
     if let Some(t) = filter.from {
         cond("timestamp >=", micros(t).into());
     }

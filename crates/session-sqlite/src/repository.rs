@@ -477,12 +477,11 @@ mod tests {
         Ok(())
     }
 
-    /// A context read's statement is planned once, not on every read
-    /// (see `stable_plans`); the snapshot's `BEGIN` is cached too.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_context_read_is_prepared_once() -> session_core::Result<()> {
-        use rusqlite::StatementStatus::{RePrepare, Run};
-        use session_core::{EventFilter, Message, NewSession, SessionEvent, SessionRepository};
+    /// A store with one reader connection in a fresh directory (kept
+    /// while the store is used), and a session in it.
+    async fn one_reader_store(
+    ) -> session_core::Result<(tempfile::TempDir, SqliteRepository, session_core::Session)> {
+        use session_core::{NewSession, SessionRepository};
         let dir = tempfile::tempdir().map_err(|e| SessionError::backend(BACKEND, e))?;
         let repo = SqliteRepository::builder(dir.path().join("s.db"))
             .readers(1)
@@ -491,6 +490,16 @@ mod tests {
         let session = repo
             .create(NewSession::new("app", "ada", chrono::Utc::now())?.with_id("s1")?)
             .await?;
+        Ok((dir, repo, session))
+    }
+
+    /// A context read's statement is planned once, not on every read
+    /// (see `stable_plans`); the snapshot's `BEGIN` is cached too.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_context_read_is_prepared_once() -> session_core::Result<()> {
+        use rusqlite::StatementStatus::{RePrepare, Run};
+        use session_core::{EventFilter, Message, SessionEvent, SessionRepository};
+        let (_dir, repo, session) = one_reader_store().await?;
         for i in 0..30 {
             let mut e = SessionEvent::new(Message::user(format!("turn {i}")));
             e.metadata
@@ -520,6 +529,57 @@ mod tests {
             begin.get_status(Run),
             3,
             "each read began with the cached BEGIN"
+        );
+        Ok(())
+    }
+
+    /// Each page of a whole context read starts its index range at the
+    /// page's cursor: it steps through about one page of rows, wherever
+    /// the cursor stands (with the context's base as the range's start,
+    /// the fifth page walked the four before it too).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_context_page_after_a_cursor_reads_one_page_of_rows() -> session_core::Result<()> {
+        use rusqlite::StatementStatus::{Run, VmStep};
+        use session_core::{
+            EventView, Message, SessionEvent, SessionRepository, SessionRepositoryExt,
+        };
+        let (_dir, repo, session) = one_reader_store().await?;
+        for batch in 0..50 {
+            let events = (0..100)
+                .map(|i| SessionEvent::new(Message::user(format!("turn {batch} {i}"))))
+                .collect();
+            repo.append(&session.id, events).await?;
+        }
+        let all = repo.all_events(&session.id, EventView::Context).await?;
+        assert_eq!(all.len(), 5000);
+        let conn = repo.inner.reader();
+        let first = conn
+            .prepare_cached(&format!(
+                "SELECT seq, CAST(body AS BLOB) FROM events WHERE session_id = ?1 AND {} \
+                 ORDER BY ctx_pos LIMIT 1001 OFFSET 0",
+                crate::events::IN_CONTEXT
+            ))
+            .map_err(map_err)?;
+        let after = conn
+            .prepare_cached(
+                "SELECT seq, CAST(body AS BLOB) FROM events WHERE session_id = ?1 \
+                 AND ctx_pos IS NOT NULL AND ctx_pos > \
+                 MAX(?2, (SELECT ctx_base FROM sessions WHERE id = ?1) - 1) \
+                 ORDER BY ctx_pos LIMIT 1001 OFFSET 0",
+            )
+            .map_err(map_err)?;
+        assert_eq!(
+            first.get_status(Run),
+            1,
+            "the first page ran this statement"
+        );
+        let pages = after.get_status(Run);
+        assert_eq!(pages, 4, "the pages after the first ran this statement");
+        let per_page = after.get_status(VmStep) / pages;
+        let first_page = first.get_status(VmStep);
+        assert!(
+            per_page <= first_page * 3 / 2,
+            "a page after a cursor took {per_page} steps, the first {first_page}"
         );
         Ok(())
     }
