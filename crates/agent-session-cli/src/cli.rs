@@ -603,7 +603,7 @@ pub(crate) enum WorkloadArg {
     /// Single-word searches in W1's session, frequent to rare.
     #[value(alias = "search")]
     W4,
-    /// The last 20 and a full read at each of `--sizes` session lengths.
+    /// The last 20 and a full read at each of `--sizes` session lengths (the full reads next to the raw engine).
     Scaling,
     /// Compaction end to end of a 1,000-event context, then rolling compactions.
     Compaction,

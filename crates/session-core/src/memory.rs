@@ -468,13 +468,17 @@ impl SessionRepository for InMemoryRepository {
                 Ok(page)
             }
             (EventView::Context, after) => {
-                // Start past the cursor's position, found among the context's seqs alone.
+                // Start past the cursor's position, found among the context's
+                // seqs alone: by bisection while they ascend (until a
+                // compaction puts a summary before older events), so the
+                // pages of a whole read do not each scan the ones before.
                 let from = match after {
                     None => 0,
                     Some(a) => r
                         .context
-                        .iter()
-                        .position(|s| *s == a)
+                        .binary_search(&a)
+                        .ok()
+                        .or_else(|| r.context.iter().position(|s| *s == a))
                         .map(|i| i.saturating_add(1))
                         .ok_or_else(|| filter.cursor_left_context())?,
                 };

@@ -396,12 +396,15 @@ pub(crate) fn in_context_base(t: &Tables) -> String {
 /// The context position of the event `seq`, if it is in the context: a
 /// lookup by primary key alone, the context base compared here (with the
 /// base in the SQL, PostgreSQL could pick the context index and scan a
-/// session's whole context for one row).
+/// session's whole context for one row). The base is a scalar subquery,
+/// not a join: two lookups by primary key leave the planner no choice,
+/// where the join took 70 ms a page (the server log) in two whole reads
+/// of a 100,000-event session on a store the bench had just filled.
 async fn context_position(c: &Client, t: &Tables, id: &SessionId, seq: i64) -> R<Option<i64>> {
     let sql = format!(
-        "SELECT e.ctx_pos, s.ctx_base FROM {} e JOIN {} s ON s.id = e.session_id \
-         WHERE e.session_id = $1 AND e.seq = $2",
-        t.events, t.sessions
+        "SELECT ctx_pos, ({}) FROM {} WHERE session_id = $1 AND seq = $2",
+        in_context_base(t),
+        t.events
     );
     let Some(row) = c.fetch_opt(&sql, &[&id.as_str(), &seq]).await? else {
         return Ok(None);

@@ -1,10 +1,14 @@
 //! The read workloads: W3 (full read, last 20), W4 (searches, frequent to
 //! rare), and reads at growing session lengths.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use agent_session::{EventFilter, EventView, SearchQuery, SessionId, SessionRepositoryExt};
+use agent_session::{
+    EventFilter, EventView, SearchQuery, SessionId, SessionRepository, SessionRepositoryExt,
+};
 use anyhow::{bail, Result};
+use indicatif::ProgressBar;
 use serde_json::json;
 
 use super::events::{event, FREQUENT, PLANTED};
@@ -28,23 +32,15 @@ pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
     let bar = progress(rounds * 2, "W3 read");
     let raw = scratch.raw.as_deref();
     let repo = &scratch.repo;
-    interleaved(
-        rounds,
+    let expected = usize::try_from(n)?;
+    let read = FullRead {
+        repo,
         raw,
-        &mut full,
-        async |_| {
-            let t = Instant::now();
-            repo.all_events(id, EventView::Archive).await?;
-            bar.inc(1);
-            Ok(ms_per(1, t.elapsed()))
-        },
-        async |raw: &Raw, _| {
-            let t = Instant::now();
-            raw.read(id.as_str(), None).await?;
-            Ok(ms_per(1, t.elapsed()))
-        },
-    )
-    .await?;
+        id,
+        view: EventView::Archive,
+        expected,
+    };
+    read.paired(rounds, &mut full, &bar).await?;
     // Tails after the full reads, each sample after an untimed read (as in `scaling`).
     interleaved(
         rounds,
@@ -72,6 +68,49 @@ pub(crate) async fn w3(scratch: &Scratch, id: &SessionId, args: &BenchArgs) -> R
     .await?;
     bar.finish_and_clear();
     Ok(vec![full, tail])
+}
+
+/// A whole read of one session, timed on the store and on the raw engine.
+struct FullRead<'a> {
+    repo: &'a Arc<dyn SessionRepository>,
+    raw: Option<&'a Raw>,
+    id: &'a SessionId,
+    view: EventView,
+    /// How many events each read must return.
+    expected: usize,
+}
+
+impl FullRead<'_> {
+    /// `rounds` pairs of whole reads (the store's through `view`, the raw
+    /// engine's), each checked to return every event, into `row`.
+    async fn paired(&self, rounds: usize, row: &mut Row, bar: &ProgressBar) -> Result<()> {
+        let (n, id) = (self.expected, self.id);
+        interleaved(
+            rounds,
+            self.raw,
+            row,
+            async |_| {
+                let t = Instant::now();
+                let got = self.repo.all_events(id, self.view).await?.len();
+                let took = ms_per(1, t.elapsed());
+                if got != n {
+                    bail!("a full read of {n} events returned {got}");
+                }
+                bar.inc(1);
+                Ok(took)
+            },
+            async |raw: &Raw, _| {
+                let t = Instant::now();
+                let got = raw.read(id.as_str(), None).await?;
+                let took = ms_per(1, t.elapsed());
+                if got != n {
+                    bail!("a raw full read of {n} events returned {got}");
+                }
+                Ok(took)
+            },
+        )
+        .await
+    }
 }
 
 /// W4: the first page of a single-word search in W1's session, for a
@@ -136,6 +175,15 @@ pub(crate) async fn scaling(scratch: &mut Scratch, args: &BenchArgs) -> Result<V
     let mut fulls = Vec::new();
     for &n in &args.sizes {
         let id = filled(scratch, n, &format!("scaling: filling {n} events")).await?;
+        let raw = scratch.raw.as_deref();
+        if let Some(raw) = raw {
+            let bar = progress(n, &format!("scaling: filling the raw engine, {n}"));
+            for i in 0..n {
+                raw.append(id.as_str(), &event(i)).await?;
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+        }
         let mut tail = Row::new(format!("last 20 of {n} events"), Unit::MsPerOp);
         let mut full = Row::new(format!("full read of {n} events"), Unit::MsPerOp);
         let bar = progress(rounds * 2, &format!("scaling: reading {n} events"));
@@ -150,35 +198,45 @@ pub(crate) async fn scaling(scratch: &mut Scratch, args: &BenchArgs) -> Result<V
             tail.library.push(ms_per(TAIL_READS, t.elapsed()));
             bar.inc(1);
         }
-        for _ in 0..rounds {
-            let t = Instant::now();
-            let all = scratch.repo.all_events(&id, EventView::Context).await?;
-            full.library.push(ms_per(1, t.elapsed()));
-            if all.len() != n {
-                bail!("a full read of {n} events returned {}", all.len());
-            }
-            bar.inc(1);
-        }
+        let repo = &scratch.repo;
+        let read = FullRead {
+            repo,
+            raw,
+            id: &id,
+            view: EventView::Context,
+            expected: n,
+        };
+        read.paired(rounds, &mut full, &bar).await?;
         bar.finish_and_clear();
         scratch.drop_session(&id).await?;
         tail.extra = json!({"session_events": n});
         full.extra = json!({"session_events": n});
         tails.push((n, median(&tail.library)));
-        fulls.push((n, median(&full.library)));
+        fulls.push((n, median(&full.library), median(&full.raw)));
         rows.push(tail);
         rows.push(full);
     }
-    let ratio =
-        |points: &[(usize, Option<f64>)], from: usize, to: usize, target: f64, what: &str| {
-            let at = |n: usize| points.iter().find(|(m, _)| *m == n).and_then(|(_, v)| *v);
-            let (a, b) = (at(from)?, at(to)?);
-            let mut row = Row::new(format!("{what}: {to} ÷ {from} events"), Unit::Times);
-            row.library.push(b / a.max(1e-9));
-            row.extra = json!({"target_at_most": target});
-            Some(row)
-        };
+    // Growth from one size to another: the store's, and the raw engine's
+    // when it read the same sizes (a growth row's ratio is the store's
+    // growth ÷ the raw engine's).
+    let ratio = |points: &[(usize, Option<f64>, Option<f64>)],
+                 from: usize,
+                 to: usize,
+                 target: f64,
+                 what: &str| {
+        let at = |n: usize| points.iter().find(|(m, _, _)| *m == n);
+        let ((_, a, raw_a), (_, b, raw_b)) = (at(from)?, at(to)?);
+        let mut row = Row::new(format!("{what}: {to} ÷ {from} events"), Unit::Times);
+        row.library.push((*b)? / a.as_ref()?.max(1e-9));
+        if let (Some(ra), Some(rb)) = (raw_a, raw_b) {
+            row.raw.push(rb / ra.max(1e-9));
+        }
+        row.extra = json!({"target_at_most": target});
+        Some(row)
+    };
     let sizes = &args.sizes;
     if let (Some(&small), Some(&large)) = (sizes.iter().min(), sizes.iter().max()) {
+        let tails: Vec<_> = tails.into_iter().map(|(n, t)| (n, t, None)).collect();
         rows.extend(ratio(&tails, small, large, 1.5, "last 20 growth"));
         if sizes.contains(&(large / 10)) {
             rows.extend(ratio(&fulls, large / 10, large, 12.0, "full read growth"));
