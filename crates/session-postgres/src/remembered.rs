@@ -5,9 +5,10 @@
 //!
 //! The statement updates the session row only where every field the plan
 //! was made from still holds (version, last seq, counters, next context
-//! position, status, owner, not expired) and the session holds none of
-//! the batch's ids, and inserts the events only if it did: a stale guess
-//! writes nothing, and the append takes the transaction instead. The row
+//! position, status, owner, not expired), and inserts the events only if
+//! it did; an event the session already holds fails it whole (the unique
+//! key on session and event id). A stale guess writes nothing, and the
+//! append takes the transaction instead. The row
 //! lock the update takes orders it with every other write to the session,
 //! as `SELECT … FOR UPDATE` does in the transaction.
 
@@ -17,15 +18,16 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Client;
 use session_core::plan::{AppendPlan, ContextTokens, EventBatch, Head, HeadChange};
 use session_core::{AppendOutcome, Owner, SessionError, SessionId};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 pub(crate) use session_core::plan::RememberedHeads;
 
-use crate::error::{BACKEND, R};
+use crate::error::{StoreError, BACKEND, R};
 use crate::events::{self, EventColumns};
 use crate::quiet::Quiet;
 use crate::sessions::context_positions;
-use crate::sql::{micros, sql_int, sql_len};
+use crate::sql::{micros, sql_int, sql_len, touch_sql};
 use crate::tables::Tables;
 
 /// The head an append left: what the next append plans from.
@@ -64,20 +66,29 @@ impl LeftHead {
 }
 
 /// The statement: `tokens` is how `context_tokens` takes `$18`.
+///
+/// The row is found by its primary key alone: the owner and status are
+/// compared with `IS NOT DISTINCT FROM`, which no index serves (compared
+/// with `=`, a plan made before the table had statistics walked the owner
+/// index through every session of the user). An event the session already
+/// holds is caught by the events table's unique key on (session, id), and
+/// the statement fails as a whole (a lookup of the batch's ids in the same
+/// statement was planned, on a new table, to read every id of the session).
 fn statement(t: &Tables, tokens: &str) -> String {
     let (names, unnest) = events::insert_columns(2);
     format!(
         "WITH head AS (UPDATE {s} SET version = $14, last_seq = $15, next_ctx_pos = $16, \
-         event_count = event_count + $17, context_tokens = {tokens}, \
-         updated_at = GREATEST(updated_at, $19), event_bytes = event_bytes + $20 \
+         event_count = event_count + $17, context_tokens = {tokens}, {touch}, \
+         event_bytes = event_bytes + $20 \
          WHERE id = $1 AND version = $21 AND last_seq = $22 AND next_ctx_pos = $23 \
-         AND status = $24 AND event_count = $25 AND event_bytes = $26 AND app = $27 \
-         AND user_id = $28 AND (expires_at IS NULL OR expires_at > $19) \
-         AND NOT EXISTS (SELECT 1 FROM {e} WHERE session_id = $1 AND id = ANY($3)) \
+         AND event_count = $25 AND event_bytes = $26 \
+         AND (status, app, user_id) IS NOT DISTINCT FROM ($24, $27, $28) \
+         AND (expires_at IS NULL OR expires_at > $19) \
          RETURNING id) \
          INSERT INTO {e} ({names}) SELECT head.id, u.* FROM head, {unnest} AS u",
         s = t.sessions,
         e = t.events,
+        touch = touch_sql("$19"),
     )
 }
 
@@ -154,7 +165,12 @@ pub(crate) async fn append(
         &app,
         &user,
     ]);
-    let written = c.run(&stmt, &params).await?;
+    let written = match c.run(&stmt, &params).await {
+        Ok(n) => n,
+        // The session holds one of the events: nothing was written.
+        Err(StoreError::Pg(e)) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     if written == 0 {
         return Ok(None);
     }

@@ -7,7 +7,7 @@ use crate::repository::PostgresRepository;
 use crate::tables::Tables;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_context_changes.sql")),
     (5, include_str!("../migrations/0005_rank_without_index.sql")),
     (6, include_str!("../migrations/0006_event_bytes.sql")),
+    (7, include_str!("../migrations/0007_activity_seconds.sql")),
 ];
 
 impl PostgresRepository {

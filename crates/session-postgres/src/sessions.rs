@@ -12,7 +12,9 @@ use tokio_postgres::{Row, Statement};
 
 use crate::error::{StoreError, R};
 use crate::quiet::Quiet;
-use crate::sql::{count, expiry, from_micros, micros, offset, sql_int, sql_len, Conditions};
+use crate::sql::{
+    count, expiry, from_micros, micros, offset, sql_int, sql_len, touch_sql, Conditions,
+};
 use crate::tables::Tables;
 
 pub(crate) const SESSION_COLUMNS: &str =
@@ -333,7 +335,9 @@ pub(crate) async fn insert(
         .prepare_cached(&format!(
             "INSERT INTO {} (id, app, user_id, key, status, created_at, updated_at, expires_at, metadata, \
              state, initial_state, event_count, context_tokens, version, last_seq, next_ctx_pos, \
-             event_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+             event_bytes, active_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $7::int8 / 1000000)",
             t.sessions
         ))
         .await?;
@@ -387,12 +391,13 @@ pub(crate) async fn update(
     let expires_at = update.expires_at.flatten().map(micros);
     let stmt = tx
         .prepare_cached(&format!(
-            "UPDATE {} SET version = $8, updated_at = GREATEST(updated_at, $2), \
+            "UPDATE {} SET version = $8, {}, \
              metadata = COALESCE($3, metadata), state = COALESCE($4, state), \
              status = COALESCE($5, status), \
              expires_at = CASE WHEN $6 THEN $7 ELSE expires_at END \
              WHERE id = $1 RETURNING {SESSION_COLUMNS}",
-            t.sessions
+            t.sessions,
+            touch_sql("$2")
         ))
         .await?;
     let row = tx
@@ -433,8 +438,9 @@ pub(crate) async fn advance(
         .prepare_cached(&format!(
             "UPDATE {} SET state = COALESCE($2, state), version = $3, last_seq = $4, \
              next_ctx_pos = $5, event_count = event_count + $7, context_tokens = {tokens_sql}, \
-             updated_at = GREATEST(updated_at, $8), event_bytes = event_bytes + $9 WHERE id = $1",
-            t.sessions
+             {}, event_bytes = event_bytes + $9 WHERE id = $1",
+            t.sessions,
+            touch_sql("$8")
         ))
         .await?;
     tx.run(
@@ -523,10 +529,11 @@ pub(crate) async fn rewound(
             "UPDATE {s} SET state = $2, version = $4, {counters}, \
              context_tokens = (SELECT COALESCE(SUM(token_estimate), 0) FROM {e} \
                                WHERE session_id = $1 AND ctx_pos >= {s}.ctx_base), \
-             updated_at = GREATEST(updated_at, $3) WHERE id = $1",
+             {touch} WHERE id = $1",
             s = t.sessions,
             e = t.events,
-            counters = recount_sql(&t.events)
+            counters = recount_sql(&t.events),
+            touch = touch_sql("$3")
         ))
         .await?;
     tx.run(
@@ -567,10 +574,15 @@ pub(crate) async fn list(
     if let Some(s) = q.status {
         w.push("status =", s.as_str().to_owned());
     }
+    // The activity indexes hold whole seconds (`active_at`, truncated as
+    // PostgreSQL divides): the bounds on them narrow the index walk, those
+    // on `updated_at` are exact.
     if let Some(t) = q.active_from {
+        w.push("active_at >=", micros(t) / 1_000_000);
         w.push("updated_at >=", micros(t));
     }
     if let Some(t) = q.active_to {
+        w.push("active_at <=", micros(t) / 1_000_000);
         w.push("updated_at <", micros(t));
     }
     for (key, value) in &q.metadata {
@@ -584,7 +596,8 @@ pub(crate) async fn list(
         return Ok(Page::empty(q.page, q.page_size));
     };
     w.sql.push_str(&format!(
-        " ORDER BY updated_at DESC, id LIMIT {} OFFSET {offset}",
+        // `active_at` (whole seconds) is what the activity indexes hold.
+        " ORDER BY active_at DESC, updated_at DESC, id LIMIT {} OFFSET {offset}",
         q.page_size + 1
     ));
     let rows = c.fetch(&w.sql, &w.params()).await?;

@@ -30,6 +30,17 @@ pub(crate) fn expiry(row: &Row, idx: usize, id: &str) -> R<Option<DateTime<Utc>>
         .transpose()?)
 }
 
+/// The assignments that move a session's activity time to at least the
+/// micros in parameter `param`: `updated_at`, and `active_at`, its whole
+/// seconds, which the activity indexes hold (schema 7), computed from the
+/// same value so the two never disagree.
+pub(crate) fn touch_sql(param: &str) -> String {
+    format!(
+        "updated_at = GREATEST(updated_at, {param}), \
+         active_at = GREATEST(updated_at, {param}) / 1000000"
+    )
+}
+
 /// A stored count (never negative when written).
 pub(crate) fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)

@@ -6,9 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
-use session_core::{
-    Clock as _, ManualClock, Message, NewSession, SessionEvent, SessionQuery, SessionRepository,
-};
+use session_core::{ManualClock, Message, NewSession, SessionEvent, SessionRepository};
 use session_sqlite::SqliteRepository;
 
 /// The database's page size.
@@ -64,14 +62,7 @@ async fn an_append_within_the_second_leaves_the_activity_indexes_alone() {
         .open()
         .await
         .unwrap();
-    let mut ids = Vec::new();
-    for user in ["a", "b", "c"] {
-        let s = repo
-            .create(NewSession::new("app", user, clock.now()).unwrap())
-            .await
-            .unwrap();
-        ids.push(s.id);
-    }
+    let ids = session_testkit::activity::three_sessions(&repo, &clock, "app").await;
     for n in 0..20 {
         repo.append(&ids[0], vec![event(n)]).await.unwrap();
     }
@@ -96,21 +87,8 @@ async fn an_append_within_the_second_leaves_the_activity_indexes_alone() {
     assert!(frames[1..].iter().all(|&f| f <= 5), "{frames:?}");
 
     // The seconds follow `updated_at` through appends across seconds.
-    for (step, id) in ids.iter().enumerate().rev() {
-        clock.advance(chrono::Duration::milliseconds(700));
-        repo.append(id, vec![event(200 + step)]).await.unwrap();
-        let (active, updated) = active_at(&db, id.as_str());
-        assert_eq!(active, updated.div_euclid(1_000_000), "session {step}");
-    }
-    let listed: Vec<_> = repo
-        .list(&SessionQuery::default().app("app"))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
-    assert_eq!(listed, ids, "newest activity first");
+    let stored = async |id: &session_core::SessionId| active_at(&db, id.as_str());
+    session_testkit::activity::seconds_follow_each_append(&repo, &clock, "app", &ids, stored).await;
 }
 
 /// A new database takes the page size it is opened with (the default

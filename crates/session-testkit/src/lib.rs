@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use session_core::{ManualClock, SessionRepository, SharedClock};
 
+pub mod activity;
 pub mod cases;
 pub mod corpus;
 pub mod erasure;
