@@ -5,11 +5,11 @@
 -- update of the session row a new row version with new entries in each
 -- activity index (and in the metadata index), and a session appended to
 -- thousands of times left thousands of dead entries under its id for every
--- later lookup to step over until vacuum (appends to one session fell
--- from 1,700/s to 500/s over 50,000 events). `active_at` changes at most
--- once a second, so the other updates leave every index alone and
--- PostgreSQL updates the row in place (a HOT update), for which the table
--- keeps a fifth of each page free. Lists order by `active_at DESC,
+-- later lookup to step over until vacuum (measured on the bench's W1:
+-- after a few runs, appends at a third of the speed of a new schema).
+-- `active_at` changes at most once a second, so the other updates leave
+-- every index alone and PostgreSQL updates the row in place (a HOT
+-- update), for which the table keeps a fifth of each page free. Lists order by `active_at DESC,
 -- updated_at DESC, id`, the same order as before (the seconds follow the
 -- microseconds). Every statement that writes `updated_at` writes
 -- `active_at` from the same value.
