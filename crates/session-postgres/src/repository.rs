@@ -180,7 +180,9 @@ impl PostgresRepositoryBuilder {
 /// Every write is one transaction that locks the session row
 /// (`SELECT … FOR UPDATE`) and checks the version it read when it bumps
 /// it; serialization failures and deadlocks are retried a bounded number of
-/// times. Search is one `LIKE` per query term over text folded in Rust,
+/// times. An append planned from the head this repository's previous
+/// append to the session left is one statement that writes only if that
+/// head still holds (see `docs/backends/postgres.md`). Search is one `LIKE` per query term over text folded in Rust,
 /// served by a `pg_trgm` GIN index; ranked search orders by `ts_rank`.
 #[derive(Clone)]
 pub struct PostgresRepository {
