@@ -49,14 +49,7 @@ impl LeftHead {
         next_ctx_pos: i64,
         owner: Owner,
     ) -> Self {
-        let head = Head::new(
-            head.id.clone(),
-            change.last_seq,
-            change.version,
-            head.status,
-        )
-        .with_event_count(head.event_count.saturating_add(change.added_count()))
-        .with_event_bytes(head.event_bytes.saturating_add(change.added_bytes));
+        let head = head.advanced(change);
         Self {
             head,
             next_ctx_pos,

@@ -6,6 +6,8 @@ use crate::ids::SessionId;
 use crate::session::{Session, SessionStatus};
 use crate::validate::Limits;
 
+use super::change::HeadChange;
+
 /// What a store read about a session before writing to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
@@ -52,6 +54,19 @@ impl Head {
     pub fn with_event_bytes(mut self, event_bytes: u64) -> Self {
         self.event_bytes = event_bytes;
         self
+    }
+
+    /// The head `change` leaves: its version and last seq, the archive's
+    /// counters grown by the events it adds, the status unchanged.
+    pub fn advanced(&self, change: &HeadChange<'_>) -> Self {
+        Self::new(
+            self.id.clone(),
+            change.last_seq,
+            change.version,
+            self.status,
+        )
+        .with_event_count(self.event_count.saturating_add(change.added_count()))
+        .with_event_bytes(self.event_bytes.saturating_add(change.added_bytes))
     }
 
     /// `SessionEnded` when the session has ended: its events and state are
@@ -244,5 +259,24 @@ mod tests {
             e.stored_bytes().unwrap(),
             u64::try_from(batch.bodies[0].len()).unwrap()
         );
+    }
+
+    #[test]
+    fn the_head_a_plan_leaves_has_its_version_seq_and_grown_counters() {
+        let before = head(3, 100);
+        let batch = EventBatch::new(
+            vec![
+                SessionEvent::new(Message::user("a")),
+                SessionEvent::new(Message::user("b")),
+            ],
+            &Limits::default(),
+        )
+        .unwrap();
+        let plan = AppendPlan::new(&before, &batch, &HashMap::new()).unwrap();
+        let after = before.advanced(&plan.head_change());
+        assert_eq!((after.last_seq, after.version), (5, plan.version));
+        assert_eq!(after.event_count, 5);
+        assert_eq!(after.event_bytes, 100 + plan.head_change().added_bytes);
+        assert_eq!(after.status, before.status);
     }
 }
