@@ -13,9 +13,16 @@ pub(crate) struct SessionFile {
     pub(crate) initial_state: StateMap,
     /// The highest seq ever assigned.
     pub(crate) last_seq: u64,
-    /// Bytes of `events.jsonl` that hold acknowledged events; anything past
-    /// it is an unacknowledged or torn write and is moved aside.
+    /// Bytes of `events.jsonl` that hold acknowledged events. As stored, the
+    /// log as of this file's last rewrite; appends committed since carry
+    /// their head on their last line (see `commit`), and a file read from
+    /// disk is settled up to the last of them. Anything past that is an
+    /// append in flight or a torn write, and a writer moves it aside.
     pub(crate) log_bytes: u64,
+    /// `log_bytes` as the file on disk records it (how far the log has
+    /// grown past it tells an append when to rewrite the file); not stored.
+    #[serde(skip)]
+    pub(crate) checkpoint: u64,
     /// The context: these seqs in this order, then every event with a seq above `through`.
     pub(crate) context: ContextFile,
     /// The context's history: one record per context replace, oldest first

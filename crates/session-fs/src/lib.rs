@@ -9,6 +9,7 @@
 //! - `layout`: paths under the root and shared-state file names;
 //! - `format`: the `session.json` format;
 //! - `files`: atomic rewrites, JSON files, advisory locks;
+//! - `commit`: appends committed by their last log line, and settling a session file up to them;
 //! - `log`: the `events.jsonl` log, its recovery and the id index;
 //! - `log_read`: part of a log, from a seq forwards (by bisection) or from the end backwards;
 //! - `view`: a page or tail of a session's view, read from the cursor or the end;
@@ -16,6 +17,7 @@
 //! - `search`: search through each session's trigram index;
 //! - `search_index`: that index, kept in memory and in `search.idx` beside the log.
 
+mod commit;
 mod error;
 mod files;
 mod format;

@@ -129,14 +129,35 @@ pub(crate) fn backwards(
     session_id: &SessionId,
     mut visit: impl FnMut(SessionEvent) -> ControlFlow<()>,
 ) -> Result<()> {
+    lines_backwards(path, 0, limit, |_, line| {
+        let Ok(mut e) = serde_json::from_slice::<SessionEvent>(line) else {
+            return ControlFlow::Break(());
+        };
+        session_id.as_str().clone_into(&mut e.session_id);
+        visit(e)
+    })
+}
+
+/// Visits the complete lines between byte `floor` (a line's start) and
+/// `limit` newest first, each without its newline and with the offset just
+/// past it, reading blocks from the end, until `visit` breaks. Bytes after
+/// the last newline before `limit` (a line being written or torn) are not
+/// visited.
+pub(crate) fn lines_backwards(
+    path: &Path,
+    floor: u64,
+    limit: u64,
+    mut visit: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+) -> Result<()> {
     let Some(mut f) = open(path)? else {
         return Ok(());
     };
     let mut end = limit;
-    // The unvisited bytes ending at the last unvisited record's newline.
+    // The unvisited bytes from `end` up to the last unvisited line's newline.
     let mut pending: Vec<u8> = Vec::new();
-    loop {
-        let start = end.saturating_sub(BLOCK);
+    let mut at_line_end = false;
+    while end > floor {
+        let start = end.saturating_sub(BLOCK).max(floor);
         let mut block = Vec::new();
         f.seek(SeekFrom::Start(start))
             .map_err(|e| io_err(path, e))?;
@@ -147,27 +168,30 @@ pub(crate) fn backwards(
         block.extend_from_slice(&pending);
         pending = block;
         end = start;
-        // Visit every whole line; the first one is whole only at the start of the file.
+        if !at_line_end {
+            // Drop a fragment after the last newline.
+            let Some(i) = pending.iter().rposition(|b| *b == b'\n') else {
+                pending.clear();
+                continue;
+            };
+            pending.truncate(i.saturating_add(1));
+            at_line_end = true;
+        }
+        // Visit every whole line; the first one is whole only at the floor.
         while let Some(body_end) = pending.len().checked_sub(1) {
             let line_start = match pending[..body_end].iter().rposition(|b| *b == b'\n') {
                 Some(i) => i + 1,
-                None if end == 0 => 0,
+                None if end == floor => 0,
                 None => break,
             };
-            let Ok(mut e) = serde_json::from_slice::<SessionEvent>(&pending[line_start..body_end])
-            else {
-                return Ok(());
-            };
-            session_id.as_str().clone_into(&mut e.session_id);
-            pending.truncate(line_start);
-            if visit(e).is_break() {
+            let line_end = end.saturating_add(count(pending.len()));
+            if visit(line_end, &pending[line_start..body_end]).is_break() {
                 return Ok(());
             }
-        }
-        if end == 0 {
-            return Ok(());
+            pending.truncate(line_start);
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,12 +20,24 @@ use session_core::{
     SharedDelta, SharedState, UserId,
 };
 
+use crate::commit::{self, Commit};
 use crate::error::{io_err, Result, BACKEND};
 use crate::files::{read_json, sync_dir, to_pretty, write_atomic, Lock};
 use crate::format::{count, ContextFile, SessionFile};
 use crate::repository::{FsRepository, Inner};
 use crate::shared::{self, Write};
 use crate::{log, search_index, view};
+
+/// The session file in `dir` (named `what` in errors), if there is one,
+/// settled up to the appends committed in its log since it was written.
+fn read_settled(dir: &Path, what: &str) -> Result<Option<SessionFile>> {
+    let Some(mut file) = read_json::<SessionFile>(&dir.join("session.json"), what)? else {
+        return Ok(None);
+    };
+    file.checkpoint = file.log_bytes;
+    commit::settle(dir, &mut file)?;
+    Ok(Some(file))
+}
 
 /// The owner of a session, whose shared scopes its writes change.
 fn owner(s: &Session) -> (&AppName, &UserId) {
@@ -60,9 +72,10 @@ fn held(batch: &EventBatch, new: &[NewEvent]) -> Vec<(String, Stored)> {
 }
 
 impl Inner {
-    /// The session file in `dir`, if there is one.
+    /// The session file in `dir`, if there is one, settled up to the
+    /// appends committed in its log since it was written.
     fn read_file(dir: &Path, id: &SessionId) -> Result<Option<SessionFile>> {
-        read_json(&dir.join("session.json"), &format!("session {id}"))
+        read_settled(dir, &format!("session {id}"))
     }
 
     /// Rewrites the session file in `dir` atomically.
@@ -96,11 +109,15 @@ impl Inner {
         Ok((dir, file, lock))
     }
 
-    /// Ends a write: sets the new version and the activity time, and saves
-    /// the session file (the commit point).
-    fn commit(&self, dir: &Path, file: &mut SessionFile, version: u64) -> Result<()> {
+    /// Sets the version and the activity time a write leaves.
+    fn stamp(&self, file: &mut SessionFile, version: u64) {
         file.session.version = version;
         file.session.updated_at = file.session.updated_at.max(self.now());
+    }
+
+    /// Ends a write: stamps the file and saves it (the commit point).
+    fn commit(&self, dir: &Path, file: &mut SessionFile, version: u64) -> Result<()> {
+        self.stamp(file, version);
         self.save(dir, file)
     }
 
@@ -138,6 +155,7 @@ impl Inner {
             context: ContextFile::default(),
             context_changes: Vec::new(),
             log_generation: crate::format::fresh_generation(),
+            checkpoint: 0,
         };
         self.save(&staging, &file)?;
         fs::rename(&staging, &dir).map_err(|e| io_err(&dir, e))?;
@@ -163,10 +181,21 @@ impl Inner {
             return Ok(plan.outcome());
         }
         let lines = log::encode(numbered(&mut batch, &plan.new))?;
-        let written = log::append(&dir, &lines, self.sync)?;
-        file.log_bytes = file.log_bytes.saturating_add(written);
-        advance(&mut file, &plan.head_change());
-        self.commit(&dir, &mut file, plan.version)?;
+        let past_checkpoint = file.log_bytes.saturating_sub(file.checkpoint);
+        if plan.state.session.is_empty() && past_checkpoint < commit::CHECKPOINT_BYTES {
+            // Committed by its own last line: one log write, one fsync.
+            advance(&mut file, &plan.head_change());
+            self.stamp(&mut file, plan.version);
+            let lines = Commit::of(&file).seal(lines)?;
+            let written = log::append(&dir, &lines, self.sync)?;
+            file.log_bytes = file.log_bytes.saturating_add(written);
+        } else {
+            // Session state changes, or a checkpoint is due: the session file commits.
+            let written = log::append(&dir, &lines, self.sync)?;
+            file.log_bytes = file.log_bytes.saturating_add(written);
+            advance(&mut file, &plan.head_change());
+            self.commit(&dir, &mut file, plan.version)?;
+        }
         ids.extend(id, log::Extent::of(&file), held(&batch, &plan.new));
         drop(ids);
         shared::write(
@@ -354,6 +383,7 @@ impl Inner {
             },
             context_changes: dump.context_log,
             log_generation: crate::format::fresh_generation(),
+            checkpoint: 0,
         };
         self.save(&staging, &file)?;
         fs::rename(&staging, &dir).map_err(|e| io_err(&dir, e))?;
@@ -386,10 +416,7 @@ impl Inner {
             if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            match read_json::<SessionFile>(
-                &entry.path().join("session.json"),
-                &format!("session {name}"),
-            ) {
+            match read_settled(&entry.path(), &format!("session {name}")) {
                 Ok(Some(f)) => out.push((name.to_owned(), Ok(f))),
                 Ok(None) => {}
                 Err(e) => out.push((name.to_owned(), Err(e))),
