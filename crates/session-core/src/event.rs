@@ -171,10 +171,14 @@ impl SessionEvent {
     }
 
     /// An event with the builder's defaults: new UUID, now, no branch, empty metadata.
+    ///
+    /// The id is a version 7 UUID: it starts with the time, so the ids of a
+    /// session's events sort roughly in the order they were made and land
+    /// at the end of a store's id index instead of at random pages of it.
     pub fn new(message: Message) -> Self {
         let token_estimate = HeuristicEstimator.estimate_message(&message);
         Self {
-            id: Uuid::new_v4().to_string(),
+            id: Uuid::now_v7().to_string(),
             session_id: String::new(),
             seq: 0,
             timestamp: truncate_micros(Utc::now()),
@@ -492,6 +496,19 @@ pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_event_ids_are_time_ordered_uuids() {
+        let ids: Vec<Uuid> = (0..1000)
+            .map(|_| SessionEvent::new(Message::user("hi")).id)
+            .map(|id| Uuid::parse_str(&id).unwrap())
+            .collect();
+        assert!(ids.iter().all(|id| id.get_version_num() == 7));
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "each id sorts after the one made before it"
+        );
+    }
 
     #[test]
     fn builder_defaults() {
