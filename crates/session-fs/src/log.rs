@@ -55,6 +55,22 @@ pub(crate) fn append(dir: &Path, lines: &[u8], sync: bool) -> Result<u64> {
     Ok(count(lines.len()))
 }
 
+/// [`append`] for lines that commit themselves: when the write or its
+/// fsync fails, the log is cut back to `before` bytes (best effort), so an
+/// append reported as failed is not committed by its line later.
+pub(crate) fn append_or_undo(dir: &Path, lines: &[u8], sync: bool, before: u64) -> Result<u64> {
+    append(dir, lines, sync).inspect_err(|_| {
+        let log = path(dir);
+        let undone = OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .and_then(|f| f.set_len(before).and_then(|()| f.sync_all()));
+        if let Err(e) = undone {
+            tracing::warn!(backend = BACKEND, path = %log.display(), error = %e, "a failed append could not be cut from the log; the next writer takes it as committed");
+        }
+    })
+}
+
 /// Every acknowledged event of a session, in seq order.
 pub(crate) fn archive(dir: &Path, file: &SessionFile) -> Result<Vec<SessionEvent>> {
     Ok(scan(&path(dir), file.log_bytes, &file.session.id, Some)?.events)

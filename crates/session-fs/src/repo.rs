@@ -121,6 +121,25 @@ impl Inner {
         self.save(dir, file)
     }
 
+    /// Replaces the log of the session in `dir` with `kept` (a rewind, a
+    /// prune): a new generation, and the saved search index discarded (it
+    /// covers events that left). The session file is first saved at the
+    /// settled end of the old log when appends committed only by their log
+    /// lines lie past it: the new log has no commit lines, so a crash
+    /// before the file is saved again must find a file that covers at least
+    /// what the new log holds (its recount then keeps every whole record).
+    fn rewrite_log(&self, dir: &Path, file: &mut SessionFile, kept: &[SessionEvent]) -> Result<()> {
+        if file.log_bytes != file.checkpoint {
+            self.save(dir, file)?;
+            file.checkpoint = file.log_bytes;
+        }
+        let lines = log::encode(kept)?;
+        write_atomic(&log::path(dir), &lines, self.sync)?;
+        file.log_bytes = count(lines.len());
+        file.log_generation = crate::format::fresh_generation();
+        search_index::discard(dir)
+    }
+
     /// Removes a session directory: renamed away first, so it disappears at once.
     fn remove(&self, id: &SessionId, dir: &Path) -> Result<()> {
         let trash = self.layout.trash_dir(id);
@@ -187,7 +206,7 @@ impl Inner {
             advance(&mut file, &plan.head_change());
             self.stamp(&mut file, plan.version);
             let lines = Commit::of(&file).seal(lines)?;
-            let written = log::append(&dir, &lines, self.sync)?;
+            let written = log::append_or_undo(&dir, &lines, self.sync, file.log_bytes)?;
             file.log_bytes = file.log_bytes.saturating_add(written);
         } else {
             // Session state changes, or a checkpoint is due: the session file commits.
@@ -257,10 +276,7 @@ impl Inner {
             e.session_id.clear();
         }
         let kept_bytes = SessionEvent::stored_bytes_of(&kept)?;
-        let lines = log::encode(&kept)?;
-        write_atomic(&log::path(&dir), &lines, self.sync)?;
-        file.log_bytes = count(lines.len());
-        file.log_generation = crate::format::fresh_generation();
+        self.rewrite_log(&dir, &mut file, &kept)?;
         file.context.seqs.retain(|s| *s < plan.from_seq);
         let seqs: Vec<u64> = kept.iter().map(|e| e.seq).collect();
         let context: HashSet<u64> = file.context.resolve(&seqs).into_iter().collect();
@@ -310,12 +326,7 @@ impl Inner {
             for e in &mut kept {
                 e.session_id.clear();
             }
-            let lines = log::encode(&kept)?;
-            write_atomic(&log::path(&dir), &lines, self.sync)?;
-            file.log_bytes = count(lines.len());
-            file.log_generation = crate::format::fresh_generation();
-            // The saved index covers the removed events: rebuilt from the log.
-            search_index::discard(&dir)?;
+            self.rewrite_log(&dir, &mut file, &kept)?;
         }
         file.session.event_count = count(kept.len());
         file.session.event_bytes = kept_bytes;
