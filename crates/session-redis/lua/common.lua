@@ -129,14 +129,16 @@ local function write_changes()
   end
 end
 
--- The activity score, then the expiry score ('' removes the entry, '-'
--- leaves it), written to the owner's indexes.
+-- The activity score ('-' leaves the activity indexes), then the expiry
+-- score ('' removes the entry, '-' leaves it), written to the owner's indexes.
 local function index(o, sid)
   local activity, expiry = arg(), arg()
   if o.all == '' then return end
-  redis.call('ZADD', o.all, activity, sid)
-  redis.call('ZADD', o.own, activity, sid)
-  if o.key ~= '' then redis.call('ZADD', o.key, activity, sid) end
+  if activity ~= '-' then
+    redis.call('ZADD', o.all, activity, sid)
+    redis.call('ZADD', o.own, activity, sid)
+    if o.key ~= '' then redis.call('ZADD', o.key, activity, sid) end
+  end
   if expiry == '' then redis.call('ZREM', o.exp, sid)
   elseif expiry ~= '-' then redis.call('ZADD', o.exp, expiry, sid) end
 end

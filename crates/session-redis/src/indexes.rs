@@ -98,16 +98,18 @@ impl Indexes {
     }
 
     /// Cluster mode: puts session `id` at `activity` in its owner's
-    /// activity indexes, and applies `expiry` to the expiry index.
+    /// activity indexes (`None`: leaves them), and applies `expiry` to the
+    /// expiry index.
     pub(crate) async fn touch(
         &self,
         id: &str,
         owner: &OwnerKeys,
-        activity: i64,
+        activity: Option<i64>,
         expiry: ExpiryIndex,
     ) -> session_core::Result<()> {
         let mut c = self.conn.clone();
-        for index in owner.activity() {
+        for index in owner.activity().filter(|_| activity.is_some()) {
+            let activity = activity.unwrap_or_default();
             redis::cmd("ZADD")
                 .arg(index)
                 .arg(-activity)

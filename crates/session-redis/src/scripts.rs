@@ -226,9 +226,13 @@ impl<'a> Call<'a> {
         self
     }
 
-    /// The activity score (last activity, microseconds) and the expiry index change.
-    pub(crate) fn index(&mut self, activity: i64, expiry: ExpiryIndex) -> &mut Self {
-        self.inv.arg(-activity);
+    /// The activity score (last activity, microseconds; `None` leaves the
+    /// activity indexes as they are) and the expiry index change.
+    pub(crate) fn index(&mut self, activity: Option<i64>, expiry: ExpiryIndex) -> &mut Self {
+        match activity {
+            Some(at) => self.inv.arg(-at),
+            None => self.inv.arg("-"),
+        };
         match expiry {
             ExpiryIndex::Keep => self.inv.arg("-"),
             ExpiryIndex::Remove => self.inv.arg(""),

@@ -23,6 +23,10 @@ use crate::scripts::{
 };
 use crate::shared::SharedScopes;
 
+/// Microseconds in a second: the activity indexes are written once per
+/// second of a session's activity.
+const MICROS_PER_SECOND: i64 = 1_000_000;
+
 fn micros(t: DateTime<Utc>) -> i64 {
     t.timestamp_micros()
 }
@@ -287,14 +291,26 @@ impl Writer {
             call.kv(&change.state.shared.user)?
                 .kv(&change.state.shared.app)?;
         }
+        // The activity indexes only hold the sessions (a listing orders
+        // them by their heads' `updated_at`): an append within the second
+        // of the session's last activity leaves them.
+        let activity = (updated.div_euclid(MICROS_PER_SECOND)
+            != read.updated_micros(id)?.div_euclid(MICROS_PER_SECOND))
+        .then_some(updated);
         call.fields(&head)
-            .index(updated, ExpiryIndex::Keep)
+            .index(activity, ExpiryIndex::Keep)
             .touch(plan.touch);
         if matches!(call.run::<i64>(&self.conn, "append").await?, MOVED | HELD) {
             return Ok(None);
         }
-        self.follow_up(id, &owner, &change.state.shared, updated, ExpiryIndex::Keep)
-            .await?;
+        self.follow_up(
+            id,
+            &owner,
+            &change.state.shared,
+            activity,
+            ExpiryIndex::Keep,
+        )
+        .await?;
         Ok(Some(read.after(&head)))
     }
 
@@ -321,7 +337,7 @@ impl Writer {
                 ("version", version.to_string()),
                 ("updated_at", updated.to_string()),
             ])
-            .index(updated, ExpiryIndex::Keep)
+            .index(Some(updated), ExpiryIndex::Keep)
             .touch(Touch::Refresh);
         let removed = call.run::<i64>(&self.conn, "rewind").await?;
         if removed == MOVED {
@@ -331,7 +347,7 @@ impl Writer {
             id,
             &owner,
             &SharedDelta::default(),
-            updated,
+            Some(updated),
             ExpiryIndex::Keep,
         )
         .await?;
@@ -398,7 +414,7 @@ impl Writer {
             None => call.arg("0").kv(&StateMap::new())?,
         };
         let expiry = expiry_index(updated.expires_at);
-        call.index(micros(updated.updated_at), expiry)
+        call.index(Some(micros(updated.updated_at)), expiry)
             .touch(Touch::RefreshOrPersist);
         if call.run::<i64>(&self.conn, "update").await? == MOVED {
             return Ok(false);
@@ -407,7 +423,7 @@ impl Writer {
             id,
             &owner,
             &SharedDelta::default(),
-            micros(updated.updated_at),
+            Some(micros(updated.updated_at)),
             expiry,
         )
         .await?;
@@ -451,7 +467,7 @@ impl Writer {
             .events(&w.events)
             .context(false, &w.context)
             .changes(&w.changes)
-            .index(micros(s.updated_at), expiry_index(s.expires_at))
+            .index(Some(micros(s.updated_at)), expiry_index(s.expires_at))
             .touch(Touch::Refresh);
         match call.run::<i64>(&self.conn, "create").await? {
             MOVED => return Ok(false),
@@ -475,7 +491,7 @@ impl Writer {
             id,
             &owner,
             w.shared,
-            micros(s.updated_at),
+            Some(micros(s.updated_at)),
             expiry_index(s.expires_at),
         )
         .await?;
@@ -509,7 +525,7 @@ impl Writer {
         id: &str,
         owner: &OwnerKeys,
         shared: &SharedDelta,
-        activity: i64,
+        activity: Option<i64>,
         expiry: ExpiryIndex,
     ) -> session_core::Result<()> {
         if !self.cluster {

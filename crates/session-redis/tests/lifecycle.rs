@@ -127,3 +127,62 @@ async fn the_sessions_per_user_quota_is_refused_on_a_cluster() {
         .unwrap_err();
     assert_eq!(err.kind(), session_core::ErrorKind::Unsupported, "{err}");
 }
+
+/// The activity indexes only hold the sessions (a listing orders them by
+/// their heads' `updated_at`): an append within the second of a session's
+/// last activity leaves its index entries, one in a new second moves them,
+/// and listings keep the newest activity first.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_append_within_the_second_leaves_the_activity_indexes() {
+    use chrono::TimeZone;
+    use session_core::{Message, SessionEvent, SessionRepository};
+
+    let clock = std::sync::Arc::new(session_core::ManualClock::at(
+        chrono::Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap(),
+    ));
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let repo = match RedisRepository::builder(url())
+        .prefix(&prefix)
+        .clock(clock.clone())
+        .connect()
+        .await
+    {
+        Ok(repo) => repo,
+        Err(e) => {
+            let _: Option<()> =
+                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
+            return;
+        }
+    };
+    let index = format!("{prefix}:idx:all");
+    let score = |id: &str| -> i64 {
+        let mut c = redis::Client::open(url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        redis::cmd("ZSCORE")
+            .arg(&index)
+            .arg(id)
+            .query::<i64>(&mut c)
+            .unwrap()
+    };
+    let ids = session_testkit::activity::three_sessions(&repo, &clock, "app").await;
+    let before = score(ids[0].as_str());
+    for n in 0..5 {
+        clock.advance(chrono::Duration::milliseconds(10));
+        let event = SessionEvent::new(Message::user(format!("m{n}")));
+        repo.append(&ids[0], vec![event]).await.unwrap();
+    }
+    assert_eq!(
+        score(ids[0].as_str()),
+        before,
+        "index written within the second"
+    );
+    let stored = async |id: &session_core::SessionId| {
+        let active = (-score(id.as_str())).div_euclid(1_000_000);
+        let updated = repo.get(id).await.unwrap().updated_at.timestamp_micros();
+        (active, updated)
+    };
+    session_testkit::activity::seconds_follow_each_append(&repo, &clock, "app", &ids, stored).await;
+    drop_prefix(&prefix);
+}
