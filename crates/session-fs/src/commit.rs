@@ -131,10 +131,12 @@ pub(crate) fn settle(dir: &Path, file: &mut SessionFile) -> Result<()> {
         return Ok(());
     }
     let mut last = None;
+    // The commit is normally the last line: a first read of 4 KiB finds it.
     log_read::lines_backwards(
         &path,
         file.log_bytes,
         len,
+        4096,
         |end, line| match Commit::parse(line) {
             Some(commit) => {
                 last = Some((commit, end));

@@ -129,7 +129,7 @@ pub(crate) fn backwards(
     session_id: &SessionId,
     mut visit: impl FnMut(SessionEvent) -> ControlFlow<()>,
 ) -> Result<()> {
-    lines_backwards(path, 0, limit, |_, line| {
+    lines_backwards(path, 0, limit, BLOCK, |_, line| {
         let Ok(mut e) = serde_json::from_slice::<SessionEvent>(line) else {
             return ControlFlow::Break(());
         };
@@ -140,13 +140,15 @@ pub(crate) fn backwards(
 
 /// Visits the complete lines between byte `floor` (a line's start) and
 /// `limit` newest first, each without its newline and with the offset just
-/// past it, reading blocks from the end, until `visit` breaks. Bytes after
-/// the last newline before `limit` (a line being written or torn) are not
-/// visited.
+/// past it, reading blocks from the end (the first of `first_block` bytes,
+/// each next one twice as large, up to 64 KiB), until `visit` breaks.
+/// Bytes after the last newline before `limit` (a line being written or
+/// torn) are not visited.
 pub(crate) fn lines_backwards(
     path: &Path,
     floor: u64,
     limit: u64,
+    first_block: u64,
     mut visit: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
 ) -> Result<()> {
     let Some(mut f) = open(path)? else {
@@ -156,8 +158,10 @@ pub(crate) fn lines_backwards(
     // The unvisited bytes from `end` up to the last unvisited line's newline.
     let mut pending: Vec<u8> = Vec::new();
     let mut at_line_end = false;
+    let mut block_len = first_block.clamp(1, BLOCK);
     while end > floor {
-        let start = end.saturating_sub(BLOCK).max(floor);
+        let start = end.saturating_sub(block_len).max(floor);
+        block_len = block_len.saturating_mul(2).min(BLOCK);
         let mut block = Vec::new();
         f.seek(SeekFrom::Start(start))
             .map_err(|e| io_err(path, e))?;
@@ -251,6 +255,34 @@ mod tests {
         .unwrap();
         let want: Vec<u64> = (1..=3000).rev().map(|s| s * 2).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn lines_backwards_from_small_blocks_gives_every_line_once_and_skips_a_fragment() {
+        let (_d, path, len) = log_of(500);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"{\"fragment");
+        std::fs::write(&path, &bytes).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let floor = offset_after(&path, len, 200).unwrap();
+        for first_block in [1, 7, 4096, BLOCK] {
+            let mut got = Vec::new();
+            lines_backwards(
+                &path,
+                floor,
+                count(bytes.len()),
+                first_block,
+                |end, line| {
+                    let end = usize::try_from(end).unwrap();
+                    assert_eq!(&whole[end - 1 - line.len()..end - 1], line);
+                    got.push(serde_json::from_slice::<SeqOnly>(line).unwrap().seq);
+                    ControlFlow::Continue(())
+                },
+            )
+            .unwrap();
+            let want: Vec<u64> = (101..=500).rev().map(|s| s * 2).collect();
+            assert_eq!(got, want, "first block {first_block}");
+        }
     }
 
     #[test]
