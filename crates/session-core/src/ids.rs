@@ -257,9 +257,9 @@ impl SessionId {
 }
 
 impl EventId {
-    /// A new random id (UUID v4).
+    /// A new time-ordered id (UUID v7), as [`crate::SessionEvent::new`] gives.
     pub fn generate() -> Self {
-        Self(uuid::Uuid::new_v4().to_string())
+        Self(uuid::Uuid::now_v7().to_string())
     }
 }
 

@@ -171,9 +171,13 @@ pub(crate) fn recover(dir: &Path, mut file: SessionFile, sync: bool) -> Result<S
         tracing::warn!(backend = BACKEND, session_id = %id, bytes = tail.len(), "moved an unacknowledged or torn log tail aside");
     }
     if keep_to != file.log_bytes {
-        // Recount from what survived.
+        // Recount from what survived, as a log of its own: a process that
+        // remembers the ids of the old one up to some length reads them
+        // again (the bytes may now hold other records, e.g. a rewind's
+        // rewritten log that a crash kept the session file from recording).
         let scan = scan(&log, keep_to, &id, Some)?;
         file.log_bytes = keep_to;
+        file.log_generation = crate::format::fresh_generation();
         file.session.event_count = count(scan.events.len());
         file.session.event_bytes = SessionEvent::stored_bytes_of(&scan.events)?;
         let seqs: Vec<u64> = scan.events.iter().map(|e| e.seq).collect();

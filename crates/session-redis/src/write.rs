@@ -293,10 +293,12 @@ impl Writer {
         }
         // The activity indexes only hold the sessions (a listing orders
         // them by their heads' `updated_at`): an append within the second
-        // of the session's last activity leaves them.
-        let activity = (updated.div_euclid(MICROS_PER_SECOND)
-            != read.updated_micros(id)?.div_euclid(MICROS_PER_SECOND))
-        .then_some(updated);
+        // of the session's last activity leaves them, unless it is the
+        // session's first (which puts back an entry a create cut short on
+        // a cluster left out).
+        let new_second = updated.div_euclid(MICROS_PER_SECOND)
+            != read.updated_micros(id)?.div_euclid(MICROS_PER_SECOND);
+        let activity = (new_second || events == 0).then_some(updated);
         call.fields(&head)
             .index(activity, ExpiryIndex::Keep)
             .touch(plan.touch);
