@@ -6,7 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use session_core::{EventFilter, Message, NewSession, SessionEvent, SessionId, SessionRepository};
+use session_core::{
+    EventFilter, Message, NewSession, RewindTo, SessionEvent, SessionId, SessionRepository,
+};
 use session_fs::FsRepository;
 
 async fn session(root: &Path) -> (FsRepository, SessionId, PathBuf) {
@@ -117,4 +119,47 @@ async fn the_session_file_is_rewritten_once_the_log_grows_a_megabyte_past_it() {
         "not before the log is a megabyte past the file (append {at})"
     );
     assert_eq!(stored_log_bytes(&dir), log_len(&dir));
+}
+
+/// A rewind stopped after it rewrote the log and before it saved the
+/// session file (as a crash would stop it; here the saved search index it
+/// discards in between is a directory it cannot remove): the session file
+/// left behind covers the rewritten log, so a fresh store keeps every event
+/// the rewind kept and never hands out a seq again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rewind_cut_short_after_the_log_rewrite_loses_nothing_it_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, id, dir) = session(tmp.path()).await;
+    for n in 1..=10 {
+        repo.append(&id, vec![SessionEvent::new(Message::user(format!("m{n}")))])
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        stored_log_bytes(&dir),
+        0,
+        "the appends committed by their lines"
+    );
+    std::fs::create_dir_all(dir.join("search.idx").join("blocker")).unwrap();
+    assert!(repo.rewind_to(&id, &RewindTo::Seq(8)).await.is_err());
+    std::fs::remove_dir_all(dir.join("search.idx")).unwrap();
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 7, "the log was rewritten");
+
+    let fresh = FsRepository::open(tmp.path()).await.unwrap();
+    let texts: Vec<String> = fresh
+        .events(&id, &EventFilter::archive())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|e| e.message.text().to_owned())
+        .collect();
+    assert_eq!(texts, ["m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
+    let next = fresh
+        .append(&id, vec![SessionEvent::new(Message::user("after"))])
+        .await
+        .unwrap();
+    assert_eq!(next.seqs, [11], "no seq handed out twice");
+    assert_eq!(fresh.get(&id).await.unwrap().event_count, 8);
 }
