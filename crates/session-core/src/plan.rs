@@ -125,6 +125,9 @@ impl EventBatch {
 
     /// The distinct ids of the batch, for a store to look up which it holds.
     pub fn ids(&self) -> Vec<&str> {
+        if self.events.len() < 2 {
+            return self.events.iter().map(|e| e.id.as_str()).collect();
+        }
         let mut seen = std::collections::HashSet::new();
         self.events
             .iter()
@@ -165,6 +168,9 @@ impl AppendPlan {
         let mut seqs = Vec::with_capacity(batch.events.len());
         let mut new = Vec::new();
         let mut state = StateChanges::default();
+        // Ids repeated within the batch take the seq of their first
+        // occurrence; a batch of one event has none to look up.
+        let repeats_possible = batch.events.len() > 1;
         let mut assigned: HashMap<&str, u64> = HashMap::new();
         let mut last_seq = head.last_seq;
         let mut added_tokens = 0u64;
@@ -193,7 +199,9 @@ impl AppendPlan {
             }
             // Room for every fresh id was checked above.
             last_seq = last_seq.saturating_add(1);
-            assigned.insert(&e.id, last_seq);
+            if repeats_possible {
+                assigned.insert(&e.id, last_seq);
+            }
             seqs.push(last_seq);
             new.push(NewEvent {
                 index,
