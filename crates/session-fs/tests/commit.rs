@@ -25,6 +25,17 @@ async fn session(root: &Path) -> (FsRepository, SessionId, PathBuf) {
     (repo, s.id, root.join("sessions/s1"))
 }
 
+/// The texts of a session's archived events, oldest first.
+async fn archive_texts(repo: &FsRepository, id: &SessionId) -> Vec<String> {
+    repo.events(id, &EventFilter::archive())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|e| e.message.text().to_owned())
+        .collect()
+}
+
 fn stored_log_bytes(dir: &Path) -> u64 {
     let file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
@@ -62,14 +73,7 @@ async fn a_plain_append_leaves_the_session_file_and_a_fresh_store_reads_it() {
     assert_eq!(read.version, after.version);
     assert_eq!(read.updated_at, after.updated_at);
     assert_eq!(read.context_tokens, after.context_tokens);
-    let texts: Vec<String> = fresh
-        .events(&id, &EventFilter::archive())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|e| e.message.text().to_owned())
-        .collect();
+    let texts = archive_texts(&fresh, &id).await;
     assert_eq!(texts, ["one", "two", "three"]);
     let next = fresh
         .append(&id, vec![SessionEvent::new(Message::user("four"))])
@@ -147,14 +151,7 @@ async fn a_rewind_cut_short_after_the_log_rewrite_loses_nothing_it_kept() {
     assert_eq!(log.lines().count(), 7, "the log was rewritten");
 
     let fresh = FsRepository::open(tmp.path()).await.unwrap();
-    let texts: Vec<String> = fresh
-        .events(&id, &EventFilter::archive())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|e| e.message.text().to_owned())
-        .collect();
+    let texts = archive_texts(&fresh, &id).await;
     assert_eq!(texts, ["m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
     let next = fresh
         .append(&id, vec![SessionEvent::new(Message::user("after"))])
