@@ -117,9 +117,25 @@ impl Engine {
         EsRepository::builder(self.url()).prefix(format!("t{}", uuid::Uuid::new_v4().simple()))
     }
 
-    /// Connects `builder`; a node that does not answer skips (fails under `CI=true`).
+    /// Connects `builder`; a node that does not answer skips (fails under
+    /// `CI=true`). A node busy with other tests' index creations can refuse
+    /// for a moment (OpenSearch throttles its cluster manager's tasks), so
+    /// an unavailable node is asked again, for up to about 16 s, before it
+    /// counts as absent.
     pub(crate) async fn connect(self, builder: EsRepositoryBuilder) -> Option<EsRepository> {
-        match builder.connect().await {
+        let mut pause = std::time::Duration::from_millis(250);
+        let mut tries = 0;
+        let outcome = loop {
+            tries += 1;
+            match builder.clone().connect().await {
+                Err(e) if e.kind() == session_core::ErrorKind::Unavailable && tries < 7 => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(4));
+                }
+                outcome => break outcome,
+            }
+        };
+        match outcome {
             Ok(repo) => Some(repo),
             Err(e) if e.kind() == session_core::ErrorKind::Unavailable => session_testkit::skip(
                 self.name(),
