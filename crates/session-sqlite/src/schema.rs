@@ -58,6 +58,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> session_core::Result<i64> {
         // Version 2 emptied the trigram index: fill it with folded text again.
         crate::search::index_pending(&tx, 1)?;
     }
+    crate::search::configure_index(&tx)?;
     tx.commit().map_err(map_err)?;
     Ok(SCHEMA_VERSION)
 }

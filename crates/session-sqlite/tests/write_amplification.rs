@@ -132,3 +132,56 @@ async fn a_new_database_takes_the_page_size_and_an_old_one_keeps_its_own() {
     }
     assert!(!dir.path().join("bad.db").exists());
 }
+
+/// The merge policy of the search index as stored (`None`: FTS5's default).
+fn automerge(db: &Path) -> Option<i64> {
+    let raw = rusqlite::Connection::open(db).unwrap();
+    raw.query_row(
+        "SELECT v FROM events_fts_config WHERE k = 'automerge'",
+        [],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
+/// The search index merges its segments eight at a time, not FTS5's four
+/// (each merge rewrites what it takes: fewer levels, fewer rewrites per
+/// appended event), on a new database and on one a build before this
+/// setting wrote; searches still find events of every batch.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_search_index_merges_eight_segments_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let repo = SqliteRepository::builder(&db)
+        .index_batch(4)
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(automerge(&db), Some(8));
+    let s = repo
+        .create(NewSession::new("app", "u", Utc::now()).unwrap())
+        .await
+        .unwrap();
+    for n in 0..64 {
+        repo.append(&s.id, vec![event(n)]).await.unwrap();
+    }
+    drop(repo);
+
+    // A file an earlier build left with FTS5's default.
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch("DELETE FROM events_fts_config WHERE k = 'automerge'")
+        .unwrap();
+    drop(raw);
+    assert_eq!(automerge(&db), None);
+    let repo = SqliteRepository::open(&db).await.unwrap();
+    assert_eq!(automerge(&db), Some(8));
+    let hits = repo
+        .search(&session_core::SearchQuery::in_session(
+            s.id.as_str(),
+            "question 42:",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 1, "{:?}", hits.total);
+    assert_eq!(hits.items[0].event.seq, 43);
+}
