@@ -88,20 +88,16 @@ fn new_records<'a>(
     Ok(out)
 }
 
-/// The head hash of a whole session.
+/// The head hash of a whole session. Redis keeps a small hash as one list
+/// searched from its start, in the order fields were first written: the
+/// fields an append checks and writes come first, the metadata last.
 fn session_fields(
     s: &Session,
     last_seq: u64,
     next_ctx_pos: u64,
 ) -> session_core::Result<Vec<(&'static str, String)>> {
     Ok(vec![
-        ("app", s.app.to_string()),
-        ("user_id", s.user_id.to_string()),
-        (
-            "key",
-            s.key.as_ref().map(ToString::to_string).unwrap_or_default(),
-        ),
-        ("status", s.status.as_str().to_owned()),
+        ("version", s.version.to_string()),
         ("created_at", micros(s.created_at).to_string()),
         ("updated_at", micros(s.updated_at).to_string()),
         (
@@ -110,14 +106,20 @@ fn session_fields(
                 .map(|t| micros(t).to_string())
                 .unwrap_or_default(),
         ),
-        ("ttl_at", ttl_at(s.expires_at)),
-        ("metadata", json(&s.metadata)?),
-        ("event_count", s.event_count.to_string()),
-        ("event_bytes", s.event_bytes.to_string()),
-        ("context_tokens", s.context_tokens.to_string()),
-        ("version", s.version.to_string()),
         ("last_seq", last_seq.to_string()),
         ("next_ctx_pos", next_ctx_pos.to_string()),
+        ("event_count", s.event_count.to_string()),
+        ("context_tokens", s.context_tokens.to_string()),
+        ("event_bytes", s.event_bytes.to_string()),
+        ("status", s.status.as_str().to_owned()),
+        ("app", s.app.to_string()),
+        ("user_id", s.user_id.to_string()),
+        (
+            "key",
+            s.key.as_ref().map(ToString::to_string).unwrap_or_default(),
+        ),
+        ("ttl_at", ttl_at(s.expires_at)),
+        ("metadata", json(&s.metadata)?),
     ])
 }
 
@@ -277,7 +279,7 @@ impl Writer {
         let owner = self.stored_owner(read);
         let keys = self.keys.session(id);
         let mut call = Call::new(&self.scripts.append, &keys);
-        call.begin(now, read.every_field())
+        call.begin(now, read.unchanged_since())
             .arg(id.as_str())
             .owner(self.script_owner(&owner))
             .events(&new_records(batch, change.new)?)

@@ -193,3 +193,73 @@ async fn an_append_within_the_second_leaves_the_activity_indexes() {
     session_testkit::activity::seconds_follow_each_append(&repo, &clock, "app", &ids, stored).await;
     drop_prefix(&prefix);
 }
+
+/// An append planned from the head this repository's last append left is
+/// refused when the session was deleted and created again under the same
+/// id since, even at the same version and activity time (one clock, stood
+/// still): the new session's creation time differs. The append reads and
+/// writes after the other writer's events, which stay as they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_created_again_under_its_id_is_not_taken_for_the_remembered_one() {
+    use chrono::TimeZone;
+    use session_core::SessionRepositoryExt;
+    use session_core::{EventView, Message, NewSession, SessionEvent, SessionRepository};
+
+    let at = chrono::Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap();
+    let clock = std::sync::Arc::new(session_core::ManualClock::at(at));
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let open = async || {
+        RedisRepository::builder(url())
+            .prefix(&prefix)
+            .clock(clock.clone())
+            .connect()
+            .await
+    };
+    let (repo, other) = match (open().await, open().await) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            let _: Option<()> =
+                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
+            return;
+        }
+    };
+    let new = |created| {
+        NewSession::new("app", "u", created)
+            .unwrap()
+            .with_id("again")
+            .unwrap()
+    };
+    let s = repo.create(new(at)).await.unwrap();
+    let user = |text: &str| SessionEvent::new(Message::user(text));
+    repo.append(&s.id, vec![user("first life")]).await.unwrap();
+    let remembered = repo.get(&s.id).await.unwrap();
+
+    other.delete(&s.id).await.unwrap();
+    let earlier = at - chrono::Duration::seconds(1);
+    other.create(new(earlier)).await.unwrap();
+    other
+        .append(
+            &s.id,
+            vec![user("second life, one"), user("second life, two")],
+        )
+        .await
+        .unwrap();
+    let now = other.get(&s.id).await.unwrap();
+    assert_eq!(
+        (now.version, now.updated_at),
+        (remembered.version, remembered.updated_at),
+        "the same version and activity time as the head remembered"
+    );
+
+    let out = repo.append(&s.id, vec![user("after")]).await.unwrap();
+    assert_eq!(out.seqs, vec![3]);
+    let texts: Vec<String> = repo
+        .all_events(&s.id, EventView::Archive)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.message.text().to_owned())
+        .collect();
+    assert_eq!(texts, ["second life, one", "second life, two", "after"]);
+    drop_prefix(&prefix);
+}
