@@ -203,7 +203,7 @@ async fn an_append_within_the_second_leaves_the_activity_indexes() {
 async fn a_session_created_again_under_its_id_is_not_taken_for_the_remembered_one() {
     use chrono::TimeZone;
     use session_core::SessionRepositoryExt;
-    use session_core::{EventView, Message, NewSession, SessionEvent, SessionRepository};
+    use session_core::{EventView, NewSession, SessionRepository};
 
     let at = chrono::Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap();
     let clock = std::sync::Arc::new(session_core::ManualClock::at(at));
@@ -230,7 +230,7 @@ async fn a_session_created_again_under_its_id_is_not_taken_for_the_remembered_on
             .unwrap()
     };
     let s = repo.create(new(at)).await.unwrap();
-    let user = |text: &str| SessionEvent::new(Message::user(text));
+    let user = session_testkit::user;
     repo.append(&s.id, vec![user("first life")]).await.unwrap();
     let remembered = repo.get(&s.id).await.unwrap();
 
@@ -253,13 +253,10 @@ async fn a_session_created_again_under_its_id_is_not_taken_for_the_remembered_on
 
     let out = repo.append(&s.id, vec![user("after")]).await.unwrap();
     assert_eq!(out.seqs, vec![3]);
-    let texts: Vec<String> = repo
-        .all_events(&s.id, EventView::Archive)
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.message.text().to_owned())
-        .collect();
-    assert_eq!(texts, ["second life, one", "second life, two", "after"]);
+    let archive = repo.all_events(&s.id, EventView::Archive).await.unwrap();
+    assert_eq!(
+        session_testkit::texts(&archive),
+        ["second life, one", "second life, two", "after"]
+    );
     drop_prefix(&prefix);
 }
