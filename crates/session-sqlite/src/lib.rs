@@ -23,5 +23,7 @@ mod sessions;
 mod shared;
 mod sql;
 
-pub use repository::{SqliteRepository, SqliteRepositoryBuilder, Synchronous, DEFAULT_PAGE_SIZE};
+pub use repository::{
+    SqliteRepository, SqliteRepositoryBuilder, Synchronous, DEFAULT_INDEX_BATCH, DEFAULT_PAGE_SIZE,
+};
 pub use schema::SCHEMA_VERSION;

@@ -1,5 +1,7 @@
 //! The `SessionRepository` impl: read the head, plan in `session_core::plan`, persist in one transaction.
 
+use std::sync::atomic::Ordering;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Transaction;
@@ -346,6 +348,13 @@ impl SessionRepository for SqliteRepository {
         if query.mode == SearchMode::Ranked {
             // Ranking needs every event in the index: catch up first.
             self.write(|tx, _, _| search::index_pending(tx, 1)).await?;
+        } else if self.read(|c, _| search::pending(c)).await? > search::SEARCH_TAIL {
+            // Appends index in large batches: a search indexes a long
+            // pending tail once instead of scanning it.
+            let mark = self
+                .write(|tx, _, _| search::index_pending(tx, search::SEARCH_TAIL))
+                .await?;
+            self.inner.index_mark_hint.store(mark, Ordering::Relaxed);
         }
         let query = query.clone();
         self.read(move |c, now| search::search(c, &query, now))

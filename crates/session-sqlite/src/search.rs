@@ -48,6 +48,21 @@ impl Indexing<'_> {
     }
 }
 
+/// The most not-yet-indexed events a search reads directly: with more
+/// waiting, a search indexes them first ([`index_pending`]), so a search
+/// never scans a longer tail than this, however large the append batch.
+pub(crate) const SEARCH_TAIL: i64 = 256;
+
+/// How many events wait above the index watermark.
+pub(crate) fn pending(conn: &Connection) -> Result<i64> {
+    conn.prepare_cached(
+        "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM events) - indexed_through FROM fts_state",
+    )
+    .sql()?
+    .query_row([], |r| r.get(0))
+    .sql()
+}
+
 /// Adds every event above the index watermark to the trigram index, when at
 /// least `min_pending` are waiting; returns the watermark after.
 pub(crate) fn index_pending(tx: &Transaction<'_>, min_pending: i64) -> Result<i64> {
@@ -224,7 +239,7 @@ fn index_candidates(conn: &Connection, expr: &str) -> Result<Option<Vec<i64>>> {
 
 /// The candidate rows of `q` (session id, seq, body), in result order.
 /// Selective queries: the index's candidates (looked up by rowid) plus the
-/// not-yet-indexed tail (at most one index batch), in one snapshot. A query
+/// not-yet-indexed tail (at most [`SEARCH_TAIL`] events), in one snapshot. A query
 /// with no term long enough for the index, or one whose terms occur
 /// nearly everywhere, reads the scope in order: the caller stops once it
 /// has counted enough matches.

@@ -130,6 +130,58 @@ async fn search_sees_indexed_and_pending_events_alike() {
     }
 }
 
+/// The index watermark of the database at `db`: the last event rowid in the search index.
+fn indexed_through(db: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row("SELECT indexed_through FROM fts_state", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Appends leave up to a default batch (4,096) out of the index; a search
+/// scans a pending tail of up to 256 events directly and indexes a longer
+/// one first, and finds every event either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_search_indexes_a_long_pending_tail_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let repo = SqliteRepository::builder(&db).open().await.unwrap();
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let append = |from: usize, to: usize| {
+        let (repo, id) = (&repo, &s.id);
+        async move {
+            let events = (from..to)
+                .map(|i| SessionEvent::new(Message::user(format!("marker-{i:03} kiwi"))))
+                .collect();
+            repo.append(id, events).await.unwrap();
+        }
+    };
+    let kiwis = || async {
+        repo.search(&SearchQuery::in_session(&s.id, "kiwi").page(0, 1000))
+            .await
+            .unwrap()
+            .items
+            .len()
+    };
+    append(0, 200).await;
+    assert_eq!(kiwis().await, 200);
+    assert_eq!(
+        indexed_through(&db),
+        0,
+        "a short tail is scanned, not indexed"
+    );
+    append(200, 300).await;
+    assert_eq!(indexed_through(&db), 0, "appends wait for a full batch");
+    assert_eq!(kiwis().await, 300);
+    let mark = indexed_through(&db);
+    assert!(mark >= 300, "the search indexed the tail: watermark {mark}");
+    append(300, 310).await;
+    assert_eq!(kiwis().await, 310, "indexed events and the new tail alike");
+}
+
 /// A version-1 database (its trigram index holding text folded for case
 /// only) is re-indexed by migration 2: accents fold, "cafe" finds "Café".
 #[tokio::test(flavor = "multi_thread")]
