@@ -395,9 +395,15 @@ fn bench_reports_every_workload_next_to_the_raw_engine() {
     assert_eq!(ratio["pairs"], 2);
     let searches: Vec<&Value> = results
         .iter()
-        .filter(|r| r["unit"] == "ms/search")
+        .filter(|r| r["workload"].as_str().unwrap().starts_with("W4 search"))
         .collect();
     assert_eq!(searches.len(), 4, "a frequent word and three planted ones");
+    let first_search = results
+        .iter()
+        .find(|r| r["workload"] == "W4 first search after the appends")
+        .expect("the first search after the appends, timed apart");
+    assert_eq!(first_search["unit"], "ms/search");
+    assert_eq!(first_search["library_samples"].as_array().unwrap().len(), 1);
     assert!(searches[0]["extra"]["hits"].as_u64() > searches[3]["extra"]["hits"].as_u64());
     let row = |prefix: &str| {
         results
