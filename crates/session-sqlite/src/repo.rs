@@ -350,11 +350,20 @@ impl SessionRepository for SqliteRepository {
             self.write(|tx, _, _| search::index_pending(tx, 1)).await?;
         } else if self.read(|c, _| search::pending(c)).await? > search::SEARCH_TAIL {
             // Appends index in large batches: a search indexes a long
-            // pending tail once instead of scanning it.
-            let mark = self
+            // pending tail once instead of scanning it. Only a speed-up:
+            // when the write fails (another process holds the write lock
+            // past the busy timeout), the search scans the tail.
+            match self
                 .write(|tx, _, _| search::index_pending(tx, search::SEARCH_TAIL))
-                .await?;
-            self.inner.index_mark_hint.store(mark, Ordering::Relaxed);
+                .await
+            {
+                Ok(mark) => self.inner.index_mark_hint.store(mark, Ordering::Relaxed),
+                Err(e) => tracing::warn!(
+                    backend = BACKEND,
+                    error = %e,
+                    "could not index the pending events before a search; it reads them directly"
+                ),
+            }
         }
         let query = query.clone();
         self.read(move |c, now| search::search(c, &query, now))

@@ -182,6 +182,38 @@ async fn a_search_indexes_a_long_pending_tail_before_reading() {
     assert_eq!(kiwis().await, 310, "indexed events and the new tail alike");
 }
 
+/// Indexing the pending tail is only a speed-up: a search that cannot take
+/// the write lock (another process holds it past the busy timeout) reads
+/// the tail directly and still finds every event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_search_blocked_from_indexing_still_finds_the_pending_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let repo = SqliteRepository::builder(&db)
+        .busy_timeout(std::time::Duration::from_millis(20))
+        .open()
+        .await
+        .unwrap();
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let events = (0..300)
+        .map(|i| SessionEvent::new(Message::user(format!("marker-{i:03} kiwi"))))
+        .collect();
+    repo.append(&s.id, events).await.unwrap();
+
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let hits = repo
+        .search(&SearchQuery::in_session(&s.id, "kiwi").page(0, 1000))
+        .await
+        .unwrap();
+    assert_eq!(hits.items.len(), 300);
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(indexed_through(&db), 0, "the index could not catch up");
+}
+
 /// A version-1 database (its trigram index holding text folded for case
 /// only) is re-indexed by migration 2: accents fold, "cafe" finds "Café".
 #[tokio::test(flavor = "multi_thread")]
