@@ -4,7 +4,8 @@
 
 mod support;
 use session_core::{
-    ErrorKind, Message, NewSession, SearchMode, SearchQuery, SessionEvent, SessionRepository,
+    ErrorKind, Message, NewSession, SearchMode, SearchQuery, SessionEvent, SessionId,
+    SessionRepository,
 };
 use session_sqlite::{SqliteRepository, SCHEMA_VERSION};
 use support::{UNDO_VERSION_6, UNDO_VERSION_7};
@@ -138,6 +139,33 @@ fn indexed_through(db: &std::path::Path) -> i64 {
         .unwrap()
 }
 
+/// A new session of `repo` holding the events `0..to`, each "marker-<n> kiwi".
+async fn kiwi_session(repo: &SqliteRepository, to: usize) -> SessionId {
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    append_kiwis(repo, &s.id, 0, to).await;
+    s.id
+}
+
+/// Appends the events `from..to` to session `id`, in one call.
+async fn append_kiwis(repo: &SqliteRepository, id: &SessionId, from: usize, to: usize) {
+    let events = (from..to)
+        .map(|i| SessionEvent::new(Message::user(format!("marker-{i:03} kiwi"))))
+        .collect();
+    repo.append(id, events).await.unwrap();
+}
+
+/// How many events of session `id` a search for "kiwi" finds.
+async fn kiwis(repo: &SqliteRepository, id: &SessionId) -> usize {
+    repo.search(&SearchQuery::in_session(id, "kiwi").page(0, 1000))
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
 /// Appends leave up to a default batch (4,096) out of the index; a search
 /// scans a pending tail of up to 256 events directly and indexes a longer
 /// one first, and finds every event either way.
@@ -146,40 +174,24 @@ async fn a_search_indexes_a_long_pending_tail_before_reading() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let repo = SqliteRepository::builder(&db).open().await.unwrap();
-    let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
-    let append = |from: usize, to: usize| {
-        let (repo, id) = (&repo, &s.id);
-        async move {
-            let events = (from..to)
-                .map(|i| SessionEvent::new(Message::user(format!("marker-{i:03} kiwi"))))
-                .collect();
-            repo.append(id, events).await.unwrap();
-        }
-    };
-    let kiwis = || async {
-        repo.search(&SearchQuery::in_session(&s.id, "kiwi").page(0, 1000))
-            .await
-            .unwrap()
-            .items
-            .len()
-    };
-    append(0, 200).await;
-    assert_eq!(kiwis().await, 200);
+    let id = kiwi_session(&repo, 200).await;
+    assert_eq!(kiwis(&repo, &id).await, 200);
     assert_eq!(
         indexed_through(&db),
         0,
         "a short tail is scanned, not indexed"
     );
-    append(200, 300).await;
+    append_kiwis(&repo, &id, 200, 300).await;
     assert_eq!(indexed_through(&db), 0, "appends wait for a full batch");
-    assert_eq!(kiwis().await, 300);
+    assert_eq!(kiwis(&repo, &id).await, 300);
     let mark = indexed_through(&db);
     assert!(mark >= 300, "the search indexed the tail: watermark {mark}");
-    append(300, 310).await;
-    assert_eq!(kiwis().await, 310, "indexed events and the new tail alike");
+    append_kiwis(&repo, &id, 300, 310).await;
+    assert_eq!(
+        kiwis(&repo, &id).await,
+        310,
+        "indexed events and the new tail alike"
+    );
 }
 
 /// Indexing the pending tail is only a speed-up: a search that cannot take
@@ -194,22 +206,11 @@ async fn a_search_blocked_from_indexing_still_finds_the_pending_tail() {
         .open()
         .await
         .unwrap();
-    let s = repo
-        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
-        .await
-        .unwrap();
-    let events = (0..300)
-        .map(|i| SessionEvent::new(Message::user(format!("marker-{i:03} kiwi"))))
-        .collect();
-    repo.append(&s.id, events).await.unwrap();
+    let id = kiwi_session(&repo, 300).await;
 
     let other = rusqlite::Connection::open(&db).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let hits = repo
-        .search(&SearchQuery::in_session(&s.id, "kiwi").page(0, 1000))
-        .await
-        .unwrap();
-    assert_eq!(hits.items.len(), 300);
+    assert_eq!(kiwis(&repo, &id).await, 300);
     other.execute_batch("ROLLBACK").unwrap();
     assert_eq!(indexed_through(&db), 0, "the index could not catch up");
 }
