@@ -81,6 +81,26 @@ fn check_owner_quota(
     })
 }
 
+impl SqliteRepository {
+    /// Indexes the events waiting above the search index's watermark when
+    /// more than [`search::SEARCH_TAIL`] wait, for a search about to read.
+    /// Only a speed-up: when the write fails (another process holds the
+    /// write lock past the busy timeout), the search scans the tail.
+    async fn index_before_search(&self) {
+        match self
+            .write(|tx, _, _| search::index_pending(tx, search::SEARCH_TAIL))
+            .await
+        {
+            Ok(mark) => self.inner.index_mark_hint.store(mark, Ordering::Relaxed),
+            Err(e) => tracing::warn!(
+                backend = BACKEND,
+                error = %e,
+                "could not index the pending events before a search; it reads them directly"
+            ),
+        }
+    }
+}
+
 #[async_trait]
 impl SessionRepository for SqliteRepository {
     fn capabilities(&self) -> Capabilities {
@@ -348,22 +368,20 @@ impl SessionRepository for SqliteRepository {
         if query.mode == SearchMode::Ranked {
             // Ranking needs every event in the index: catch up first.
             self.write(|tx, _, _| search::index_pending(tx, 1)).await?;
-        } else if self.read(|c, _| search::pending(c)).await? > search::SEARCH_TAIL {
-            // Appends index in large batches: a search indexes a long
-            // pending tail once instead of scanning it. Only a speed-up:
-            // when the write fails (another process holds the write lock
-            // past the busy timeout), the search scans the tail.
-            match self
-                .write(|tx, _, _| search::index_pending(tx, search::SEARCH_TAIL))
-                .await
-            {
-                Ok(mark) => self.inner.index_mark_hint.store(mark, Ordering::Relaxed),
-                Err(e) => tracing::warn!(
-                    backend = BACKEND,
-                    error = %e,
-                    "could not index the pending events before a search; it reads them directly"
-                ),
+        } else {
+            let q = query.clone();
+            let page = self
+                .read(move |c, now| {
+                    if search::pending(c)? > search::SEARCH_TAIL {
+                        return Ok(None);
+                    }
+                    search::search(c, &q, now).map(Some)
+                })
+                .await?;
+            if let Some(page) = page {
+                return Ok(page);
             }
+            self.index_before_search().await;
         }
         let query = query.clone();
         self.read(move |c, now| search::search(c, &query, now))

@@ -63,8 +63,8 @@ pub struct SqliteRepositoryBuilder {
 /// segment FTS5 later merges, rewriting its entries once per level they
 /// climb: large batches make fewer levels. Over `bench --workload w1`
 /// (10,000 appends) 4,096 instead of 256 cut the appends' instructions
-/// from 2.15 to 1.70 billion (`valgrind --tool=callgrind`). A search never scans more than
-/// 256 pending events: with more waiting it indexes them first.
+/// from 2.15 to 1.70 billion (`valgrind --tool=callgrind`). A search
+/// finding more than 256 events pending indexes them before it reads.
 pub const DEFAULT_INDEX_BATCH: usize = 4096;
 
 /// The page size of a new database file unless told otherwise: an append

@@ -50,7 +50,8 @@ impl Indexing<'_> {
 
 /// The most not-yet-indexed events a search reads directly: with more
 /// waiting, a search indexes them first ([`index_pending`]), so a search
-/// never scans a longer tail than this, however large the append batch.
+/// scans a longer tail only when it cannot take the write lock, however
+/// large the append batch.
 pub(crate) const SEARCH_TAIL: i64 = 256;
 
 /// How many events wait above the index watermark.
@@ -239,7 +240,7 @@ fn index_candidates(conn: &Connection, expr: &str) -> Result<Option<Vec<i64>>> {
 
 /// The candidate rows of `q` (session id, seq, body), in result order.
 /// Selective queries: the index's candidates (looked up by rowid) plus the
-/// not-yet-indexed tail (at most [`SEARCH_TAIL`] events), in one snapshot. A query
+/// not-yet-indexed tail (as a rule at most [`SEARCH_TAIL`] events), in one snapshot. A query
 /// with no term long enough for the index, or one whose terms occur
 /// nearly everywhere, reads the scope in order: the caller stops once it
 /// has counted enough matches.
