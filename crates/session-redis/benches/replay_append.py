@@ -3,10 +3,9 @@
 Captures one append of `agent-session bench` with MONITOR, then runs it
 again and again against a head hash set up before each call, timing only
 the EVALSHA on the server (`INFO commandstats`), in variants: the script
-as sent; its head check widened to every head field (as before
-2026-11-28); and cut-down scripts that stop after the arguments, after
-`common.lua`'s definitions, and after the head check. The variants run
-in interleaved rounds; each line gives the median and the range.
+as sent, and cut-down scripts that stop after the arguments and after
+the head check. The variants run in interleaved rounds; each line gives
+the median and the range.
 
     pip install redis
     python crates/session-redis/benches/replay_append.py \
@@ -23,10 +22,6 @@ import time
 import redis
 
 LUA = pathlib.Path(__file__).resolve().parent.parent / "lua"
-HEAD_FIELDS = [
-    "version", "last_seq", "expires_at", "app", "user_id", "key", "updated_at",
-    "next_ctx_pos", "event_count", "context_tokens", "status", "event_bytes", "created_at",
-]
 
 
 def capture(cli: str, url: str) -> list[str]:
@@ -57,27 +52,24 @@ def main() -> None:
     call = capture(a.cli, a.url)
     nkeys = int(call[2])
     keys, argv = call[3:3 + nkeys], call[3 + nkeys:]
-    n = int(argv[1])
-    checked = dict(zip(argv[2:2 + 2 * n:2], argv[3:3 + 2 * n:2]))
-    rest = argv[2 + 2 * n:]
-    seq = int(rest[8])  # session id, six owner keys, event count, then the first event's seq
-    # The head hash in the order a create writes it (`write.rs`, `session_fields`).
+    # The layout of `lua/append.lua`: the clock, the three fields checked,
+    # the seven head fields written, ..., then the event count and the
+    # first event's seq.
+    seq = int(argv[16])
     before = seq - 1
-    head = {**checked, "expires_at": "", "last_seq": before, "next_ctx_pos": before,
-            "event_count": before, "context_tokens": 0, "event_bytes": 0, "status": "active",
-            "app": "bench", "user_id": "bench", "key": "", "ttl_at": "", "metadata": "{}"}
+    # The head hash in the order a create writes it (`write.rs`, `session_fields`).
+    head = {"version": argv[1], "created_at": argv[2], "updated_at": argv[3], "expires_at": "",
+            "last_seq": before, "next_ctx_pos": before, "event_count": before, "context_tokens": 0,
+            "event_bytes": 0, "status": "active", "app": "bench", "user_id": "bench", "key": "",
+            "ttl_at": "", "metadata": "{}"}
     head = {k: str(v) for k, v in head.items()}
-    every = [argv[0], str(len(HEAD_FIELDS))] + sum(([f, head[f]] for f in HEAD_FIELDS), []) + rest
-    common = (LUA / "common.lua").read_text()
+    ttl = (LUA / "ttl.lua").read_text()
     append = (LUA / "append.lua").read_text()
-    check = common + "\nif not begin(true) then return -1 end\nreturn 1"
+    check = append[:append.index("-- The new events' ids first")] + "\nreturn 1"
     variants = [
         ("arguments only", "return 1", argv),
-        ("common.lua's definitions", common + "\nreturn 1", argv),
-        ("head check, 3 fields", check, argv),
-        ("head check, 13 fields", check, every),
-        ("whole append, 3 fields", common + "\n" + append, argv),
-        ("whole append, 13 fields", common + "\n" + append, every),
+        ("head check", check, argv),
+        ("whole append", ttl + "\n" + append, argv),
     ]
     times: dict[str, list[float]] = {v[0]: [] for v in variants}
     for _ in range(a.rounds):

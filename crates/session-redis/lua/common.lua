@@ -1,7 +1,8 @@
--- Shared by every script. The client decides every write (seqs, versions,
--- counters, merged state); the scripts read ARGV in order and write what
--- it planned, atomically, after checking the head is still the one the
--- plan was made from.
+-- Shared by every write script but the append's (`append.lua` stands
+-- alone and reads a fixed layout of its own). The client decides every
+-- write (seqs, versions, counters, merged state); the scripts read ARGV in
+-- order and write what it planned, atomically, after checking the head is
+-- still the one the plan was made from.
 --
 -- KEYS are one session's keys (one hash tag), in the order of keys.rs. The
 -- names are historical: the archive set is named `sid`, the context set
@@ -87,18 +88,6 @@ local function drop_bytes(bytes)
   redis.call('HSET', KEYS[S], 'event_bytes', string.format('%.0f', left))
 end
 
--- Whether the session already holds an id of the count of events at the
--- next argument (read without consuming them): a plan made without reading
--- the held ids (an append from a remembered head) must not write then.
-local function holds_any_event()
-  local i = at
-  local n = tonumber(ARGV[i])
-  for k = 0, n - 1 do
-    if redis.call('HEXISTS', KEYS[IDS], ARGV[i + 2 + k * 5]) == 1 then return true end
-  end
-  return false
-end
-
 -- Stores a count of events, each as seq, id, body, invocation ('' none)
 -- and session-scope delta JSON ('' none).
 local function write_events()
@@ -152,20 +141,8 @@ local function unindex(o, sid)
   redis.call('ZREM', o.exp, sid)
 end
 
--- The keys' physical TTL: '0' leaves it, '1' sets every key to the
--- session's TTL target (if any), '2' also makes every key persistent when
--- there is none. Keys created between two refreshes get their TTL at the
--- next; purge_expired removes anything left.
-local function touch()
-  local mode = arg()
-  if mode == '0' then return end
-  local ttl = redis.call('HGET', KEYS[S], 'ttl_at')
-  if ttl and ttl ~= '' then
-    for i = 1, #KEYS do redis.call('PEXPIREAT', KEYS[i], ttl) end
-  elseif mode == '2' then
-    for i = 1, #KEYS do redis.call('PERSIST', KEYS[i]) end
-  end
-end
+-- The TTL change (see `ttl.lua`).
+local function touch() refresh_ttl(arg()) end
 
 -- The token estimate of a stored event (read from its JSON; 0 when unreadable).
 local function tokens_of(seq)

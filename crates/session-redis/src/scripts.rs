@@ -7,17 +7,19 @@
 //! re-plans. Otherwise it writes exactly what the client planned.
 
 use chrono::{DateTime, Utc};
-use redis::{FromRedisValue, Script, ScriptInvocation, ToRedisArgs, Value};
+use redis::{Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind, ToRedisArgs, Value};
 use session_core::{SessionError, StateMap};
 
 use crate::conn::Conn;
 use crate::error::{bad_reply, map_err};
 use crate::keys::{OwnerKeys, SessionKeys};
 
+const TTL: &str = include_str!("../lua/ttl.lua");
 const COMMON: &str = include_str!("../lua/common.lua");
 
+/// A write script: `ttl.lua`, `common.lua`, then `body`.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{COMMON}\n{body}"))
+    Script::new(&format!("{TTL}\n{COMMON}\n{body}"))
 }
 
 /// What a write script answers when the session's head moved since the client read it.
@@ -54,11 +56,13 @@ pub(crate) struct Scripts {
 }
 
 impl Scripts {
-    /// The scripts of `lua/`, each with `common.lua` in front.
+    /// The scripts of `lua/`, each write script with `ttl.lua` and, but for the append's, `common.lua` in front.
     pub(crate) fn load() -> Self {
         Self {
             read: script(include_str!("../lua/read.lua")),
-            append: script(include_str!("../lua/append.lua")),
+            // The hottest script stands alone: `common.lua`'s definitions
+            // alone cost more than a command on every call.
+            append: Script::new(&format!("{TTL}\n{}", include_str!("../lua/append.lua"))),
             rewind: script(include_str!("../lua/rewind.lua")),
             prune: script(include_str!("../lua/prune.lua")),
             update: script(include_str!("../lua/update.lua")),
@@ -107,9 +111,13 @@ pub(crate) struct EventRecord<'a> {
     pub(crate) delta: Option<String>,
 }
 
-/// One script call: the session's keys, then arguments in the order the script reads them.
+/// One script call: the session's keys, then arguments in the order the
+/// script reads them, written straight into one `EVALSHA` command (one
+/// buffer, where an invocation of redis-rs keeps a buffer per argument and
+/// copies them all into the command when it runs).
 pub(crate) struct Call<'a> {
-    inv: ScriptInvocation<'a>,
+    script: &'a Script,
+    inv: Cmd,
 }
 
 /// A value as JSON text for a script argument.
@@ -120,11 +128,13 @@ pub(crate) fn json<T: serde::Serialize + ?Sized>(v: &T) -> session_core::Result<
 impl<'a> Call<'a> {
     /// A call of `script` on the session with `keys`.
     pub(crate) fn new(script: &'a Script, keys: &SessionKeys) -> Self {
-        let mut inv = script.prepare_invoke();
-        for k in keys.all() {
-            inv.key(k);
+        let keys = keys.all();
+        let mut inv = redis::cmd("EVALSHA");
+        inv.arg(script.get_hash()).arg(keys.len());
+        for k in keys {
+            inv.arg(k);
         }
-        Self { inv }
+        Self { script, inv }
     }
 
     /// One argument.
@@ -208,9 +218,13 @@ impl<'a> Call<'a> {
 
     /// Context entries as (position, seq); `reset` replaces the whole context.
     pub(crate) fn context(&mut self, reset: bool, entries: &[(u64, u64)]) -> &mut Self {
-        self.inv
-            .arg(if reset { "1" } else { "0" })
-            .arg(entries.len());
+        self.inv.arg(if reset { "1" } else { "0" });
+        self.pairs(entries)
+    }
+
+    /// A count of (position, seq) context entries, then each entry.
+    pub(crate) fn pairs(&mut self, entries: &[(u64, u64)]) -> &mut Self {
+        self.inv.arg(entries.len());
         for (pos, seq) in entries {
             self.inv.arg(*pos).arg(*seq);
         }
@@ -251,14 +265,22 @@ impl<'a> Call<'a> {
         self
     }
 
-    /// Runs the script; `what` names it in a reply error.
+    /// Runs the script, loading it first where the server does not hold
+    /// it (a restart, a `SCRIPT FLUSH`, a node new to the cluster); `what`
+    /// names it in a reply error.
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         conn: &Conn,
         what: &str,
     ) -> session_core::Result<T> {
         let mut c = conn.clone();
-        let value: Value = self.inv.invoke_async(&mut c).await.map_err(map_err)?;
+        let value: Value = match self.inv.query_async(&mut c).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.script.load_async(&mut c).await.map_err(map_err)?;
+                self.inv.query_async(&mut c).await.map_err(map_err)?
+            }
+            other => other.map_err(map_err)?,
+        };
         T::from_redis_value(value).map_err(|e| bad_reply(what, e))
     }
 }

@@ -256,6 +256,7 @@ impl Writer {
             .context_tokens
             .after(read.counter(id, "context_tokens", u64::MAX)?);
         let updated = read.updated_micros(id)?.max(micros(now));
+        // In the order `append.lua` reads them.
         let head = [
             ("last_seq", change.last_seq.to_string()),
             (
@@ -277,22 +278,6 @@ impl Writer {
             None => Vec::new(),
         };
         let owner = self.stored_owner(read);
-        let keys = self.keys.session(id);
-        let mut call = Call::new(&self.scripts.append, &keys);
-        call.begin(now, read.unchanged_since())
-            .arg(id.as_str())
-            .owner(self.script_owner(&owner))
-            .events(&new_records(batch, change.new)?)
-            .context(reset, &context)
-            .changes(&changes)
-            .kv(&change.state.session)?;
-        if self.cluster {
-            // Written by the client after the script.
-            call.kv(&StateMap::new())?.kv(&StateMap::new())?;
-        } else {
-            call.kv(&change.state.shared.user)?
-                .kv(&change.state.shared.app)?;
-        }
         // The activity indexes only hold the sessions (a listing orders
         // them by their heads' `updated_at`): an append within the second
         // of the session's last activity leaves them, unless it is the
@@ -301,9 +286,37 @@ impl Writer {
         let new_second = updated.div_euclid(MICROS_PER_SECOND)
             != read.updated_micros(id)?.div_euclid(MICROS_PER_SECOND);
         let activity = (new_second || events == 0).then_some(updated);
-        call.fields(&head)
-            .index(activity, ExpiryIndex::Keep)
-            .touch(plan.touch);
+        let shared = &change.state.shared;
+        // The script writes the owner's keys only when there is something
+        // to write there (never in cluster mode, where the client does).
+        let owner_writes = activity.is_some() || !shared.user.is_empty() || !shared.app.is_empty();
+        let keys = self.keys.session(id);
+        let mut call = Call::new(&self.scripts.append, &keys);
+        call.arg(now.timestamp_micros());
+        for (_, value) in read.unchanged_since() {
+            call.arg(value);
+        }
+        for (_, value) in &head {
+            call.arg(value);
+        }
+        call.index(activity, ExpiryIndex::Keep)
+            .touch(plan.touch)
+            .arg(if reset { "1" } else { "0" })
+            .events(&new_records(batch, change.new)?)
+            .pairs(&context)
+            .changes(&changes)
+            .kv(&change.state.session)?;
+        match self.script_owner(&owner).filter(|_| owner_writes) {
+            Some(keys) => {
+                call.arg(id.as_str())
+                    .owner(Some(keys))
+                    .kv(&shared.user)?
+                    .kv(&shared.app)?;
+            }
+            None => {
+                call.arg("");
+            }
+        }
         if matches!(call.run::<i64>(&self.conn, "append").await?, MOVED | HELD) {
             return Ok(None);
         }

@@ -260,3 +260,36 @@ async fn a_session_created_again_under_its_id_is_not_taken_for_the_remembered_on
     );
     drop_prefix(&prefix);
 }
+
+/// A server that lost its scripts (a restart, `SCRIPT FLUSH`) gets them
+/// loaded again by the next write, which then goes through: every write
+/// script, the append's standalone one included.
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_load_their_scripts_again_after_the_server_lost_them() {
+    use session_core::{EventView, NewSession, SessionRepository, SessionRepositoryExt};
+
+    let Some((repo, prefix)) = store(Limits::default()).await else {
+        return;
+    };
+    let flush = || {
+        let (mut c, _) = keys_under(&prefix);
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+    };
+    let user = session_testkit::user;
+    let s = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    repo.append(&s.id, vec![user("before")]).await.unwrap();
+    flush();
+    repo.append(&s.id, vec![user("after")]).await.unwrap();
+    flush();
+    let other = repo
+        .create(NewSession::new("app", "u", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    let archive = repo.all_events(&s.id, EventView::Archive).await.unwrap();
+    assert_eq!(session_testkit::texts(&archive), ["before", "after"]);
+    assert_eq!(repo.get(&other.id).await.unwrap().event_count, 0);
+    drop_prefix(&prefix);
+}

@@ -69,7 +69,8 @@ pub async fn append_bumps_version_once_per_call(fx: Fixture) {
     assert_eq!(got.event_count, 6);
 }
 
-/// Re-sending an event id returns its existing seq and writes nothing.
+/// Re-sending an event id returns its existing seq and writes nothing;
+/// the batch's new events are written.
 pub async fn append_is_idempotent_by_event_id(fx: Fixture) {
     let s = fx.session("alice").await;
     let e1 = user("first");
@@ -81,14 +82,18 @@ pub async fn append_is_idempotent_by_event_id(fx: Fixture) {
     assert_eq!(again.written, 0);
     assert_eq!(again.version, first.version, "nothing written, no bump");
     let e3 = user("third");
-    let mixed = fx.append(&s.id, vec![e1, e3.clone(), e3]).await;
+    let mixed = fx.append(&s.id, vec![e1, e3.clone(), e3.clone()]).await;
     assert_eq!(mixed.seqs, [1, 3, 3]);
     assert_eq!(mixed.written, 1);
+    // A new event ahead of a held one in the batch: the new one is
+    // written, whatever a store tried before it found the held one.
+    let late = fx.append(&s.id, vec![user("fourth"), e3]).await;
+    assert_eq!((late.seqs, late.written), (vec![4, 3], 1));
     assert_eq!(
         texts(&fx.archive(&s.id).await),
-        ["first", "second", "third"]
+        ["first", "second", "third", "fourth"]
     );
-    assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 3);
+    assert_eq!(fx.repo.get(&s.id).await.unwrap().event_count, 4);
 }
 
 /// An empty batch, or a batch whose every event is already held, writes
