@@ -277,7 +277,6 @@ impl Writer {
             Some(p) => vec![p.change(now).encode()?],
             None => Vec::new(),
         };
-        let owner = self.stored_owner(read);
         // The activity indexes only hold the sessions (a listing orders
         // them by their heads' `updated_at`): an append within the second
         // of the session's last activity leaves them, unless it is the
@@ -290,6 +289,8 @@ impl Writer {
         // The script writes the owner's keys only when there is something
         // to write there (never in cluster mode, where the client does).
         let owner_writes = activity.is_some() || !shared.user.is_empty() || !shared.app.is_empty();
+        // The owner's key names, only where something writes them.
+        let owner = (owner_writes || self.cluster).then(|| self.stored_owner(read));
         let keys = self.keys.session(id);
         let mut call = Call::new(&self.scripts.append, &keys);
         call.arg(now.timestamp_micros());
@@ -306,7 +307,7 @@ impl Writer {
             .pairs(&context)
             .changes(&changes)
             .kv(&change.state.session)?;
-        match self.script_owner(&owner).filter(|_| owner_writes) {
+        match owner.as_ref().filter(|_| owner_writes && !self.cluster) {
             Some(keys) => {
                 call.arg(id.as_str())
                     .owner(Some(keys))
@@ -320,14 +321,10 @@ impl Writer {
         if matches!(call.run::<i64>(&self.conn, "append").await?, MOVED | HELD) {
             return Ok(None);
         }
-        self.follow_up(
-            id,
-            &owner,
-            &change.state.shared,
-            activity,
-            ExpiryIndex::Keep,
-        )
-        .await?;
+        if let Some(owner) = &owner {
+            self.follow_up(id, owner, shared, activity, ExpiryIndex::Keep)
+                .await?;
+        }
         Ok(Some(read.after(&head)))
     }
 
