@@ -117,7 +117,7 @@ pub(crate) struct EventRecord<'a> {
 /// copies them all into the command when it runs).
 pub(crate) struct Call<'a> {
     script: &'a Script,
-    inv: Cmd,
+    cmd: Cmd,
 }
 
 /// A value as JSON text for a script argument.
@@ -129,25 +129,25 @@ impl<'a> Call<'a> {
     /// A call of `script` on the session with `keys`.
     pub(crate) fn new(script: &'a Script, keys: &SessionKeys) -> Self {
         let keys = keys.all();
-        let mut inv = redis::cmd("EVALSHA");
-        inv.arg(script.get_hash()).arg(keys.len());
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len());
         for k in keys {
-            inv.arg(k);
+            cmd.arg(k);
         }
-        Self { script, inv }
+        Self { script, cmd }
     }
 
     /// One argument.
     pub(crate) fn arg(&mut self, v: impl ToRedisArgs) -> &mut Self {
-        self.inv.arg(v);
+        self.cmd.arg(v);
         self
     }
 
     /// A count, then the items.
     pub(crate) fn list<T: ToRedisArgs>(&mut self, items: &[T]) -> &mut Self {
-        self.inv.arg(items.len());
+        self.cmd.arg(items.len());
         for i in items {
-            self.inv.arg(i);
+            self.cmd.arg(i);
         }
         self
     }
@@ -159,9 +159,9 @@ impl<'a> Call<'a> {
         now: DateTime<Utc>,
         fingerprint: impl ExactSizeIterator<Item = (&'f str, &'f str)>,
     ) -> &mut Self {
-        self.inv.arg(now.timestamp_micros()).arg(fingerprint.len());
+        self.cmd.arg(now.timestamp_micros()).arg(fingerprint.len());
         for (name, value) in fingerprint {
-            self.inv.arg(name).arg(value);
+            self.cmd.arg(name).arg(value);
         }
         self
     }
@@ -171,42 +171,42 @@ impl<'a> Call<'a> {
     pub(crate) fn owner(&mut self, keys: Option<&OwnerKeys>) -> &mut Self {
         match keys {
             Some(k) => self
-                .inv
+                .cmd
                 .arg(&k.all)
                 .arg(&k.owner)
                 .arg(k.key.as_deref().unwrap_or_default())
                 .arg(&k.expiry)
                 .arg(&k.user_state)
                 .arg(&k.app_state),
-            None => self.inv.arg(&["", "", "", "", "", ""][..]),
+            None => self.cmd.arg(&["", "", "", "", "", ""][..]),
         };
         self
     }
 
     /// A state map as a count and key/value pairs (values JSON; `null` → `""` = delete).
     pub(crate) fn kv(&mut self, map: &StateMap) -> session_core::Result<&mut Self> {
-        self.inv.arg(map.len());
+        self.cmd.arg(map.len());
         for (k, v) in map {
             let value = if v.is_null() { String::new() } else { json(v)? };
-            self.inv.arg(k).arg(value);
+            self.cmd.arg(k).arg(value);
         }
         Ok(self)
     }
 
     /// Head fields to set: a count and name/value pairs.
     pub(crate) fn fields(&mut self, fields: &[(&str, String)]) -> &mut Self {
-        self.inv.arg(fields.len());
+        self.cmd.arg(fields.len());
         for (k, v) in fields {
-            self.inv.arg(*k).arg(v);
+            self.cmd.arg(*k).arg(v);
         }
         self
     }
 
     /// Events to store: a count, then each event's seq, id, body, invocation and delta.
     pub(crate) fn events(&mut self, events: &[EventRecord<'_>]) -> &mut Self {
-        self.inv.arg(events.len());
+        self.cmd.arg(events.len());
         for e in events {
-            self.inv
+            self.cmd
                 .arg(e.seq)
                 .arg(e.id)
                 .arg(e.body)
@@ -218,24 +218,24 @@ impl<'a> Call<'a> {
 
     /// Context entries as (position, seq); `reset` replaces the whole context.
     pub(crate) fn context(&mut self, reset: bool, entries: &[(u64, u64)]) -> &mut Self {
-        self.inv.arg(if reset { "1" } else { "0" });
+        self.cmd.arg(if reset { "1" } else { "0" });
         self.pairs(entries)
     }
 
     /// A count of (position, seq) context entries, then each entry.
     pub(crate) fn pairs(&mut self, entries: &[(u64, u64)]) -> &mut Self {
-        self.inv.arg(entries.len());
+        self.cmd.arg(entries.len());
         for (pos, seq) in entries {
-            self.inv.arg(*pos).arg(*seq);
+            self.cmd.arg(*pos).arg(*seq);
         }
         self
     }
 
     /// Context changes to add to the context's history (JSON, oldest first).
     pub(crate) fn changes(&mut self, changes: &[String]) -> &mut Self {
-        self.inv.arg(changes.len());
+        self.cmd.arg(changes.len());
         for c in changes {
-            self.inv.arg(c.as_str());
+            self.cmd.arg(c.as_str());
         }
         self
     }
@@ -244,20 +244,20 @@ impl<'a> Call<'a> {
     /// activity indexes as they are) and the expiry index change.
     pub(crate) fn index(&mut self, activity: Option<i64>, expiry: ExpiryIndex) -> &mut Self {
         match activity {
-            Some(at) => self.inv.arg(-at),
-            None => self.inv.arg("-"),
+            Some(at) => self.cmd.arg(-at),
+            None => self.cmd.arg("-"),
         };
         match expiry {
-            ExpiryIndex::Keep => self.inv.arg("-"),
-            ExpiryIndex::Remove => self.inv.arg(""),
-            ExpiryIndex::Set(at) => self.inv.arg(at),
+            ExpiryIndex::Keep => self.cmd.arg("-"),
+            ExpiryIndex::Remove => self.cmd.arg(""),
+            ExpiryIndex::Set(at) => self.cmd.arg(at),
         };
         self
     }
 
     /// The TTL change.
     pub(crate) fn touch(&mut self, touch: Touch) -> &mut Self {
-        self.inv.arg(match touch {
+        self.cmd.arg(match touch {
             Touch::Keep => "0",
             Touch::Refresh => "1",
             Touch::RefreshOrPersist => "2",
@@ -274,10 +274,10 @@ impl<'a> Call<'a> {
         what: &str,
     ) -> session_core::Result<T> {
         let mut c = conn.clone();
-        let value: Value = match self.inv.query_async(&mut c).await {
+        let value: Value = match self.cmd.query_async(&mut c).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.script.load_async(&mut c).await.map_err(map_err)?;
-                self.inv.query_async(&mut c).await.map_err(map_err)?
+                self.cmd.query_async(&mut c).await.map_err(map_err)?
             }
             other => other.map_err(map_err)?,
         };

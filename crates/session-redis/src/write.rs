@@ -307,7 +307,11 @@ impl Writer {
             .pairs(&context)
             .changes(&changes)
             .kv(&change.state.session)?;
-        match owner.as_ref().filter(|_| owner_writes && !self.cluster) {
+        match owner
+            .as_ref()
+            .filter(|_| owner_writes)
+            .and_then(|o| self.script_owner(o))
+        {
             Some(keys) => {
                 call.arg(id.as_str())
                     .owner(Some(keys))
