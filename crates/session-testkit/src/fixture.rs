@@ -19,10 +19,20 @@ pub struct Fixture {
     /// Appends each of the 16 writers of the concurrency cases makes
     /// ([`DEFAULT_APPENDS_PER_WRITER`] unless the store asks for fewer).
     pub appends_per_writer: u64,
+    /// Events of the large-session case ([`LARGE_SESSION_EVENTS`] unless
+    /// the store asks for fewer).
+    pub large_session_events: u64,
 }
 
 /// Appends per writer in the concurrency cases: 16 × 250 = 4,000 events.
 pub const DEFAULT_APPENDS_PER_WRITER: u64 = 250;
+
+/// Events of the large-session case: 100,000, in batches of
+/// [`LARGE_SESSION_BATCH`].
+pub const LARGE_SESSION_EVENTS: u64 = 100_000;
+
+/// Events per append of the large-session case.
+pub const LARGE_SESSION_BATCH: u64 = 5_000;
 
 impl std::fmt::Debug for Fixture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,12 +52,29 @@ impl Fixture {
             repo,
             clock,
             appends_per_writer: DEFAULT_APPENDS_PER_WRITER,
+            large_session_events: LARGE_SESSION_EVENTS,
         }
     }
 
     /// The same fixture whose concurrency cases make `n` appends per writer.
     pub fn with_appends_per_writer(mut self, n: u64) -> Self {
         self.appends_per_writer = n;
+        self
+    }
+
+    /// The same fixture whose large-session case appends `n` events (a
+    /// multiple of [`LARGE_SESSION_BATCH`], at least 10,000).
+    ///
+    /// # Panics
+    /// When `n` is not such a count: a factory's mistake, found on its
+    /// first run.
+    pub fn with_large_session_events(mut self, n: u64) -> Self {
+        assert!(
+            n >= 10_000 && n % LARGE_SESSION_BATCH == 0,
+            "the large-session case needs a multiple of {LARGE_SESSION_BATCH} events, \
+             at least 10,000; got {n}"
+        );
+        self.large_session_events = n;
         self
     }
 

@@ -50,6 +50,7 @@ pub mod stress;
 
 pub use fixture::{
     app_name, assistant, iid, sid, texts, user, user_id, Fixture, APP, DEFAULT_APPENDS_PER_WRITER,
+    LARGE_SESSION_BATCH, LARGE_SESSION_EVENTS,
 };
 #[doc(hidden)]
 pub use tempfile;
@@ -60,6 +61,7 @@ pub struct TestStore {
     repo: Arc<dyn SessionRepository>,
     guard: Option<Box<dyn std::any::Any + Send + Sync>>,
     appends_per_writer: Option<u64>,
+    large_session_events: Option<u64>,
 }
 
 impl TestStore {
@@ -69,6 +71,7 @@ impl TestStore {
             repo: Arc::new(repo),
             guard: None,
             appends_per_writer: None,
+            large_session_events: None,
         }
     }
 
@@ -95,6 +98,28 @@ impl TestStore {
     pub fn with_appends_per_writer(mut self, n: u64) -> Self {
         self.appends_per_writer = Some(n);
         self
+    }
+
+    /// Scales the large-session case down to `n` events (a multiple of
+    /// 5,000, at least 10,000), for a test double whose every request is
+    /// a debug-built server's: the case's paging past 10,000 events and its
+    /// search stay, the run stays short. Real engines keep 100,000.
+    pub fn with_large_session_events(mut self, n: u64) -> Self {
+        self.large_session_events = Some(n);
+        self
+    }
+
+    /// The fixture the suites hand a case: the store's repository on
+    /// `clock`, scaled as the store asked.
+    fn fixture(&self, clock: Arc<ManualClock>) -> Fixture {
+        let mut fixture = Fixture::new(self.repo.clone(), clock);
+        if let Some(n) = self.appends_per_writer {
+            fixture = fixture.with_appends_per_writer(n);
+        }
+        if let Some(n) = self.large_session_events {
+            fixture = fixture.with_large_session_events(n);
+        }
+        fixture
     }
 }
 
@@ -133,11 +158,7 @@ where
     rt.block_on(async move {
         let clock = Arc::new(ManualClock::new());
         if let Some(store) = factory(clock.clone()).await {
-            let mut fixture = Fixture::new(store.repo.clone(), clock);
-            if let Some(n) = store.appends_per_writer {
-                fixture = fixture.with_appends_per_writer(n);
-            }
-            case(fixture).await;
+            case(store.fixture(clock)).await;
             drop(store.guard);
         }
     });
@@ -304,7 +325,7 @@ where
     let clock = Arc::new(ManualClock::new());
     if let Some(store) = factory(clock.clone()).await {
         eprintln!("case {name}");
-        case(Fixture::new(store.repo.clone(), clock)).await;
+        case(store.fixture(clock)).await;
         drop(store.guard);
     }
 }

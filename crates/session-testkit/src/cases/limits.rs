@@ -8,7 +8,7 @@ use session_core::{
 };
 
 use super::support::{kind, numbered, owner};
-use crate::fixture::{texts, user, Fixture, APP};
+use crate::fixture::{texts, user, Fixture, APP, LARGE_SESSION_BATCH};
 
 /// An event over the size limit is `InvalidInput` and nothing is written.
 pub async fn oversize_event_is_rejected(fx: Fixture) {
@@ -121,53 +121,61 @@ pub async fn page_size_limits(fx: Fixture) {
     );
 }
 
-/// A session of 100,000 events (20 batches of 5,000): counters, the last
-/// page, a deep page, the context's tail and a search for one event are right.
+/// A session of 100,000 events (batches of 5,000; fewer where the store
+/// asks, [`Fixture::large_session_events`]): counters, the last page, a
+/// deep page, the context's tail and a search for one event are right.
 pub async fn session_of_100k_events_pages_and_searches(fx: Fixture) {
-    const N: usize = 100_000;
+    let n = fx.large_session_events;
+    let batches = n / LARGE_SESSION_BATCH;
     let s = fx.session("alice").await;
-    for b in 0..20 {
-        let batch: Vec<SessionEvent> = (0..5000)
-            .map(|i| user(&format!("e{}", b * 5000 + i)))
+    for b in 0..batches {
+        let batch: Vec<SessionEvent> = (0..LARGE_SESSION_BATCH)
+            .map(|i| user(&format!("e{}", b * LARGE_SESSION_BATCH + i)))
             .collect();
         fx.append(&s.id, batch).await;
     }
     let got = fx.repo.get(&s.id).await.unwrap();
-    assert_eq!((got.event_count, got.version), (N as u64, 20));
+    assert_eq!((got.event_count, got.version), (n, batches));
+    let pages = usize::try_from(n / 1000).unwrap();
     let page = fx
         .repo
-        .events(&s.id, &EventFilter::archive().page(99, 1000))
+        .events(&s.id, &EventFilter::archive().page(pages - 1, 1000))
         .await
         .unwrap();
     assert_eq!(page.items.len(), 1000);
     assert!(!page.has_more);
-    assert_eq!(page.items[0].message.text(), "e99000");
-    assert_eq!(page.items[999].seq, N as u64);
+    assert_eq!(page.items[0].message.text(), format!("e{}", n - 1000));
+    assert_eq!(page.items[999].seq, n);
+    // 73 % of the way in: page 73 of 100,000 events.
+    let deep_page = n / 1000 * 73 / 100;
     let deep = fx
         .repo
-        .events(&s.id, &EventFilter::archive().page(73, 1000))
+        .events(
+            &s.id,
+            &EventFilter::archive().page(usize::try_from(deep_page).unwrap(), 1000),
+        )
         .await
         .unwrap();
-    assert_eq!(deep.items[0].seq, 73_001);
+    assert_eq!(deep.items[0].seq, deep_page * 1000 + 1);
     assert!(deep.has_more);
     assert!(fx
         .repo
-        .events(&s.id, &EventFilter::archive().page(100, 1000))
+        .events(&s.id, &EventFilter::archive().page(pages, 1000))
         .await
         .unwrap()
         .items
         .is_empty());
-    assert_eq!(
-        fx.texts(&s.id, &EventFilter::last(3)).await,
-        ["e99997", "e99998", "e99999"]
-    );
+    let tail: Vec<String> = (n - 3..n).map(|i| format!("e{i}")).collect();
+    assert_eq!(fx.texts(&s.id, &EventFilter::last(3)).await, tail);
+    // e77777 of 100,000 events.
+    let sought = n * 7 / 9;
     let hits = fx
         .repo
-        .search(&SearchQuery::in_session(&s.id, "e77777"))
+        .search(&SearchQuery::in_session(&s.id, format!("e{sought}")))
         .await
         .unwrap();
     let found: Vec<u64> = hits.items.iter().map(|h| h.event.seq).collect();
-    assert_eq!(found, [77_778]);
+    assert_eq!(found, [sought + 1]);
 }
 
 /// The injectable clock jumping back an hour, then forward a day: seqs and
