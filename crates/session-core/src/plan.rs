@@ -44,7 +44,7 @@ mod window;
 pub use change::{ContextTokens, HeadChange, NewEvent, StateChanges};
 pub use head::{Head, OwnerQuota, SessionQuota};
 pub use import::ImportPlan;
-pub use remembered::RememberedHeads;
+pub use remembered::{RememberedHeads, DEFAULT_REMEMBERED_HEADS};
 pub use restore::{compaction_order, context_at, Restorable, Restore};
 pub use window::ReadWindow;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
+use session_core::plan::DEFAULT_REMEMBERED_HEADS;
 use session_core::{system_clock, Limits, SessionError, SharedClock};
 use tokio_postgres::NoTls;
 
@@ -23,6 +24,7 @@ pub struct PostgresRepositoryBuilder {
     clock: SharedClock,
     limits: Limits,
     random_page_cost: Option<f64>,
+    remembered_heads: usize,
 }
 
 /// The planner cost of a random page read on the store's connections unless
@@ -37,11 +39,23 @@ impl std::fmt::Debug for PostgresRepositoryBuilder {
             .field("host", &host)
             .field("schema", &self.schema)
             .field("pool_size", &self.pool_size)
+            .field("remembered_heads", &self.remembered_heads)
             .finish_non_exhaustive()
     }
 }
 
 impl PostgresRepositoryBuilder {
+    /// How many sessions' heads the repository remembers from its own
+    /// appends (default [`DEFAULT_REMEMBERED_HEADS`]), so the next append to
+    /// one of them writes in one statement without reading the session row
+    /// first. A server appending round robin to more live sessions than
+    /// this reads every row: give it at least that many. 0 remembers none.
+    /// URL parameter `remembered_heads=N`.
+    pub fn remembered_heads(mut self, sessions: usize) -> Self {
+        self.remembered_heads = sessions;
+        self
+    }
+
     /// The schema holding the tables (default `agent_session`); one per app or tenant.
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
@@ -168,7 +182,7 @@ impl PostgresRepositoryBuilder {
             pool,
             clock: self.clock,
             limits: self.limits,
-            remembered: Arc::default(),
+            remembered: Arc::new(RememberedHeads::with_capacity(self.remembered_heads)),
         };
         repo.migrate().await?;
         Ok(repo)
@@ -215,12 +229,15 @@ impl PostgresRepository {
             clock: system_clock(),
             limits: Limits::default(),
             random_page_cost: Some(DEFAULT_RANDOM_PAGE_COST),
+            remembered_heads: DEFAULT_REMEMBERED_HEADS,
         }
     }
 
     /// Connects with default options and runs migrations. A `schema=NAME`
     /// query parameter in the URL picks the schema
-    /// (`postgres://host/db?schema=tenant_a`).
+    /// (`postgres://host/db?schema=tenant_a`), `remembered_heads=N` sets
+    /// [`PostgresRepositoryBuilder::remembered_heads`]; the other parameters
+    /// are the server's connection settings (`sslmode`, ...).
     pub async fn connect(url: impl Into<String>) -> session_core::Result<Self> {
         Self::connect_with_limits(url, Limits::default()).await
     }
@@ -231,10 +248,20 @@ impl PostgresRepository {
         limits: Limits,
     ) -> session_core::Result<Self> {
         let url = url.into();
-        let (url, schema) = split_schema_param(&url);
+        let (url, schema) = take_param(&url, "schema");
+        let (url, remembered) = take_param(&url, "remembered_heads");
         let mut builder = Self::builder(url).limits(limits);
         if let Some(schema) = schema {
             builder = builder.schema(schema);
+        }
+        if let Some(value) = remembered {
+            let sessions = value.parse().map_err(|_| {
+                SessionError::invalid(
+                    "store URL",
+                    format!("remembered_heads must be a number of sessions, not {value:?}"),
+                )
+            })?;
+            builder = builder.remembered_heads(sessions);
         }
         builder.connect().await
     }
@@ -250,26 +277,27 @@ impl PostgresRepository {
     }
 }
 
-/// Removes a `schema=` parameter from a URL's query string and returns it.
-fn split_schema_param(url: &str) -> (String, Option<String>) {
+/// Removes the parameter `name` (ours, not the server's) from a URL's
+/// query string and returns its value.
+fn take_param(url: &str, name: &str) -> (String, Option<String>) {
     let Some((base, query)) = url.split_once('?') else {
         return (url.to_owned(), None);
     };
-    let mut schema = None;
+    let mut value = None;
     let rest: Vec<&str> = query
         .split('&')
-        .filter(|kv| match kv.strip_prefix("schema=") {
-            Some(v) => {
-                schema = Some(v.to_owned());
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == name => {
+                value = Some(v.to_owned());
                 false
             }
-            None => !kv.is_empty(),
+            _ => !kv.is_empty(),
         })
         .collect();
     if rest.is_empty() {
-        (base.to_owned(), schema)
+        (base.to_owned(), value)
     } else {
-        (format!("{base}?{}", rest.join("&")), schema)
+        (format!("{base}?{}", rest.join("&")), value)
     }
 }
 
@@ -280,19 +308,26 @@ mod tests {
     #[test]
     fn schema_param_is_taken_out_of_the_url() {
         assert_eq!(
-            split_schema_param("postgres://h/db?schema=t1&sslmode=disable"),
+            take_param("postgres://h/db?schema=t1&sslmode=disable", "schema"),
             (
                 "postgres://h/db?sslmode=disable".to_owned(),
                 Some("t1".to_owned())
             )
         );
         assert_eq!(
-            split_schema_param("postgres://h/db"),
+            take_param("postgres://h/db", "schema"),
             ("postgres://h/db".to_owned(), None)
         );
         assert_eq!(
-            split_schema_param("postgres://h/db?schema=x"),
+            take_param("postgres://h/db?schema=x", "schema"),
             ("postgres://h/db".to_owned(), Some("x".to_owned()))
+        );
+        assert_eq!(
+            take_param(
+                "postgres://h/db?remembered_heads=9&schema=x",
+                "remembered_heads"
+            ),
+            ("postgres://h/db?schema=x".to_owned(), Some("9".to_owned()))
         );
     }
 
@@ -308,6 +343,11 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), session_core::ErrorKind::InvalidInput);
+        let err = PostgresRepository::connect("postgres://127.0.0.1/x?remembered_heads=many")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), session_core::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("remembered_heads"), "{err}");
     }
 
     /// A refused connection from the pool: `Unavailable`, with the driver

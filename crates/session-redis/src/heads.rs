@@ -77,19 +77,21 @@ type RewindReply = (
 );
 
 impl Heads {
-    /// The heads part over `conn`, under `keys`, reading with `scripts`, expiring by `clock`.
+    /// The heads part over `conn`, under `keys`, reading with `scripts`,
+    /// expiring by `clock`, remembering up to `remembered` sessions' heads.
     pub(crate) fn new(
         conn: Conn,
         keys: KeySpace,
         scripts: Arc<Scripts>,
         clock: SharedClock,
+        remembered: usize,
     ) -> Self {
         Self {
             conn,
             keys,
             scripts,
             clock,
-            remembered: Arc::default(),
+            remembered: Arc::new(RememberedHeads::with_capacity(remembered)),
         }
     }
 

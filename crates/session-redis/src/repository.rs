@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
+use session_core::plan::DEFAULT_REMEMBERED_HEADS;
 use session_core::{system_clock, Limits, SessionError, SharedClock};
 
 use crate::conn::Conn;
@@ -64,6 +65,7 @@ pub struct RedisRepositoryBuilder {
     prefix: String,
     clock: SharedClock,
     limits: Limits,
+    remembered_heads: usize,
 }
 
 impl std::fmt::Debug for RedisRepositoryBuilder {
@@ -72,6 +74,7 @@ impl std::fmt::Debug for RedisRepositoryBuilder {
             .field("nodes", &self.nodes.len())
             .field("cluster", &self.cluster)
             .field("prefix", &self.prefix)
+            .field("remembered_heads", &self.remembered_heads)
             .finish_non_exhaustive()
     }
 }
@@ -92,6 +95,17 @@ impl RedisRepositoryBuilder {
     /// Event and page size limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// How many sessions' heads the repository remembers from its own
+    /// appends (default [`DEFAULT_REMEMBERED_HEADS`]), so the next append to
+    /// one of them plans without reading its head first. A server appending
+    /// round robin to more live sessions than this reads every head: give
+    /// it at least that many (a head takes about a kilobyte). 0 remembers
+    /// none. URL parameter `remembered_heads=N`.
+    pub fn remembered_heads(mut self, sessions: usize) -> Self {
+        self.remembered_heads = sessions;
         self
     }
 
@@ -143,6 +157,7 @@ impl RedisRepositoryBuilder {
                 keys.clone(),
                 scripts.clone(),
                 self.clock.clone(),
+                self.remembered_heads,
             ),
             search: SearchIndex::new(
                 conn.clone(),
@@ -180,6 +195,7 @@ impl RedisRepository {
             prefix: "as".to_owned(),
             clock: system_clock(),
             limits: Limits::default(),
+            remembered_heads: DEFAULT_REMEMBERED_HEADS,
         }
     }
 
@@ -191,28 +207,42 @@ impl RedisRepository {
             prefix: "as".to_owned(),
             clock: system_clock(),
             limits: Limits::default(),
+            remembered_heads: DEFAULT_REMEMBERED_HEADS,
         }
     }
 
     /// Connects to `redis://…` (standalone) or `redis+cluster://host1:port,host2:port` (cluster).
     ///
     /// `?prefix=NAME` sets the key prefix (default `as`), so several
-    /// applications can share one database; any other parameter is refused.
+    /// applications can share one database; `remembered_heads=N` sets
+    /// [`RedisRepositoryBuilder::remembered_heads`]; any other parameter is
+    /// refused.
     pub async fn from_url(url: &str) -> session_core::Result<Self> {
         Self::from_url_with_limits(url, Limits::default()).await
     }
 
     /// [`Self::from_url`] with `limits` (the facade passes a URL's quota settings).
     pub async fn from_url_with_limits(url: &str, limits: Limits) -> session_core::Result<Self> {
-        let (base, params) = session_core::split_url_query(url, "redis", &["prefix"])?;
+        let (base, params) =
+            session_core::split_url_query(url, "redis", &["prefix", "remembered_heads"])?;
         let mut builder = if let Some(rest) = base.strip_prefix("redis+cluster://") {
             let nodes = rest.split(',').map(|n| format!("redis://{n}")).collect();
             Self::cluster_builder(nodes)
         } else {
             Self::builder(base)
         };
-        for (_, prefix) in params {
-            builder = builder.prefix(prefix);
+        for (name, value) in params {
+            builder = if name == "prefix" {
+                builder.prefix(value)
+            } else {
+                let sessions = value.parse().map_err(|_| {
+                    SessionError::invalid(
+                        "store URL",
+                        format!("remembered_heads must be a number of sessions, not {value:?}"),
+                    )
+                })?;
+                builder.remembered_heads(sessions)
+            };
         }
         builder.limits(limits).connect().await
     }

@@ -1,6 +1,7 @@
 //! Lifecycle checks that need a store of their own: `erase_user` leaves
 //! nothing of the user in any key under the store's prefix (names, hash
-//! fields and values, set, sorted-set and list members); the events quota holds.
+//! fields and values, set, sorted-set and list members); the events quota
+//! holds; the remembered heads are set from the URL.
 #![allow(clippy::unwrap_used)]
 
 use session_core::Limits;
@@ -59,13 +60,19 @@ fn raw_keys(prefix: &str) -> String {
 /// skip, refused under CI) when no Redis answers.
 async fn store(limits: Limits) -> Option<(RedisRepository, String)> {
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-    match RedisRepository::builder(url())
+    let connecting = RedisRepository::builder(url())
         .prefix(&prefix)
         .limits(limits)
         .connect()
-        .await
-    {
-        Ok(repo) => Some((repo, prefix)),
+        .await;
+    connected(connecting).map(|repo| (repo, prefix))
+}
+
+/// The repository, or `None` after a printed skip (refused under CI) when
+/// no Redis answers.
+fn connected(connecting: session_core::Result<RedisRepository>) -> Option<RedisRepository> {
+    match connecting {
+        Ok(repo) => Some(repo),
         Err(e) => session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false),
     }
 }
@@ -141,18 +148,13 @@ async fn an_append_within_the_second_leaves_the_activity_indexes() {
         chrono::Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap(),
     ));
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-    let repo = match RedisRepository::builder(url())
+    let connecting = RedisRepository::builder(url())
         .prefix(&prefix)
         .clock(clock.clone())
         .connect()
-        .await
-    {
-        Ok(repo) => repo,
-        Err(e) => {
-            let _: Option<()> =
-                session_testkit::skip("redis", &format!("no Redis at {}: {e}", url()), false);
-            return;
-        }
+        .await;
+    let Some(repo) = connected(connecting) else {
+        return;
     };
     let index = format!("{prefix}:idx:all");
     let score = |id: &str| -> i64 {
@@ -292,4 +294,42 @@ async fn writes_load_their_scripts_again_after_the_server_lost_them() {
     assert_eq!(session_testkit::texts(&archive), ["before", "after"]);
     assert_eq!(repo.get(&other.id).await.unwrap().event_count, 0);
     drop_prefix(&prefix);
+}
+
+/// `remembered_heads=N` in the URL sets how many sessions' heads the
+/// repository remembers: with none remembered every append reads its head
+/// first and the seqs, versions and counts come out the same; a value that
+/// is not a number is `InvalidInput` naming the parameter.
+#[tokio::test(flavor = "multi_thread")]
+async fn remembered_heads_from_the_url_and_none_remembered_appends_alike() {
+    use session_core::{Message, NewSession, SessionEvent, SessionRepository};
+
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let connecting =
+        RedisRepository::from_url(&format!("{}?prefix={prefix}&remembered_heads=0", url())).await;
+    let Some(repo) = connected(connecting) else {
+        return;
+    };
+    let s = repo
+        .create(NewSession::new("app", "alice", chrono::Utc::now()).unwrap())
+        .await
+        .unwrap();
+    for n in 1..=5u64 {
+        let out = repo
+            .append(
+                &s.id,
+                vec![SessionEvent::new(Message::user(format!("m{n}")))],
+            )
+            .await
+            .unwrap();
+        assert_eq!((out.seqs.as_slice(), out.version), ([n].as_slice(), n));
+    }
+    assert_eq!(repo.get(&s.id).await.unwrap().event_count, 5);
+    drop_prefix(&prefix);
+
+    let err = RedisRepository::from_url(&format!("{}?remembered_heads=lots", url()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), session_core::ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("remembered_heads"), "{err}");
 }
