@@ -59,6 +59,28 @@ pub(crate) enum Raw {
     Elasticsearch(RawEs),
 }
 
+/// The store URL without the parameters the store takes for itself
+/// (`schema`, `prefix`, `remembered_heads`), which the engine's own client
+/// would refuse or misread: what the raw engine connects with.
+fn without_store_params(url: &str) -> String {
+    const STORE_PARAMS: [&str; 3] = ["schema", "prefix", "remembered_heads"];
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let engine: Vec<&str> = query
+        .split('&')
+        .filter(|kv| {
+            let name = kv.split_once('=').map_or(*kv, |(name, _)| name);
+            !kv.is_empty() && !STORE_PARAMS.contains(&name)
+        })
+        .collect();
+    if engine.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", engine.join("&"))
+    }
+}
+
 fn poisoned<T>(_: T) -> anyhow::Error {
     anyhow!("a raw baseline call panicked")
 }
@@ -107,7 +129,7 @@ impl Raw {
                 Self::Files(dir)
             }
             "redis" | "rediss" => {
-                let client = redis::Client::open(url)?;
+                let client = redis::Client::open(without_store_params(url))?;
                 let conn = client.get_multiplexed_async_connection().await?;
                 Self::Redis {
                     conn,
@@ -117,7 +139,8 @@ impl Raw {
             }
             "postgres" | "postgresql" => {
                 let (client, connection) =
-                    tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+                    tokio_postgres::connect(&without_store_params(url), tokio_postgres::NoTls)
+                        .await?;
                 tokio::spawn(connection);
                 let schema = format!("bench_raw_{tag}");
                 client
@@ -375,5 +398,23 @@ impl Raw {
             Self::Elasticsearch(es) => es.cleanup().await?,
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_store_params;
+
+    #[test]
+    fn the_raw_engine_connects_without_the_store_s_own_parameters() {
+        assert_eq!(
+            without_store_params("postgres://u@h/db?schema=s&sslmode=disable&remembered_heads=9"),
+            "postgres://u@h/db?sslmode=disable"
+        );
+        assert_eq!(
+            without_store_params("redis://h:6379/0?prefix=p&remembered_heads=9"),
+            "redis://h:6379/0"
+        );
+        assert_eq!(without_store_params("redis://h:6379"), "redis://h:6379");
     }
 }
