@@ -85,7 +85,7 @@ pub use session::{
 };
 pub use state::{ScopedState, SharedDelta, SharedState, StateMap, StateScope};
 pub use tokens::{HeuristicEstimator, TokenEstimator};
-pub use url::{limits_from_url, split_url_query, QUOTA_PARAMS};
+pub use url::{limits_from_url, split_url_query, take_url_params, whole_url_param, QUOTA_PARAMS};
 pub use usage::{ModelUsage, UsageReport, UsageTotals, USAGE_KEY};
 pub use validate::{
     check_seq_room, next_seq, next_version, stored_counter, validate_branch, validate_id,

@@ -72,18 +72,37 @@ pub const QUOTA_PARAMS: [&str; 3] = [
 /// assert_eq!(limits.max_session_bytes, Some(2 * 1024 * 1024));
 /// ```
 pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)> {
+    let (url, quotas) = take_url_params(url, &QUOTA_PARAMS);
+    for (name, value) in quotas {
+        limits = match name.as_str() {
+            "max_user_sessions" => limits.with_max_user_sessions(whole_url_param(&name, &value)?),
+            "max_session_bytes" => limits.with_max_session_bytes(byte_size(&name, &value)?),
+            _ => limits.with_max_session_events(whole_url_param(&name, &value)?),
+        };
+    }
+    Ok((url, limits))
+}
+
+/// Takes the parameters `names` out of a URL's query: the URL without
+/// them (the rest in their order, for the engine's own client) and their
+/// `name=value` pairs as given.
+///
+/// ```
+/// use session_core::take_url_params;
+/// let (url, taken) = take_url_params("postgres://h/db?schema=a&sslmode=disable", &["schema"]);
+/// assert_eq!(url, "postgres://h/db?sslmode=disable");
+/// assert_eq!(taken, [("schema".to_owned(), "a".to_owned())]);
+/// ```
+pub fn take_url_params(url: &str, names: &[&str]) -> (String, Vec<(String, String)>) {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), limits));
+        return (url.to_owned(), Vec::new());
     };
+    let mut taken = Vec::new();
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if QUOTA_PARAMS.contains(&name) {
-            limits = match name {
-                "max_user_sessions" => limits.with_max_user_sessions(whole(name, value)?),
-                "max_session_bytes" => limits.with_max_session_bytes(byte_size(name, value)?),
-                _ => limits.with_max_session_events(whole(name, value)?),
-            };
+        if names.contains(&name) {
+            taken.push((name.to_owned(), value.to_owned()));
         } else {
             rest.push(pair);
         }
@@ -93,10 +112,12 @@ pub fn limits_from_url(url: &str, mut limits: Limits) -> Result<(String, Limits)
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    Ok((url, limits))
+    (url, taken)
 }
 
-fn whole(name: &str, value: &str) -> Result<u64> {
+/// A URL parameter's value as a whole number; anything else is
+/// `InvalidInput` naming the parameter.
+pub fn whole_url_param(name: &str, value: &str) -> Result<u64> {
     value.parse::<u64>().map_err(|e| {
         SessionError::invalid_because(
             "store URL",
@@ -121,7 +142,7 @@ fn byte_size(name: &str, value: &str) -> Result<u64> {
         .iter()
         .find_map(|(suffix, unit)| value.strip_suffix(suffix).map(|d| (d, *unit)))
         .unwrap_or((value, 1));
-    whole(name, digits.trim())?
+    whole_url_param(name, digits.trim())?
         .checked_mul(unit)
         .ok_or_else(|| SessionError::invalid("store URL", format!("{name}={value:?} is too large")))
 }
@@ -129,6 +150,30 @@ fn byte_size(name: &str, value: &str) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn taken_params_leave_the_rest_in_order() {
+        let take = |url: &str| take_url_params(url, &["schema", "remembered_heads"]);
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        assert_eq!(
+            take("postgres://h/db?schema=t1&sslmode=disable"),
+            (
+                "postgres://h/db?sslmode=disable".to_owned(),
+                vec![pair("schema", "t1")]
+            )
+        );
+        assert_eq!(
+            take("postgres://h/db"),
+            ("postgres://h/db".to_owned(), vec![])
+        );
+        assert_eq!(
+            take("postgres://h/db?a=1&remembered_heads=9&b=2&schema=x"),
+            (
+                "postgres://h/db?a=1&b=2".to_owned(),
+                vec![pair("remembered_heads", "9"), pair("schema", "x")]
+            )
+        );
+    }
 
     #[test]
     fn byte_quotas_take_decimal_and_binary_units() {

@@ -247,21 +247,16 @@ impl PostgresRepository {
         url: impl Into<String>,
         limits: Limits,
     ) -> session_core::Result<Self> {
-        let url = url.into();
-        let (url, schema) = take_param(&url, "schema");
-        let (url, remembered) = take_param(&url, "remembered_heads");
+        let (url, ours) =
+            session_core::take_url_params(&url.into(), &["schema", "remembered_heads"]);
         let mut builder = Self::builder(url).limits(limits);
-        if let Some(schema) = schema {
-            builder = builder.schema(schema);
-        }
-        if let Some(value) = remembered {
-            let sessions = value.parse().map_err(|_| {
-                SessionError::invalid(
-                    "store URL",
-                    format!("remembered_heads must be a number of sessions, not {value:?}"),
-                )
-            })?;
-            builder = builder.remembered_heads(sessions);
+        for (name, value) in ours {
+            builder = if name == "schema" {
+                builder.schema(value)
+            } else {
+                let sessions = session_core::whole_url_param(&name, &value)?;
+                builder.remembered_heads(usize::try_from(sessions).unwrap_or(usize::MAX))
+            };
         }
         builder.connect().await
     }
@@ -277,59 +272,9 @@ impl PostgresRepository {
     }
 }
 
-/// Removes the parameter `name` (ours, not the server's) from a URL's
-/// query string and returns its value.
-fn take_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), None);
-    };
-    let mut value = None;
-    let rest: Vec<&str> = query
-        .split('&')
-        .filter(|kv| match kv.split_once('=') {
-            Some((k, v)) if k == name => {
-                value = Some(v.to_owned());
-                false
-            }
-            _ => !kv.is_empty(),
-        })
-        .collect();
-    if rest.is_empty() {
-        (base.to_owned(), value)
-    } else {
-        (format!("{base}?{}", rest.join("&")), value)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn schema_param_is_taken_out_of_the_url() {
-        assert_eq!(
-            take_param("postgres://h/db?schema=t1&sslmode=disable", "schema"),
-            (
-                "postgres://h/db?sslmode=disable".to_owned(),
-                Some("t1".to_owned())
-            )
-        );
-        assert_eq!(
-            take_param("postgres://h/db", "schema"),
-            ("postgres://h/db".to_owned(), None)
-        );
-        assert_eq!(
-            take_param("postgres://h/db?schema=x", "schema"),
-            ("postgres://h/db".to_owned(), Some("x".to_owned()))
-        );
-        assert_eq!(
-            take_param(
-                "postgres://h/db?remembered_heads=9&schema=x",
-                "remembered_heads"
-            ),
-            ("postgres://h/db?schema=x".to_owned(), Some("9".to_owned()))
-        );
-    }
 
     #[tokio::test]
     async fn bad_schema_and_url_are_invalid_input() {

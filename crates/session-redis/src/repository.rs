@@ -235,13 +235,8 @@ impl RedisRepository {
             builder = if name == "prefix" {
                 builder.prefix(value)
             } else {
-                let sessions = value.parse().map_err(|_| {
-                    SessionError::invalid(
-                        "store URL",
-                        format!("remembered_heads must be a number of sessions, not {value:?}"),
-                    )
-                })?;
-                builder.remembered_heads(sessions)
+                let sessions = session_core::whole_url_param(&name, &value)?;
+                builder.remembered_heads(usize::try_from(sessions).unwrap_or(usize::MAX))
             };
         }
         builder.limits(limits).connect().await

@@ -63,22 +63,7 @@ pub(crate) enum Raw {
 /// (`schema`, `prefix`, `remembered_heads`), which the engine's own client
 /// would refuse or misread: what the raw engine connects with.
 fn without_store_params(url: &str) -> String {
-    const STORE_PARAMS: [&str; 3] = ["schema", "prefix", "remembered_heads"];
-    let Some((base, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
-    let engine: Vec<&str> = query
-        .split('&')
-        .filter(|kv| {
-            let name = kv.split_once('=').map_or(*kv, |(name, _)| name);
-            !kv.is_empty() && !STORE_PARAMS.contains(&name)
-        })
-        .collect();
-    if engine.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", engine.join("&"))
-    }
+    agent_session::take_url_params(url, &["schema", "prefix", "remembered_heads"]).0
 }
 
 fn poisoned<T>(_: T) -> anyhow::Error {
