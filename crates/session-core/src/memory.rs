@@ -30,6 +30,10 @@ use crate::state::StateMap;
 use crate::state::{apply_delta, SharedDelta, SharedState};
 use crate::validate::Limits;
 
+mod context_events;
+
+use context_events::ContextEvents;
+
 const BACKEND: &str = "memory";
 
 /// A repository in process memory: the reference semantics every backend
@@ -487,7 +491,7 @@ impl SessionRepository for InMemoryRepository {
                     after: None,
                     ..filter.clone()
                 };
-                past_cursor.apply(rest.iter().filter_map(|s| r.archive.get(s)))
+                past_cursor.apply(ContextEvents::new(rest, &r.archive))
             }
         }
     }
