@@ -22,6 +22,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// The allocator of the command line and of the server it runs: a store
+/// makes and drops several small values per event, which glibc's malloc
+/// serves slower the more of them live (a full read of 100,000 events took
+/// 2-3 times as long; `docs/performance.md`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use crate::cli::{Cli, LogFormat};
 use crate::output::{describe, report};
 
