@@ -4,7 +4,8 @@
 //! - `docs/bench/ratio-to-raw.svg`: each store's speed relative to its raw
 //!   engine per workload (median of the pairs, with their range);
 //! - `docs/bench/reads-by-length.svg`: the last 20 events and a full read
-//!   against the session's length, per store.
+//!   against the session's length, per store;
+//! - and on stdout the page's tables of the same figures (`bench_tables`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,9 +14,13 @@ use plotters::prelude::*;
 use serde_json::Value;
 
 /// One store's run: its name and its result rows.
-struct Run {
-    store: String,
-    results: Vec<Value>,
+pub(crate) struct Run {
+    /// The store's name: its file's, less a `-16-clients` suffix (the
+    /// files of one store merge; OpenSearch's runs name their backend
+    /// `elasticsearch`, so the name cannot come from inside).
+    pub(crate) name: String,
+    /// The bench's result rows.
+    pub(crate) results: Vec<Value>,
 }
 
 /// The runs in `dir` (`*.json`), by file name.
@@ -32,15 +37,16 @@ fn runs(dir: &Path) -> Result<Vec<Run>, String> {
         let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
         let doc: Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
-        let store = doc["store"].as_str().unwrap_or("?").to_owned();
+        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+        let name = stem.trim_end_matches("-16-clients").to_owned();
         let results = doc["results"].as_array().cloned().unwrap_or_default();
-        out.push(Run { store, results });
+        out.push(Run { name, results });
     }
     Ok(out)
 }
 
 /// The chart category of a workload row, if it has one.
-fn category(workload: &str) -> Option<&'static str> {
+pub(crate) fn category(workload: &str) -> Option<&'static str> {
     if workload.starts_with("W1 append") {
         Some("W1 append")
     } else if workload.starts_with("W2 append") && workload.ends_with(" 1 client") {
@@ -56,7 +62,7 @@ fn category(workload: &str) -> Option<&'static str> {
     }
 }
 
-const CATEGORIES: [&str; 5] = [
+pub(crate) const CATEGORIES: [&str; 5] = [
     "W1 append",
     "W2 append, 1 client",
     "W2 append, 16 clients",
@@ -109,7 +115,7 @@ fn ratio_chart(runs: &[Run], path: &Path) -> Result<(), String> {
             };
             let get = |k: &str| ratio.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             by_store
-                .entry(run.store.clone())
+                .entry(run.name.clone())
                 .or_default()
                 .insert(cat, (get("median"), get("min"), get("max")));
         }
@@ -200,7 +206,7 @@ fn length_chart(runs: &[Run], path: &Path) -> Result<(), String> {
                     continue;
                 };
                 if w.starts_with(prefix) {
-                    lines.entry(run.store.clone()).or_default().push((n, ms));
+                    lines.entry(run.name.clone()).or_default().push((n, ms));
                 }
             }
         }
@@ -267,6 +273,7 @@ pub(crate) fn run() -> Result<(), String> {
     }
     ratio_chart(&runs, &dir.join("ratio-to-raw.svg"))?;
     length_chart(&runs, &dir.join("reads-by-length.svg"))?;
+    print!("{}", crate::bench_tables::tables(&runs));
     eprintln!(
         "xtask: drew {} and {} from {} runs",
         dir.join("ratio-to-raw.svg").display(),

@@ -1,6 +1,7 @@
 //! `cargo xtask <task>`: the one entry point for checks, used by CI and by hand.
 
 mod bench_report;
+mod bench_tables;
 
 use std::env;
 use std::process::{Command, ExitCode};
@@ -41,7 +42,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "bench-report",
-        "draw docs/bench/*.svg from the bench JSON in docs/bench/; not in ci",
+        "draw docs/bench/*.svg and print the tables of docs/performance.md from the bench JSON in docs/bench/; not in ci",
     ),
     (
         "fuzz",
