@@ -5,7 +5,7 @@
 //!   engine per workload (median of the pairs, with their range);
 //! - `docs/bench/reads-by-length.svg`: the last 20 events and a full read
 //!   against the session's length, per store;
-//! - and on stdout the page's tables of the same figures (`bench_tables`).
+//! - and, through `bench_tables`, the page's tables of the same figures.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -261,7 +261,8 @@ fn length_chart(runs: &[Run], path: &Path) -> Result<(), String> {
 }
 
 /// Draws both charts from `docs/bench/*.json` into `docs/bench/`.
-pub(crate) fn run() -> Result<(), String> {
+/// Draws the charts; the runs they were drawn from, for the tables.
+pub(crate) fn run() -> Result<Vec<Run>, String> {
     let dir = Path::new("docs/bench");
     let runs = runs(dir)?;
     if runs.is_empty() {
@@ -273,12 +274,11 @@ pub(crate) fn run() -> Result<(), String> {
     }
     ratio_chart(&runs, &dir.join("ratio-to-raw.svg"))?;
     length_chart(&runs, &dir.join("reads-by-length.svg"))?;
-    print!("{}", crate::bench_tables::tables(&runs));
     eprintln!(
         "xtask: drew {} and {} from {} runs",
         dir.join("ratio-to-raw.svg").display(),
         dir.join("reads-by-length.svg").display(),
         runs.len()
     );
-    Ok(())
+    Ok(runs)
 }

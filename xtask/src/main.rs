@@ -408,7 +408,10 @@ fn main() -> ExitCode {
         }
         Some("bench-report") => {
             return match bench_report::run() {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(runs) => {
+                    print!("{}", bench_tables::tables(&runs));
+                    ExitCode::SUCCESS
+                }
                 Err(e) => {
                     eprintln!("xtask: {e}");
                     ExitCode::FAILURE
