@@ -260,8 +260,8 @@ fn length_chart(runs: &[Run], path: &Path) -> Result<(), String> {
     root.present().map_err(draw_err)
 }
 
-/// Draws both charts from `docs/bench/*.json` into `docs/bench/`.
-/// Draws the charts; the runs they were drawn from, for the tables.
+/// Draws both charts from `docs/bench/*.json` into `docs/bench/`; the
+/// runs they were drawn from, for the tables.
 pub(crate) fn run() -> Result<Vec<Run>, String> {
     let dir = Path::new("docs/bench");
     let runs = runs(dir)?;
