@@ -68,8 +68,8 @@ fn with_thousands(text: &str) -> String {
 }
 
 /// A row's label in a table: its workload, numbers with commas.
-fn label(row: &Value) -> String {
-    with_thousands(&workload(row).replacen(": ", ", ", 1))
+fn label(workload: &str) -> String {
+    with_thousands(&workload.replacen(": ", ", ", 1))
 }
 
 /// A figure in the row's unit.
@@ -150,7 +150,7 @@ fn rows_where(
                         .map_or_else(|| "—".to_owned(), |r| cell(r))
                 })
                 .collect();
-            (with_thousands(&w.replacen(": ", ", ", 1)), cells)
+            (label(w), cells)
         })
         .filter(|(_, cells)| cells.iter().any(|c| c != "—"))
         .collect()
@@ -182,7 +182,7 @@ fn ratio_table(columns: &[(&str, Vec<&Value>)]) -> String {
                 .iter()
                 .map(|(_, rows)| of_category(rows, cat).map_or_else(|| "—".to_owned(), pair_cell))
                 .collect();
-            Some((label(first), cells))
+            Some((label(workload(first)), cells))
         })
         .collect();
     table("workload", columns, &rows)
