@@ -277,6 +277,15 @@ impl SessionEvent {
         String::from_utf8(out).map_err(|e| failed(e.into()))
     }
 
+    /// The length in bytes of [`SessionEvent::encode`]'s output, counted
+    /// as it is written instead of kept.
+    pub fn encoded_len(&self) -> Result<usize> {
+        let mut counted = ByteCount(0);
+        serde_json::to_writer(&mut counted, self)
+            .map_err(|e| SessionError::serialization(format!("event {}", self.id), e))?;
+        Ok(counted.0)
+    }
+
     /// The size of the event as stores keep it: the length in bytes of its
     /// encoding without seq, session id and context exit (what a batch's
     /// bodies hold and the bytes quota counts).
@@ -493,6 +502,20 @@ pub fn check_unique_ids(events: &[SessionEvent]) -> Result<()> {
     Ok(())
 }
 
+/// An [`std::io::Write`] that keeps nothing and counts the bytes written.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,6 +531,14 @@ mod tests {
             ids.windows(2).all(|w| w[0] < w[1]),
             "each id sorts after the one made before it"
         );
+    }
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_encoding() {
+        let mut e = SessionEvent::new(Message::user("quote \" tab \t ünïcode ✓ \u{1}"));
+        e.metadata
+            .insert("k".into(), serde_json::json!({"nested": [1, "two"]}));
+        assert_eq!(e.encoded_len().unwrap(), e.encode().unwrap().len());
     }
 
     #[test]

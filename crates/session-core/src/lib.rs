@@ -36,7 +36,7 @@ mod url;
 mod usage;
 mod validate;
 
-pub use batch::prepare_events;
+pub use batch::{prepare_events, size_events};
 pub use blocking::run_blocking;
 pub use clock::{system_clock, truncate_micros, Clock, ManualClock, SharedClock, SystemClock};
 pub use context::{

@@ -140,18 +140,31 @@ impl Record {
     /// Moves the planned new events of `batch` into the archive.
     fn archive_new(&mut self, batch: EventBatch, new: &[NewEvent]) {
         let added = batch.added_bytes(new);
-        let mut events: Vec<Option<SessionEvent>> = batch.events.into_iter().map(Some).collect();
-        for n in new {
-            let Some(mut event) = events.get_mut(n.index).and_then(Option::take) else {
-                continue;
-            };
-            event.seq = n.seq;
-            event.session_id = self.session.id.to_string();
-            self.ids.insert(event.id.clone(), n.seq);
-            self.archive.insert(n.seq, event);
+        let in_batch_order =
+            new.len() == batch.events.len() && new.iter().enumerate().all(|(k, n)| n.index == k);
+        if in_batch_order {
+            for (event, n) in batch.events.into_iter().zip(new) {
+                self.archive_one(event, n.seq);
+            }
+        } else {
+            let mut events: Vec<Option<SessionEvent>> =
+                batch.events.into_iter().map(Some).collect();
+            for n in new {
+                if let Some(event) = events.get_mut(n.index).and_then(Option::take) {
+                    self.archive_one(event, n.seq);
+                }
+            }
         }
         self.session.event_count = u64::try_from(self.archive.len()).unwrap_or(u64::MAX);
         self.session.event_bytes = self.session.event_bytes.saturating_add(added);
+    }
+
+    /// Files one new event under `seq`.
+    fn archive_one(&mut self, mut event: SessionEvent, seq: u64) {
+        event.seq = seq;
+        event.session_id = self.session.id.to_string();
+        self.ids.insert(event.id.clone(), seq);
+        self.archive.insert(seq, event);
     }
 
     fn apply_state(&mut self, shared: &mut Shared<'_>, changes: &StateChanges) {
@@ -442,7 +455,7 @@ impl SessionRepository for InMemoryRepository {
     }
 
     async fn append(&self, id: &SessionId, events: Vec<SessionEvent>) -> Result<AppendOutcome> {
-        let batch = EventBatch::new(events, &self.limits)?;
+        let batch = EventBatch::sized(events, &self.limits)?;
         let now = self.now();
         let mut inner = self.inner.write();
         let (sessions, mut shared) = inner.split();
@@ -507,7 +520,7 @@ impl SessionRepository for InMemoryRepository {
         events: Vec<SessionEvent>,
         expected_version: u64,
     ) -> Result<bool> {
-        let batch = EventBatch::new(events, &self.limits)?;
+        let batch = EventBatch::sized(events, &self.limits)?;
         let now = self.now();
         let mut inner = self.inner.write();
         let (sessions, mut shared) = inner.split();

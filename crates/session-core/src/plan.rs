@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::batch::prepare_events;
+use crate::batch::{prepare_events, size_events};
 use crate::context_log::ContextChange;
 use crate::error::{Result, SessionError};
 use crate::event::{check_unique_ids, SessionEvent};
@@ -85,35 +85,53 @@ pub struct Stored {
 }
 
 /// The events of one append or context replace, checked and normalized by
-/// [`prepare_events`]: ids valid, sizes within limits, `temp:` keys
-/// stripped. `bodies[i]` is event `i` encoded as JSON without seq and
-/// session id, for stores that keep the encoding.
+/// [`prepare_events`] (or [`size_events`]): ids valid, sizes within
+/// limits, `temp:` keys stripped. `bodies[i]` is event `i` encoded as JSON
+/// without seq and session id, for stores that keep the encoding.
 #[derive(Debug, Clone)]
 pub struct EventBatch {
     /// The events, in batch order.
     pub events: Vec<SessionEvent>,
-    /// Each event's JSON encoding.
+    /// Each event's JSON encoding; empty for a batch made by
+    /// [`EventBatch::sized`].
     pub bodies: Vec<String>,
+    /// Each event's stored size: the length in bytes of its encoding.
+    pub sizes: Vec<u64>,
     /// The store's per-session quotas, checked by [`AppendPlan`].
     pub quota: SessionQuota,
 }
 
 impl EventBatch {
-    /// Checks `events` against `limits`.
+    /// Checks `events` against `limits` and keeps their encodings.
     pub fn new(mut events: Vec<SessionEvent>, limits: &Limits) -> Result<Self> {
         let bodies = prepare_events(&mut events, limits)?;
+        let sizes = bodies
+            .iter()
+            .map(|b| u64::try_from(b.len()).unwrap_or(u64::MAX))
+            .collect();
         Ok(Self {
             events,
             bodies,
+            sizes,
+            quota: SessionQuota::of(limits),
+        })
+    }
+
+    /// Checks `events` against `limits` and keeps their sizes only, for a
+    /// store that keeps the events themselves (no `bodies`).
+    pub fn sized(mut events: Vec<SessionEvent>, limits: &Limits) -> Result<Self> {
+        let sizes = size_events(&mut events, limits)?;
+        Ok(Self {
+            events,
+            bodies: Vec::new(),
+            sizes,
             quota: SessionQuota::of(limits),
         })
     }
 
     /// The stored size of event `index` (its encoding's length in bytes).
     pub fn stored_bytes(&self, index: usize) -> u64 {
-        self.bodies
-            .get(index)
-            .map_or(0, |b| u64::try_from(b.len()).unwrap_or(u64::MAX))
+        self.sizes.get(index).copied().unwrap_or(0)
     }
 
     /// The stored sizes of the `new` events, summed.

@@ -84,6 +84,10 @@ impl<R: SessionRepository> TracingLayer<R> {
         session_id: Option<&str>,
         call: impl Future<Output = Result<T>>,
     ) -> Result<T> {
+        if self.observer.is_none() && !tracing::enabled!(tracing::Level::DEBUG) {
+            // Nothing would see the span or the timing: skip the clock reads.
+            return call.await;
+        }
         let backend = self.inner.capabilities().backend;
         let span = tracing::debug_span!(
             "session_store",

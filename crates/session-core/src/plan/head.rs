@@ -262,6 +262,22 @@ mod tests {
     }
 
     #[test]
+    fn a_sized_batch_plans_the_bytes_and_refusals_of_an_encoded_one() {
+        let mut big = event("b");
+        big.metadata.insert("pad".into(), "x".repeat(600).into());
+        let events = vec![event("a"), big];
+        let encoded = EventBatch::new(events.clone(), &Limits::default()).unwrap();
+        let sized = EventBatch::sized(events.clone(), &Limits::default()).unwrap();
+        assert!(sized.bodies.is_empty());
+        assert_eq!(sized.sizes, encoded.sizes);
+        let plan = |b: &EventBatch| AppendPlan::new(&head(1, 0), b, &HashMap::new()).unwrap();
+        assert_eq!(plan(&sized).added_bytes, plan(&encoded).added_bytes);
+        let tight = Limits::default().with_max_event_bytes(600);
+        let err = EventBatch::sized(events, &tight).unwrap_err();
+        assert!(err.to_string().contains("bytes serialized"), "{err}");
+    }
+
+    #[test]
     fn the_head_a_plan_leaves_has_its_version_seq_and_grown_counters() {
         let before = head(3, 100);
         let batch = EventBatch::new(
