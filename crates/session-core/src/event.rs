@@ -294,7 +294,7 @@ impl SessionEvent {
         bare.seq = 0;
         bare.session_id.clear();
         bare.left_context = None;
-        Ok(u64::try_from(bare.encode()?.len()).unwrap_or(u64::MAX))
+        Ok(u64::try_from(bare.encoded_len()?).unwrap_or(u64::MAX))
     }
 
     /// The stored sizes of `events`, summed (see [`SessionEvent::stored_bytes`]).
