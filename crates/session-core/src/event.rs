@@ -90,6 +90,7 @@ pub struct SessionEvent {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub seq: u64,
     /// When the event happened (data, never used for ordering).
+    #[serde(serialize_with = "crate::timestamp::serialize")]
     pub timestamp: DateTime<Utc>,
     /// The chat message.
     pub message: Message,

@@ -31,6 +31,7 @@ pub mod search;
 mod service;
 mod session;
 pub mod state;
+mod timestamp;
 mod tokens;
 mod url;
 mod usage;

@@ -2,8 +2,11 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
+
+/// Serialization: the wire form, borrowed.
+mod wire_ref;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -536,12 +539,6 @@ impl TryFrom<Wire> for Message {
                 content,
             },
         })
-    }
-}
-
-impl Serialize for Message {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        Wire::from(self).serialize(s)
     }
 }
 
