@@ -312,17 +312,16 @@ impl Message {
     /// The strict OpenAI chat-completions JSON: like serde's form, with JSON
     /// parts lowered to text parts, for endpoints that reject unknown part types.
     pub fn to_openai(&self) -> Value {
-        let mut wire = Wire::from(self);
-        if let Some(WireContent::Parts(parts)) = &mut wire.content {
+        let mut wire = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(Value::Array(parts)) = wire.get_mut("content") {
             for part in parts.iter_mut() {
-                if let WirePart::Json { json } = part {
-                    *part = WirePart::Text {
-                        text: json.to_string(),
-                    };
+                if part.get("type").and_then(Value::as_str) == Some("json") {
+                    let text = part.get("json").map(Value::to_string).unwrap_or_default();
+                    *part = serde_json::json!({"type": "text", "text": text});
                 }
             }
         }
-        serde_json::to_value(wire).unwrap_or(Value::Null)
+        wire
     }
 }
 
@@ -401,31 +400,6 @@ struct WireFunction {
     arguments: String,
 }
 
-fn content_to_wire(content: &Content, null_when_empty: bool) -> Option<WireContent> {
-    if content.parts.is_empty() {
-        if null_when_empty && content.text.is_empty() {
-            return None;
-        }
-        return Some(WireContent::Text(content.text.clone()));
-    }
-    let mut parts = Vec::with_capacity(content.parts.len() + 1);
-    if !content.text.is_empty() {
-        parts.push(WirePart::Text {
-            text: content.text.clone(),
-        });
-    }
-    for part in &content.parts {
-        parts.push(match part {
-            ContentPart::ImageUrl { image_url } => WirePart::ImageUrl {
-                image_url: image_url.clone(),
-            },
-            ContentPart::File { file } => WirePart::File { file: file.clone() },
-            ContentPart::Json { json } => WirePart::Json { json: json.clone() },
-        });
-    }
-    Some(WireContent::Parts(parts))
-}
-
 fn content_from_wire(content: Option<WireContent>) -> Content {
     match content {
         None => Content::default(),
@@ -449,61 +423,6 @@ fn content_from_wire(content: Option<WireContent>) -> Content {
             }
             out
         }
-    }
-}
-
-impl From<&Message> for Wire {
-    fn from(m: &Message) -> Self {
-        let mut wire = Wire {
-            role: WireRole::System,
-            content: None,
-            name: None,
-            tool_calls: None,
-            tool_call_id: None,
-        };
-        match m {
-            Message::System { content } => {
-                wire.content = content_to_wire(content, false);
-            }
-            Message::User { content, name } => {
-                wire.role = WireRole::User;
-                wire.content = content_to_wire(content, false);
-                wire.name.clone_from(name);
-            }
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
-                wire.role = WireRole::Assistant;
-                wire.content = content_to_wire(content, !tool_calls.is_empty());
-                if !tool_calls.is_empty() {
-                    wire.tool_calls = Some(
-                        tool_calls
-                            .iter()
-                            .map(|c| WireToolCall {
-                                id: c.id.clone(),
-                                kind: function_type(),
-                                function: WireFunction {
-                                    name: c.name.clone(),
-                                    arguments: c.arguments.clone(),
-                                },
-                            })
-                            .collect(),
-                    );
-                }
-            }
-            Message::Tool {
-                tool_call_id,
-                name,
-                content,
-            } => {
-                wire.role = WireRole::Tool;
-                wire.content = content_to_wire(content, false);
-                wire.name.clone_from(name);
-                wire.tool_call_id = Some(tool_call_id.clone());
-            }
-        }
-        wire
     }
 }
 

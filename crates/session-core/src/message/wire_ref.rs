@@ -1,6 +1,6 @@
-//! [`Wire`] borrowing the message's strings: what serialization writes,
-//! byte for byte the same as [`Wire`] (same fields, same order), without
-//! copying the message first. Every store encodes each event it appends.
+//! How a message is written: its wire form ([`Wire`]'s fields, in its
+//! order), borrowing the message's strings instead of copying them first
+//! (every store encodes each event it appends).
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -60,8 +60,9 @@ struct WireFunctionRef<'a> {
     arguments: &'a str,
 }
 
-/// [`content_to_wire`], borrowed.
-fn content_to_wire_ref(content: &Content, null_when_empty: bool) -> Option<WireContentRef<'_>> {
+/// A message's content in its wire form: text alone, `null` when empty
+/// and `null_when_empty`, else parts with the text first.
+fn content_to_wire(content: &Content, null_when_empty: bool) -> Option<WireContentRef<'_>> {
     if content.parts.is_empty() {
         if null_when_empty && content.text.is_empty() {
             return None;
@@ -86,14 +87,14 @@ impl<'a> From<&'a Message> for WireRef<'a> {
         let (role, content, name, tool_calls, tool_call_id) = match m {
             Message::System { content } => (
                 WireRole::System,
-                content_to_wire_ref(content, false),
+                content_to_wire(content, false),
                 None,
                 None,
                 None,
             ),
             Message::User { content, name } => (
                 WireRole::User,
-                content_to_wire_ref(content, false),
+                content_to_wire(content, false),
                 name.as_deref(),
                 None,
                 None,
@@ -117,7 +118,7 @@ impl<'a> From<&'a Message> for WireRef<'a> {
                 });
                 (
                     WireRole::Assistant,
-                    content_to_wire_ref(content, !tool_calls.is_empty()),
+                    content_to_wire(content, !tool_calls.is_empty()),
                     None,
                     calls,
                     None,
@@ -129,7 +130,7 @@ impl<'a> From<&'a Message> for WireRef<'a> {
                 content,
             } => (
                 WireRole::Tool,
-                content_to_wire_ref(content, false),
+                content_to_wire(content, false),
                 name.as_deref(),
                 None,
                 Some(tool_call_id.as_str()),
@@ -200,11 +201,11 @@ mod tests {
             },
         ];
         for m in &messages {
-            assert_eq!(
-                serde_json::to_string(m).unwrap(),
-                serde_json::to_string(&Wire::from(m)).unwrap(),
-                "{m:?}"
-            );
+            // Read back into the owned wire form and written again, the
+            // text must not change: the same fields, in the same order.
+            let written = serde_json::to_string(m).unwrap();
+            let owned: Wire = serde_json::from_str(&written).unwrap();
+            assert_eq!(written, serde_json::to_string(&owned).unwrap(), "{m:?}");
             assert_eq!(
                 &serde_json::from_str::<Message>(&serde_json::to_string(m).unwrap()).unwrap(),
                 m
